@@ -1,0 +1,1 @@
+"""MySQL/MariaDB binlog -> Delta Lake CDC pipeline."""
