@@ -1,0 +1,46 @@
+"""The bronze change-log schema: one row per row change, in a generic column form.
+
+Every value keeps its exact meaning: ``text`` holds the canonical text of typed
+values (see :mod:`pipelines.values`), ``bin`` holds the bytes of binary values;
+both NULL means SQL NULL. ``type`` records the MySQL column type as logged
+(e.g. ``LONG UNSIGNED``, ``NEWDECIMAL(10,2)``, ``VARCHAR(40) utf8mb4``).
+
+The total-order key ``_seq`` sorts as the changes happened:
+``{file_seq:010d}{event_pos:013d}{row_idx:09d}`` (32 digits, fixed width).
+"""
+from __future__ import annotations
+
+BRONZE_TABLE = "bronze/binlog_changes"
+DECODER_VERSION = "0.1.0"
+
+# Column form of one image: one struct per column present in the image.
+COLUMN_VALUE_DDL = "idx INT, name STRING, type STRING, text STRING, bin BINARY"
+
+BRONZE_COLUMNS: list[tuple[str, str]] = [
+    ("source_file", "STRING"),  # base name, e.g. binlog.000042
+    ("file_seq", "BIGINT"),  # numeric suffix of the file name
+    ("event_pos", "BIGINT"),  # start offset of the rows event (outer event when in a payload)
+    ("row_idx", "INT"),  # index of the row change within that event
+    ("_seq", "STRING"),  # sortable total-order key
+    ("server_id", "BIGINT"),
+    ("gtid", "STRING"),  # MySQL uuid[:tag]:gno or MariaDB domain-server-seq
+    ("xid", "DECIMAL(20,0)"),
+    ("commit_ts", "TIMESTAMP"),  # commit event timestamp (UTC)
+    ("event_ts", "TIMESTAMP"),  # rows event timestamp (UTC)
+    ("db", "STRING"),
+    ("table", "STRING"),
+    ("op", "STRING"),  # c | u | d
+    ("before", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),
+    ("after", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),
+    ("pk", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),  # key values (after image, or before for deletes)
+    ("decoder_version", "STRING"),
+    ("_run_id", "STRING"),
+    ("_ingested_at", "TIMESTAMP"),
+]
+
+BRONZE_DDL = ", ".join(f"`{n}` {t}" for n, t in BRONZE_COLUMNS)
+
+
+def seq_key(file_seq: int, event_pos: int, row_idx: int) -> str:
+    """The total-order key of one row change."""
+    return f"{file_seq:010d}{event_pos:013d}{row_idx:09d}"
