@@ -1,7 +1,7 @@
 """The bronze change-log schema: one row per row change, in a generic column form.
 
 Every value keeps its exact meaning: ``text`` holds the canonical text of typed
-values (see :mod:`pipelines.values`), ``bin`` holds the bytes of binary values;
+values (see :mod:`pipelines.binlog.values`), ``bin`` holds the bytes of binary values;
 both NULL means SQL NULL. ``type`` records the MySQL column type as logged
 (e.g. ``LONG UNSIGNED``, ``NEWDECIMAL(10,2)``, ``VARCHAR(40) utf8mb4``).
 

@@ -1,0 +1,109 @@
+"""Row changes and statements of committed transactions, in file order, each
+tagged with its transaction (GTID, XID, commit time) from the file's index.
+
+This is what the pipeline consumes:
+
+>>> idx = txindex.scan("binlog.000001")
+>>> for ch in iter_changes("binlog.000001", idx):
+...     print(ch.op, ch.db, ch.table, ch.after)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from .constants import EventType
+from .events import RowsEvent, TableMapEvent
+from .stream import EventStream
+from .txindex import FileIndex, TxInfo, _QUERY_TYPES, _query_kind, scan
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    """One row change: before/after images aligned with ``columns_before`` /
+    ``columns_after`` (column indexes)."""
+
+    file: str
+    pos: int  # start of the rows event (of the payload event, when in a payload)
+    row_idx: int  # index of this row within the event at ``pos``
+    op: str  # insert | update | delete
+    table_map: TableMapEvent
+    columns_before: tuple[int, ...]
+    before: tuple | None
+    columns_after: tuple[int, ...]
+    after: tuple | None
+    event_ts: int
+    server_id: int
+    tx: TxInfo
+
+    @property
+    def db(self) -> str:
+        return self.table_map.schema
+
+    @property
+    def table(self) -> str:
+        return self.table_map.table
+
+
+@dataclass(frozen=True, slots=True)
+class StatementChange:
+    """A statement logged as text: DDL, or statement-format DML inside a group."""
+
+    file: str
+    pos: int
+    db: str
+    query: str
+    event_ts: int
+    server_id: int
+    tx: TxInfo
+    in_group: bool  # inside a multi-event transaction (statement-format DML), not standalone DDL
+
+
+def iter_changes(
+    source,
+    index: FileIndex | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    name: str | None = None,
+    verify_checksums: bool = True,
+) -> Iterator[RowChange | StatementChange]:
+    """Yield the changes of complete transactions that start in ``[start, end)``.
+
+    ``end`` is capped at ``index.complete_until``: an unfinished transaction at
+    the end of a file is left for the next run.
+    """
+    with EventStream(source, name=name, verify_checksums=verify_checksums) as stream:
+        if index is None:
+            index = scan(stream.file.buf, name=stream.name, verify_checksums=verify_checksums)
+        stop = index.complete_until if end is None else min(end, index.complete_until)
+        txs = index.transactions
+        ti = 0
+        tx: TxInfo | None = None
+        last_pos, next_row = -1, 0  # rows of one payload event share its pos
+        for ev in stream.events(start, stop):
+            h = ev.header
+            pos = h.pos
+            if tx is None or not tx.begin_pos <= pos < tx.end_pos:
+                while ti < len(txs) and txs[ti].end_pos <= pos:
+                    ti += 1
+                tx = txs[ti] if ti < len(txs) and txs[ti].begin_pos <= pos else None
+                if tx is None:
+                    continue  # control events between transactions
+            if type(ev) is RowsEvent:
+                if ev.table_map is None:
+                    continue  # the dummy end-of-statement event carries no rows
+                if pos != last_pos:
+                    last_pos, next_row = pos, 0
+                op, tm = ev.op, ev.table_map
+                cb, ca = ev.columns_before, ev.columns_after
+                ts, sid, file = h.timestamp, h.server_id, h.file
+                for i, (b, a) in enumerate(ev.rows, next_row):
+                    yield RowChange(file, pos, i, op, tm, cb, b, ca, a, ts, sid, tx)
+                next_row += len(ev.rows)
+            elif h.type_code in _QUERY_TYPES:
+                kind = _query_kind(ev.query)
+                if kind == "statement":
+                    yield StatementChange(
+                        h.file, pos, ev.schema, ev.query, h.timestamp, h.server_id, tx, tx.kind != "ddl"
+                    )

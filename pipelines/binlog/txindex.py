@@ -1,0 +1,240 @@
+"""Transaction boundaries of one binlog file, found by a quick pass.
+
+The pass decodes only the events that open or close a transaction (GTIDs,
+QUERY, XID, XA_PREPARE, TRANSACTION_PAYLOAD) and looks at nothing else, so it
+is cheap. Its index serves three purposes:
+
+* which transactions are complete (a file the server is still writing may end
+  mid-transaction; that tail waits for the next run),
+* the GTID, XID and commit time of the transaction each row change belongs to,
+  known before its rows are decoded,
+* byte ranges that start on transaction boundaries, so workers can decode one
+  file in parallel (each worker only needs the format description event).
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from .constants import EventType
+from .errors import BinlogError
+from .events import DecodeContext, decode_event
+from .framing import BinlogFile
+
+_GTID_TYPES = frozenset({EventType.GTID, EventType.ANONYMOUS_GTID, EventType.GTID_TAGGED, EventType.MARIA_GTID})
+_QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
+_ROWS_TYPES = frozenset(
+    {
+        EventType.PRE_GA_WRITE_ROWS, EventType.PRE_GA_UPDATE_ROWS, EventType.PRE_GA_DELETE_ROWS,
+        EventType.WRITE_ROWS_V1, EventType.UPDATE_ROWS_V1, EventType.DELETE_ROWS_V1,
+        EventType.WRITE_ROWS, EventType.UPDATE_ROWS, EventType.DELETE_ROWS, EventType.PARTIAL_UPDATE_ROWS,
+        EventType.MARIA_WRITE_ROWS_COMPRESSED_V1, EventType.MARIA_UPDATE_ROWS_COMPRESSED_V1,
+        EventType.MARIA_DELETE_ROWS_COMPRESSED_V1, EventType.MARIA_WRITE_ROWS_COMPRESSED,
+        EventType.MARIA_UPDATE_ROWS_COMPRESSED, EventType.MARIA_DELETE_ROWS_COMPRESSED,
+    }
+)
+# Events that live between transactions.
+_CONTROL_TYPES = frozenset(
+    {
+        EventType.FORMAT_DESCRIPTION, EventType.ROTATE, EventType.STOP, EventType.PREVIOUS_GTIDS,
+        EventType.MARIA_GTID_LIST, EventType.MARIA_BINLOG_CHECKPOINT, EventType.HEARTBEAT,
+        EventType.HEARTBEAT_V2, EventType.MARIA_START_ENCRYPTION, EventType.INCIDENT,
+    }
+)
+
+# How a transaction ended.
+COMMIT = "commit"  # XID or COMMIT
+ROLLBACK = "rollback"  # ROLLBACK query (only non-transactional changes are logged)
+DDL = "ddl"  # a standalone statement
+XA_PREPARE = "xa_prepare"  # XA ... PREPARE: changes not committed yet
+XA_COMMIT = "xa_commit"  # XA COMMIT 'xid' of an earlier prepared group
+XA_ROLLBACK = "xa_rollback"
+
+
+@dataclass(frozen=True, slots=True)
+class TxInfo:
+    """One transaction (event group) of a file."""
+
+    begin_pos: int
+    end_pos: int  # just past the event that ended it
+    kind: str
+    gtid: str | None = None
+    xid: int | None = None
+    xa_xid: str | None = None  # XA transaction id text, for XA groups
+    commit_ts: int = 0  # header timestamp of the ending event (epoch seconds)
+    server_id: int = 0
+    has_rows: bool = False
+
+
+@dataclass
+class FileIndex:
+    """What the quick pass found in one file."""
+
+    file: str
+    size: int
+    server_version: str
+    transactions: list[TxInfo] = field(default_factory=list)
+    complete_until: int = 4  # offset just past the last complete transaction or control event
+    incomplete_tail: int | None = None  # start of an unfinished transaction at the end, if any
+    error: BinlogError | None = None  # why scanning stopped early (truncation, corruption)
+    rotate_to: str | None = None  # next file named by a ROTATE event
+    stopped: bool = False  # a STOP event: the server shut down cleanly
+    first_gtid: str | None = None
+    last_gtid: str | None = None
+    _starts: list[int] = field(default_factory=list, repr=False)
+
+    def tx_at(self, pos: int) -> TxInfo | None:
+        """The complete transaction containing the event that starts at ``pos``."""
+        if not self._starts:
+            self._starts = [t.begin_pos for t in self.transactions]
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i >= 0:
+            tx = self.transactions[i]
+            if tx.begin_pos <= pos < tx.end_pos:
+                return tx
+        return None
+
+    def split(self, parts: int, min_bytes: int = 1 << 20) -> list[tuple[int, int]]:
+        """Cut ``[4, complete_until)`` into at most ``parts`` ranges of similar
+        size, each starting on a transaction boundary."""
+        end = self.complete_until
+        if parts <= 1 or end - 4 <= min_bytes or not self.transactions:
+            return [(4, end)]
+        target = max(min_bytes, (end - 4) // parts)
+        ranges, start = [], 4
+        for tx in self.transactions:
+            if tx.begin_pos - start >= target and len(ranges) < parts - 1:
+                ranges.append((start, tx.begin_pos))
+                start = tx.begin_pos
+        ranges.append((start, end))
+        return ranges
+
+
+def _query_kind(text: str) -> str | None:
+    """BEGIN / COMMIT / ROLLBACK / XA verbs, or None for any other statement."""
+    head = text.lstrip()[:24].upper()
+    if head.startswith("BEGIN") or head.startswith("START TRANSACTION"):
+        return "begin"
+    if head.startswith("COMMIT"):
+        return COMMIT
+    if head.startswith("ROLLBACK"):
+        # ROLLBACK TO SAVEPOINT stays inside the transaction
+        return None if "TO" in head.split()[1:2] else ROLLBACK
+    if head.startswith("XA "):
+        verb = head.split()[1] if len(head.split()) > 1 else ""
+        return {"START": "begin", "BEGIN": "begin", "END": "xa_end", "PREPARE": XA_PREPARE,
+                "COMMIT": XA_COMMIT, "ROLLBACK": XA_ROLLBACK}.get(verb, "xa_other")
+    if head.startswith("SAVEPOINT"):
+        return None
+    return "statement"
+
+
+class _Open:
+    __slots__ = ("begin", "gtid", "standalone", "begun", "has_rows", "xa_xid")
+
+    def __init__(self, begin: int, gtid: str | None, standalone: bool):
+        self.begin = begin
+        self.gtid = gtid
+        self.standalone = standalone
+        self.begun = False
+        self.has_rows = False
+        self.xa_xid = None
+
+
+def scan(source, *, name: str | None = None, verify_checksums: bool = True) -> FileIndex:
+    """Index the transactions of one file. Never raises for bad bytes after the
+    format description: the error is recorded in ``FileIndex.error`` and the
+    index covers everything before it."""
+    with BinlogFile(source, name=name, verify_checksums=verify_checksums) as bf:
+        idx = FileIndex(bf.name, bf.size, bf.format.server_version)
+        ctx = DecodeContext(bf.format, {}, decode_rows=False)
+        cur: _Open | None = None
+        txs = idx.transactions
+
+        def close(end: int, kind: str, ts: int, server_id: int, xid=None):
+            nonlocal cur
+            txs.append(TxInfo(cur.begin, end, kind, cur.gtid, xid, cur.xa_xid, ts, server_id, cur.has_rows))
+            if cur.gtid:
+                idx.first_gtid = idx.first_gtid or cur.gtid
+                idx.last_gtid = cur.gtid
+            idx.complete_until = end
+            cur = None
+
+        try:
+            for raw in bf.events():
+                h = raw.header
+                code = h.type_code
+                ctx.format = bf.format
+                if code in _ROWS_TYPES or code == EventType.TABLE_MAP:
+                    if cur is None:  # rows outside any group (very old servers): a group of its own
+                        cur = _Open(h.pos, None, False)
+                    cur.has_rows = cur.has_rows or code in _ROWS_TYPES
+                    continue
+                if code in _GTID_TYPES:
+                    ev = decode_event(raw, ctx)
+                    # An unfinished group followed by a new GTID is dropped (nothing committed it).
+                    standalone = bool(getattr(ev, "standalone", False))
+                    cur = _Open(h.pos, getattr(ev, "gtid", None), standalone)
+                    cur.xa_xid = getattr(ev, "xa_xid", None)
+                    # A MariaDB GTID stands for BEGIN unless the group is a single statement.
+                    cur.begun = code == EventType.MARIA_GTID and not standalone
+                    continue
+                if code in _QUERY_TYPES:
+                    ev = decode_event(raw, ctx)
+                    kind = _query_kind(ev.query)
+                    if kind == "begin":
+                        if cur is None:
+                            cur = _Open(h.pos, None, False)
+                        cur.begun = True
+                    elif kind in (COMMIT, ROLLBACK, XA_COMMIT, XA_ROLLBACK, XA_PREPARE):
+                        if cur is None:
+                            cur = _Open(h.pos, None, True)
+                        close(h.end_pos, kind, h.timestamp, h.server_id)
+                    elif kind in ("xa_end", "xa_other", None):
+                        if cur is None:
+                            cur = _Open(h.pos, None, True)
+                            close(h.end_pos, DDL, h.timestamp, h.server_id)
+                    else:  # a statement: DDL on its own, or statement-format DML inside a group
+                        if cur is None:
+                            cur = _Open(h.pos, None, True)
+                            close(h.end_pos, DDL, h.timestamp, h.server_id)
+                        elif cur.standalone or not (cur.begun or cur.has_rows):
+                            close(h.end_pos, DDL, h.timestamp, h.server_id)
+                    continue
+                if code == EventType.XID:
+                    ev = decode_event(raw, ctx)
+                    if cur is None:
+                        cur = _Open(h.pos, None, False)
+                    close(h.end_pos, COMMIT, h.timestamp, h.server_id, ev.xid)
+                    continue
+                if code == EventType.XA_PREPARE:
+                    if cur is None:
+                        cur = _Open(h.pos, None, False)
+                    close(h.end_pos, XA_PREPARE, h.timestamp, h.server_id)
+                    continue
+                if code == EventType.TRANSACTION_PAYLOAD:
+                    ev = decode_event(raw, ctx)
+                    if cur is None:
+                        cur = _Open(h.pos, None, False)
+                    xid = None
+                    for inner in ev.events:
+                        if inner.header.type_code in _ROWS_TYPES:
+                            cur.has_rows = True
+                        elif inner.header.type_code == EventType.XID:
+                            xid = inner.xid
+                    close(h.end_pos, COMMIT, h.timestamp, h.server_id, xid)
+                    continue
+                if code == EventType.ROTATE:
+                    ev = decode_event(raw, ctx)
+                    idx.rotate_to = getattr(ev, "next_file", None)
+                elif code == EventType.STOP:
+                    idx.stopped = True
+                if cur is None and code in _CONTROL_TYPES:
+                    idx.complete_until = h.end_pos
+                # anything else (annotate, rows query, intvar, ...) belongs to the open group
+        except BinlogError as e:
+            idx.error = e
+        if cur is not None:
+            idx.incomplete_tail = cur.begin
+        return idx
+

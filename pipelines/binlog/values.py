@@ -1,0 +1,93 @@
+"""Canonical text for decoded values: one exact, type-independent spelling,
+used by the jsonl dump and by the bronze change log.
+
+=============  ==================================================
+value          text
+=============  ==================================================
+int            decimal digits (``-5``, ``18446744073709551615``)
+Decimal        ``str(Decimal)`` without exponent (``-0.50``)
+float          ``repr`` (round-trips exactly)
+date           ``YYYY-MM-DD``
+datetime       ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (TIMESTAMP in UTC)
+timedelta      MySQL TIME text ``[-]H:MM:SS[.f…]`` with ``fsp`` digits
+str            itself (zero/invalid dates arrive as MySQL's text)
+list (VECTOR)  JSON array text
+=============  ==================================================
+
+``bytes`` have no text form: they go in the binary slot.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from decimal import Decimal
+
+_UTC = _dt.timezone.utc
+
+
+def time_text(td: _dt.timedelta, fsp: int | None = None) -> str:
+    """MySQL TIME text of a timedelta: ``-838:59:59``, ``-00:00:00.5`` (fsp=1)."""
+    total_us = td.days * 86_400_000_000 + td.seconds * 1_000_000 + td.microseconds
+    sign = "-" if total_us < 0 else ""
+    total_us = abs(total_us)
+    secs, us = divmod(total_us, 1_000_000)
+    h, rem = divmod(secs, 3600)
+    m, s = divmod(rem, 60)
+    text = f"{sign}{h:02d}:{m:02d}:{s:02d}"
+    if fsp is None:
+        fsp = 6 if us else 0
+    if fsp:
+        text += "." + f"{us:06d}"[:fsp]
+    return text
+
+
+def datetime_text(v: _dt.datetime, fsp: int | None = None) -> str:
+    if v.tzinfo is not None:
+        v = v.astimezone(_UTC)
+    text = f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+    if fsp is None:
+        fsp = 6 if v.microsecond else 0
+    if fsp:
+        text += "." + f"{v.microsecond:06d}"[:fsp]
+    return text
+
+
+def decimal_text(v: Decimal) -> str:
+    return format(v, "f")
+
+
+def canonical_text(value, fsp: int | None = None) -> str | None:
+    """Canonical text of a decoded value; ``None`` for NULL and for bytes."""
+    t = type(value)
+    if value is None or t is bytes or t is bytearray:
+        return None
+    if t is str:
+        return value
+    if t is int or t is bool:
+        return str(int(value))
+    if t is Decimal:
+        return decimal_text(value)
+    if t is float:
+        return repr(value)
+    if t is _dt.datetime:
+        return datetime_text(value, fsp)
+    if t is _dt.date:
+        return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+    if t is _dt.timedelta:
+        return time_text(value, fsp)
+    if t is list or t is tuple:
+        return json.dumps(list(value))
+    raise TypeError(f"no canonical text for {t.__name__}")
+
+
+def json_value(value, fsp: int | None = None):
+    """A JSON-ready form: numbers stay numbers (Decimal becomes its exact text),
+    bytes become ``{"hex": "..."}``."""
+    t = type(value)
+    if value is None or t is int or t is float or t is str or t is bool:
+        return value
+    if t is bytes or t is bytearray:
+        return {"hex": bytes(value).hex()}
+    if t is list or t is tuple:
+        return list(value)
+    return canonical_text(value, fsp)
