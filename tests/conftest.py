@@ -1,0 +1,63 @@
+"""Shared pytest fixtures.  Keep this file small: the logic lives in the helper modules
+(``mariadb_server.py``, ``workloads.py``, ``binlog_text.py``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_TESTS_DIR = Path(__file__).resolve().parent
+if str(_TESTS_DIR) not in sys.path:  # helper modules are imported as top-level modules
+    sys.path.insert(0, str(_TESTS_DIR))
+
+from mariadb_server import MariaDBServer, mariadb_available  # noqa: E402
+
+# ------------------------------------------------------------------------------------ MariaDB
+
+
+def _require_mariadb() -> None:
+    ok, why = mariadb_available()
+    if not ok:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory) -> MariaDBServer:
+    """One private server for the whole session: ROW format, FULL row image, CRC32, MINIMAL row
+    metadata, annotate rows ON, server_id 1, UTC.  Shared: create your own database per test."""
+    _require_mariadb()
+    srv = MariaDBServer(tmp_path_factory.mktemp("mariadb"), server_id=1, row_image="FULL", checksum="CRC32")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def mariadb_factory(tmp_path_factory):
+    """``mariadb_factory(**settings) -> started MariaDBServer`` (same keyword arguments as
+    :class:`MariaDBServer` minus ``basedir``); every server is stopped at the end of the test."""
+    _require_mariadb()
+    servers: list[MariaDBServer] = []
+
+    def make(**settings) -> MariaDBServer:
+        srv = MariaDBServer(tmp_path_factory.mktemp("mariadb-extra"), **settings)
+        servers.append(srv)
+        return srv.start()
+
+    yield make
+    for srv in servers:
+        srv.stop()
+
+
+# ------------------------------------------------------------------------------------ corpus
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """``../shared/corpus`` relative to the repository root (real binlogs + mariadb-binlog text)."""
+    path = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+    if not path.is_dir():
+        pytest.skip(f"binlog corpus not found at {path}")
+    return path
