@@ -63,7 +63,11 @@ ENUM/SET member names, BINARY padding, exact FLOAT value - :mod:`workloads` fini
     DECIMAL                      -> decimal.Decimal (scale as printed)
     FLOAT / DOUBLE               -> float (FLOAT is printed with only 6 significant digits!)
     YEAR                         -> int; the tool prints YEAR 0000 as 1900, mapped back to 0
-    BIT(n)  b'0101'              -> int;   SET  b'0101' -> int bitmask;   ENUM  3 -> int index (1-based)
+    BIT(n)  b'0101'              -> int (printed big-endian, as stored)
+    SET     b'00000001 10000000' -> int bitmask, bit i = member i+1.  The bytes are printed in storage
+                                    order and SET is stored LITTLE-endian: that example (2 bytes) is
+                                    0x8001 = members 1 and 16, not 0x0180
+    ENUM    3                    -> int index (1-based; 0 = the '' error value)
     DATE    'YYYY:MM:DD'         -> datetime.date; zero/invalid dates -> str 'YYYY-MM-DD'
     TIME    '-838:59:59.5'       -> datetime.timedelta (negative allowed)
     DATETIME                     -> naive datetime.datetime; zero/invalid -> str as printed
@@ -573,7 +577,11 @@ def parse_value(text: str | None, type_comment: TypeComment | str | None, *, uns
         if not (text.startswith("b'") and text.endswith("'")):
             raise ValueError(f"bad bit text {text!r}")
         bits = text[2:-1]
-        return int(bits, 2) if bits else 0
+        value = int(bits, 2) if bits else 0
+        if name == "SET":  # bytes printed in storage order, and SET is stored little-endian
+            nbytes = (len(bits) + 7) // 8
+            value = int.from_bytes(value.to_bytes(nbytes, "big"), "little")
+        return value
     if name == "ENUM":
         return int(text)
     if name in ("DATE", "NEWDATE"):

@@ -247,6 +247,10 @@ def test_hand_checked_values_strings_bits(parsed):
     v = _values(r)
     assert v[3] == 300  # ENUM(2 bytes) index
     assert v[7] == 2**64 - 1  # SET with 64 members, all set
+    assert r["after"][6] == "b'0000000110000000'" and v[6] == 0x8001  # 's0,s15': little-endian bytes
+    r = _row(parsed, "binlog.000002.txt", "t_enum", "insert", 4)  # (5,'b','v256','ü','x,z','s7,s8','m0,m31,m32')
+    v = _values(r)
+    assert (v[2], v[3], v[5], v[6], v[7]) == (2, 257, 0b101, (1 << 7) | (1 << 8), 1 | (1 << 31) | (1 << 32))
 
 
 def test_float_double(parsed):
