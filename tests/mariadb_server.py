@@ -113,14 +113,23 @@ def _stop_all_servers() -> None:
             pass
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
-    try:
-        import ctypes
+# prctl is looked up in the parent: the preexec_fn below runs in the forked child, where importing or
+# dlopen()ing could deadlock if another thread (py4j, Spark) held a lock at fork time.
+try:
+    import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+    _PRCTL.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    _PRCTL.restype = ctypes.c_int
+except Exception:  # pragma: no cover - non-Linux
+    _PRCTL = None
+_PR_SET_PDEATHSIG = 1
+_SIGTERM = int(signal.SIGTERM)
+
+
+def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, _SIGTERM, 0, 0, 0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -305,7 +314,7 @@ class MariaDBServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,  # everything goes to --log-error
-                preexec_fn=_set_pdeathsig if self.die_with_parent else None,
+                preexec_fn=_set_pdeathsig if (self.die_with_parent and _PRCTL is not None) else None,
                 start_new_session=True,  # not hit by the terminal's Ctrl-C; we stop it ourselves
             )
             with _LIVE_LOCK:
@@ -489,8 +498,8 @@ class MariaDBServer:
             if not line:
                 continue
             p = Path(line)
-            if not p.is_absolute():
-                p = (self.datadir / p).resolve() if not (self.binlog_dir / p.name).exists() else self.binlog_dir / p.name
+            if not p.is_absolute():  # relative entries are relative to the datadir
+                p = self.binlog_dir / p.name if (self.binlog_dir / p.name).exists() else self.datadir / p
             files.append(p)
         return files
 
