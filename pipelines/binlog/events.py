@@ -1748,6 +1748,9 @@ def decode_view_change(data, ctx, header) -> ViewChangeEvent:
 _PAYLOAD_END, _PAYLOAD_SIZE, _PAYLOAD_COMPRESSION, _PAYLOAD_UNCOMPRESSED_SIZE = 0, 1, 2, 3
 
 
+_ZSTD_CHUNK = 1 << 20
+
+
 def _zstd_decompress(payload, size: int) -> bytes:
     """Stream-decompress into at most ``size`` bytes (+1 to notice a lie)."""
     import zstandard
@@ -1755,8 +1758,8 @@ def _zstd_decompress(payload, size: int) -> bytes:
     reader = zstandard.ZstdDecompressor().stream_reader(bytes(payload), read_across_frames=True)
     chunks, got = [], 0
     try:
-        while got <= size:
-            chunk = reader.read(size + 1 - got)
+        while got <= size:  # bounded chunks: a lying size must not allocate it up front
+            chunk = reader.read(min(size + 1 - got, _ZSTD_CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
