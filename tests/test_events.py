@@ -562,6 +562,9 @@ def test_rows_decoded_through_rows_module(monkeypatch):
     ev = decode_event(eb.raw(EventType.MARIA_WRITE_ROWS_COMPRESSED_V1, eb.rows(5, 3, [1] * 3, b"ROWS", v2=False, compressed=True)), ctx)
     assert ev.rows == ((None, (1, 2, 3)),) and ev.body == b""
     assert calls == [("insert", "t", b"ROWS", (), (0, 1, 2), False, EventType.WRITE_ROWS_V1)]
+    ctx = _ctx_with_table("mysql80")
+    decode_event(eb.raw(EventType.PARTIAL_UPDATE_ROWS, eb.rows(5, 3, [1] * 3, b"JSON", present_after=[0, 0, 1])), ctx)
+    assert calls[1] == ("update", "t", b"JSON", (0, 1, 2), (2,), True, EventType.PARTIAL_UPDATE_ROWS)
 
 
 # ============================================================================= MySQL GTIDs

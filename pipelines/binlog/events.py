@@ -1476,13 +1476,15 @@ def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False)
     cols_after = tuple(i for i, p in enumerate(present_after) if p)
     before, after = {"insert": ((), cols), "delete": (cols, ()), "update": (cols, cols_after)}[op]
 
-    body = _maria_uncompress(data[off:], f"{event_type_name(code)} rows") if compressed else bytes(data[off:])
+    body = _maria_uncompress(data[off:], f"{event_type_name(code)} rows") if compressed else data[off:]
     partial = code == EventType.PARTIAL_UPDATE_ROWS
 
     table_map = ctx.table_maps.get(ph.table_id)
     if table_map is None:
         if ph.table_id in DUMMY_TABLE_IDS and ph.flags & ROWS_FLAG_STMT_END:
-            return RowsEvent(header, op, ph.table_id, ph.flags, extra, width, before, after, None, (), partial, compressed, body)
+            return RowsEvent(
+                header, op, ph.table_id, ph.flags, extra, width, before, after, None, (), partial, compressed, bytes(body)
+            )
         raise CorruptEvent(f"rows event for table_id {ph.table_id} has no preceding TABLE_MAP")
     if width != table_map.column_count:
         raise CorruptEvent(
@@ -1490,7 +1492,9 @@ def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False)
             f"({table_map.schema}.{table_map.table}) {table_map.column_count}"
         )
     if not ctx.decode_rows:
-        return RowsEvent(header, op, ph.table_id, ph.flags, extra, width, before, after, table_map, (), partial, compressed, body)
+        return RowsEvent(
+            header, op, ph.table_id, ph.flags, extra, width, before, after, table_map, (), partial, compressed, bytes(body)
+        )
     try:
         from .rows import decode_rows
     except ImportError as e:  # pragma: no cover - depends on the checkout
