@@ -3,11 +3,13 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+AIRFLOW_VENV  := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps test test-fast run bench sql fuzz clean
+.PHONY: setup system-deps test test-fast run bench sql fuzz clean package
 
-setup: system-deps $(STAMP)
+setup: system-deps $(STAMP) $(AIRFLOW_STAMP)
 
 # Java 17 (Spark 4) and mariadb-server (the test suite's private server), via apt when missing.
 system-deps:
@@ -26,6 +28,13 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e . || $(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# Airflow in its own venv (its pins clash with ours): tests/test_dag.py parses dags/ with it.
+$(AIRFLOW_STAMP): requirements-airflow.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install -q -r requirements-airflow.txt
+	touch $(AIRFLOW_STAMP)
+
 test: setup
 	$(PY) -m pytest -q -ra tests
 
@@ -38,5 +47,16 @@ bench: setup
 sql: setup
 	$(PY) -m pipelines.sql "$(Q)"
 
+# dist/binlog_delta.zip for spark-submit --py-files (pipelines/ + jobs/_bootstrap.py), and a wheel.
+package: $(STAMP)
+	mkdir -p dist
+	rm -f dist/binlog_delta.zip
+	$(PY) -c 'import pathlib, zipfile; \
+	files = [p for p in sorted(pathlib.Path("pipelines").rglob("*")) if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]; \
+	z = zipfile.ZipFile("dist/binlog_delta.zip", "w", zipfile.ZIP_DEFLATED); \
+	[z.write(p, p.as_posix()) for p in files]; z.write("jobs/_bootstrap.py", "_bootstrap.py"); z.close(); \
+	print(f"dist/binlog_delta.zip: {len(files) + 1} files")'
+	$(PY) -m pip wheel -q --no-deps -w dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .hypothesis build dist *.egg-info
