@@ -10,7 +10,6 @@ import re
 import struct
 import sys
 import types
-import uuid
 from pathlib import Path
 
 import pytest
@@ -163,7 +162,8 @@ def test_heartbeat_v2_skips_unknown_fields_and_needs_its_own():
 
 
 def test_ignorable_and_rows_query():
-    assert _decode(EventType.IGNORABLE, b"\x01\x02").raw == b"\x01\x02"
+    ev = _decode(EventType.IGNORABLE, b"\x01\x02")
+    assert isinstance(ev, IgnorableEvent) and ev.raw == b"\x01\x02"
     long_q = "INSERT INTO t VALUES " + ",".join(["(1)"] * 100)  # > 255 bytes: the length byte wraps
     ev = _decode(EventType.ROWS_QUERY, eb.rows_query(long_q), flags=EventFlag.IGNORABLE)
     assert isinstance(ev, RowsQueryEvent) and ev.query == long_q and ev.query_bytes == long_q.encode()

@@ -1069,7 +1069,7 @@ def decode_user_var(data, ctx, header) -> UserVarEvent:
     need(data, off, h.value_len, "USER_VAR value")
     raw = bytes(data[off : off + h.value_len])
     off += h.value_len
-    flags = data[off] if off < len(data) else 0  # servers before 5.1.? wrote no flags byte
+    flags = data[off] if off < len(data) else 0  # older servers wrote no flags byte
     return UserVarEvent(header, name, False, h.value_type, h.charset, raw, _user_var_value(h.value_type, raw, flags), flags)
 
 
