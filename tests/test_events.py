@@ -731,6 +731,8 @@ def test_maria_gtid_xa_with_extra_engines():
     data = eb.maria_gtid(86, 0, 0x4C, xa=(1, b"xa1", b""), flags_extra=1, extra_engines=255)
     ev = _decode(EventType.MARIA_GTID, data, "mariadb")
     assert (ev.xa_format_id, ev.xa_gtrid, ev.xa_bqual, ev.flags_extra, ev.extra_engines) == (1, b"xa1", b"", 1, 255)
+    assert ev.xa_xid == "X'786131',X'',1"
+    assert _decode(EventType.MARIA_GTID, eb.maria_gtid(1, 0, 0x0C), "mariadb").xa_xid is None
 
 
 def test_maria_gtid_completed_xa_with_commit_id():
@@ -956,7 +958,7 @@ def test_corpus_against_mariadb_binlog_text(txt):
         elif kind == "User_var":
             assert t["body"][0].startswith(f"SET @`{ev.name}`:=")
         elif kind == "XA_prepare":
-            assert isinstance(ev, XaPrepareEvent) and ev.gtrid.hex().upper() in t["xid"].upper()
+            assert isinstance(ev, XaPrepareEvent) and ev.xa_xid.upper() == t["xid"].upper()
         else:
             continue
         checked[kind] += 1

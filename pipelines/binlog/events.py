@@ -193,6 +193,10 @@ def _maria_uncompress(buf, what: str) -> bytes:
     return out
 
 
+def _xid_text(gtrid: bytes, bqual: bytes, format_id: int) -> str:
+    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{format_id}"
+
+
 # =============================================================================
 # event classes
 # =============================================================================
@@ -253,6 +257,11 @@ class XaPrepareEvent:
     @property
     def gtrid(self) -> bytes:
         return self.data[: self.gtrid_length]
+
+    @property
+    def xa_xid(self) -> str:
+        """The XID as MariaDB prints it: ``X'gtrid',X'bqual',format_id`` (hex)."""
+        return _xid_text(self.gtrid, self.bqual, self.format_id)
 
     @property
     def bqual(self) -> bytes:
@@ -673,6 +682,13 @@ class MariaGtidEvent:
     @property
     def standalone(self) -> bool:
         return bool(self.flags & MARIA_FL_STANDALONE)
+
+    @property
+    def xa_xid(self) -> str | None:
+        """The XA transaction's XID as ``X'gtrid',X'bqual',format_id``; None outside XA."""
+        if self.xa_format_id is None:
+            return None
+        return _xid_text(self.xa_gtrid, self.xa_bqual, self.xa_format_id)
 
 
 @dataclass(frozen=True, slots=True)
