@@ -17,12 +17,15 @@ argument        trigger param            Airflow Variable                  defau
 --binlog-dir    ``binlog_dir``           ``binlog_delta_binlog_dir``       ``input`` of that config file
 --warehouse     ``warehouse``            ``binlog_delta_warehouse``        ``warehouse`` of that config file
 --py-files      (none)                   ``binlog_delta_py_files``         ``<repo>/dist/binlog_delta.zip``
---packages      (none)                   ``binlog_delta_packages``         ``delta.packages`` of the config,
+--jars          (none)                   ``binlog_delta_jars``             ``$DELTA_JARS`` (comma-separated jars)
+--packages      (none)                   ``binlog_delta_packages``         none when there are jars, else
+                                                                           ``delta.packages`` of the config,
                                                                            else io.delta:delta-spark_2.13:4.0.0
 ==============  =======================  ================================  ===================================
 
-A Variable set to an empty string drops the flag (``binlog_delta_packages=""``
-for a cluster whose Spark already has the Delta jars, e.g. from ``DELTA_JARS``).
+A Variable set to an empty string drops its flag: ``binlog_delta_packages=""``
+for a cluster whose Spark already has the Delta jars, or that gets them from
+``binlog_delta_jars`` (a cluster without Maven access).
 
 ``<repo>`` is ``$BINLOG_DELTA_HOME``, else the folder above this file's ``dags/``.
 Variables are read when a task runs (Jinja templates), never while the DAG file
@@ -74,7 +77,7 @@ def _config_path(value: str, base: Path) -> str:
 
 
 def read_defaults(config: Path) -> dict[str, str]:
-    """``config``, ``binlog_dir``, ``warehouse`` and ``packages`` defaults from the YAML config.
+    """The defaults of the settings in the module docstring, from the YAML config and ``$DELTA_JARS``.
 
     A missing or broken config fails the DAG import with a message naming the file,
     rather than scheduling jobs that could only fail.
@@ -93,14 +96,17 @@ def read_defaults(config: Path) -> dict[str, str]:
     if isinstance(packages, str):
         packages = [p.strip() for p in packages.split(",") if p.strip()]
     # An empty list in the config means "no Maven here" on the developer machine; a cluster
-    # submit still needs delta-spark, so the default falls back to DELTA_PACKAGES.
-    packages = packages or list(DELTA_PACKAGES)
+    # submit still needs delta-spark, so the default falls back to DELTA_PACKAGES, unless
+    # DELTA_JARS names local jars (pipelines.spark_session's order: jars first, then packages).
+    jars = ",".join(j.strip() for j in os.environ.get("DELTA_JARS", "").split(",") if j.strip())
+    packages = [] if jars else packages or list(DELTA_PACKAGES)
     base = config.resolve().parent
     return {
         "config": str(config),
         "binlog_dir": _config_path(raw["input"].strip(), base),
         "warehouse": _config_path(raw["warehouse"].strip(), base),
         "packages": ",".join(packages),
+        "jars": jars,
         "py_files": str(PY_FILES),
     }
 
@@ -132,6 +138,7 @@ def spark_job(task_id: str, script: str) -> SparkSubmitOperator:
         application_args=job_args(),
         py_files=_setting("py_files"),
         packages=_setting("packages"),
+        jars=_setting("jars"),
         conf=dict(DELTA_CONF),
         name=f"binlog-delta-{task_id.replace('_', '-')}",
         conn_id=os.environ.get("BINLOG_DELTA_SPARK_CONN", "spark_default"),

@@ -53,7 +53,7 @@ for dag_id, dag in bag.dags.items():
         }
         for name, ctx in contexts.items():
             info[name] = {f: t.render_template(getattr(t, f, None), ctx)
-                          for f in ("application_args", "py_files", "packages")}
+                          for f in ("application_args", "py_files", "packages", "jars")}
         tasks[t.task_id] = info
     out["dags"][dag_id] = {
         "fileloc": dag.fileloc,
@@ -83,7 +83,7 @@ def _inspect(tmp: Path, **env_extra: str) -> dict:
     home = tmp / "airflow-home"
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "BINLOG_DELTA_", "PYTHON", "VIRTUAL_ENV"))}
+           if not k.startswith(("AIRFLOW", "BINLOG_DELTA_", "DELTA_JARS", "PYTHON", "VIRTUAL_ENV"))}
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -162,6 +162,7 @@ def test_default_arguments_agree_with_the_pipeline_config(dag):
         assert _arg(args, "--warehouse") == cfg.warehouse
         assert rendered["py_files"] == str(REPO / "dist" / "binlog_delta.zip")
         assert rendered["packages"] == (",".join(cfg.delta.packages) or "io.delta:delta-spark_2.13:4.0.0")
+        assert rendered["jars"] == ""
 
 
 def test_params_and_variables_override_the_defaults(dag):
@@ -170,6 +171,13 @@ def test_params_and_variables_override_the_defaults(dag):
         assert _arg(rendered["application_args"], "--binlog-dir") == "/param/binlogs"
         assert _arg(rendered["application_args"], "--warehouse") == "/var/warehouse"
         assert rendered["packages"] == ""  # an empty Variable drops --packages
+
+
+def test_delta_jars_replace_packages(tmp_path):
+    jars = "/opt/jars/delta-spark_2.13-4.0.0.jar,/opt/jars/delta-storage-4.0.0.jar"
+    bag = _inspect(tmp_path, DELTA_JARS=jars)
+    for task in bag["dags"][DAG_ID]["tasks"].values():
+        assert (task["defaults"]["jars"], task["defaults"]["packages"]) == (jars, "")
 
 
 def test_unreadable_config_is_an_import_error_naming_the_file(tmp_path):
