@@ -131,3 +131,16 @@ def test_corpus_files_frame_cleanly(corpus_dir):
         with BinlogFile(path) as f:
             n = sum(1 for _ in f.events())
             assert n > 0 and f.format.server_version.startswith("10.11.19")
+
+
+def test_encrypted_binlog_stops_with_a_clear_error(corpus_dir):
+    from pipelines.binlog.errors import UnsupportedType
+
+    path = corpus_dir / "mariadb-10.11-encrypted" / "binlog.000002"
+    seen = []
+    with BinlogFile(path) as f:
+        with pytest.raises(UnsupportedType, match="encrypted from offset") as e:
+            for raw in f.events():
+                seen.append(raw.header.type_code)
+    assert EventType.MARIA_START_ENCRYPTION in seen
+    assert e.value.offset is not None and str(path) in str(e.value)

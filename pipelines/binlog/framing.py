@@ -170,6 +170,7 @@ class BinlogFile:
         self.buf, self.name, self._closer = _open_buffer(source, name)
         self.size = len(self.buf)
         self.verify_checksums = verify_checksums
+        self.encrypted_from: int | None = None
         try:
             self._check_magic()
             self.format = self._read_format_description()
@@ -277,6 +278,13 @@ class BinlogFile:
         while pos < stop:
             if size - pos < COMMON_HEADER_LEN:
                 raise TruncatedEvent(COMMON_HEADER_LEN, size - pos, "event header", file=name, offset=pos)
+            if self.encrypted_from is not None:
+                raise UnsupportedType(
+                    f"the binlog is encrypted from offset {self.encrypted_from} on (START_ENCRYPTION event); "
+                    "decrypt it through the server first (mariadb-binlog --read-from-remote-server)",
+                    file=name,
+                    offset=pos,
+                )
             ts, code, server_id, length, next_pos, flags = unpack(buf, pos)
             if length < COMMON_HEADER_LEN + trailer or length > size - pos:
                 self._check_length(pos, length)
@@ -303,6 +311,8 @@ class BinlogFile:
                 verify = crc and self.verify_checksums
                 trailer = _CRC_LEN if crc else 0
                 hlen = fmt.header_length
+            if code == EventType.MARIA_START_ENCRYPTION:
+                self.encrypted_from = end_pos  # every later event is encrypted (header fields too)
             body_end = end_pos - trailer if code != EventType.FORMAT_DESCRIPTION else end_pos
             yield RawEvent(
                 EventHeader(name, pos, end_pos, ts, code, server_id, next_pos, flags),
