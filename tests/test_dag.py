@@ -38,8 +38,16 @@ contexts = {
     "overrides": {"params": {"config": None, "binlog_dir": "/param/binlogs", "warehouse": None},
                   "var": {"value": {"binlog_delta_warehouse": "/var/warehouse", "binlog_delta_packages": ""}}},
 }
+try:
+    from airflow.serialization.serialized_objects import DagSerialization as Serializer  # Airflow >= 3.2
+except ImportError:
+    from airflow.serialization.serialized_objects import SerializedDAG as Serializer
 out = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}, "dags": {}}
 for dag_id, dag in bag.dags.items():
+    try:  # what the scheduler stores: a DAG that does not serialize never runs
+        serialized = sorted(Serializer.from_dict(Serializer.to_dict(dag)).task_dict)
+    except Exception as e:
+        serialized = f"{type(e).__name__}: {e}"
     tasks = {}
     for t in dag.tasks:
         info = {
@@ -57,6 +65,7 @@ for dag_id, dag in bag.dags.items():
         tasks[t.task_id] = info
     out["dags"][dag_id] = {
         "fileloc": dag.fileloc,
+        "serialized": serialized,
         "max_active_runs": dag.max_active_runs,
         "catchup": dag.catchup,
         "schedule": str(getattr(dag, "schedule", None) or getattr(dag, "schedule_interval", None)),
@@ -123,6 +132,7 @@ def test_dag_folder_imports_cleanly(bag):
     assert bag["import_errors"] == {}
     assert sorted(bag["dags"]) == [DAG_ID]
     assert Path(bag["dags"][DAG_ID]["fileloc"]) == REPO / "dags" / "binlog_to_delta.py"
+    assert bag["dags"][DAG_ID]["serialized"] == ["apply_silver", "ingest_bronze"]
 
 
 def test_tasks_run_bronze_then_silver(dag):
