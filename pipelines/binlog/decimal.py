@@ -25,7 +25,7 @@ from .errors import CorruptEvent, TruncatedEvent
 DIG_PER_DEC = 9
 DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 MAX_PRECISION = 65
-MAX_SCALE = 30
+MAX_SCALE = 38  # MySQL allows 30, MariaDB 38
 
 
 def _check(precision: int, scale: int) -> None:

@@ -1,0 +1,271 @@
+"""Row images of a rows event body: insert/update/delete, and MySQL 8's
+PARTIAL_UPDATE_ROWS (``binlog_row_value_options=PARTIAL_JSON``).
+
+``decode_rows`` gets the body *after* the present-columns bitmaps and returns one
+``(before, after)`` pair per row change: ``(None, after)`` for inserts,
+``(before, None)`` for deletes, both for updates. Each image is a tuple of values
+for the listed columns (see :mod:`.columns` for the value conventions).
+
+Decoding uses the compiled decoders of :mod:`.columns`, cached per table layout and
+present-column set; if the fast path fails in any way, the event is decoded again
+with the reference decoder, which raises the precise :class:`BinlogError`.
+
+A partial update's after image (``sql/rpl_record.cc`` ``pack_row``/``unpack_row``)
+starts with ``value_options`` (a packed integer, 0 or 1); when its
+``PARTIAL_JSON_UPDATES`` bit is set a bitmap follows with one bit for every JSON
+column of the table (in column order), set when that column is logged as a diff
+vector (:func:`.jsonb.read_diff_vector`) instead of a value. The diffs are applied
+to the JSON value of the before image; when the before image does not hold the
+column, the value is a :class:`.jsonb.PartialJson` for the caller to apply.
+"""
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+from typing import Any, Callable
+
+from .columns import ColumnSpec, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
+from .constants import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnType
+from .errors import BinlogError, CorruptEvent, TruncatedEvent
+from .jsonb import PartialJson, apply_diffs, parse_binary, read_diff_vector, to_text
+
+PARTIAL_JSON_UPDATES = 1
+
+_MAX_LAYOUTS = 512
+_MAX_MAPS = 256
+_by_layout: OrderedDict = OrderedDict()  # layout key -> {present: decoder}
+_by_map: OrderedDict = OrderedDict()  # (id(table_map), present) -> (table_map, decoder)
+
+
+def _layout_key(tm) -> tuple:
+    return (
+        tm.column_types, tm.column_metas, tm.signedness, tm.column_charsets,
+        tm.enum_values, tm.set_values,
+    )
+
+
+def row_decoder(table_map, present: tuple[int, ...]) -> Callable:
+    """The compiled decoder for ``table_map`` and ``present`` (cached).
+
+    Two levels: by the table map object (a strong reference is kept, so its id
+    cannot be reused while cached) and by its layout, since servers log a fresh
+    but identical TABLE_MAP before every statement.
+    """
+    key = (id(table_map), present)
+    hit = _by_map.get(key)
+    if hit is not None and hit[0] is table_map:
+        return hit[1]
+    layout = _layout_key(table_map)
+    per_present = _by_layout.get(layout)
+    if per_present is None:
+        per_present = _by_layout[layout] = {}
+        if len(_by_layout) > _MAX_LAYOUTS:
+            _by_layout.popitem(last=False)
+    else:
+        _by_layout.move_to_end(layout)
+    dec = per_present.get(present)
+    if dec is None:
+        dec = per_present[present] = compile_row_decoder(table_map, present)
+    _by_map[key] = (table_map, dec)
+    if len(_by_map) > _MAX_MAPS:
+        _by_map.popitem(last=False)
+    return dec
+
+
+def clear_cache() -> None:
+    _by_layout.clear()
+    _by_map.clear()
+
+
+def _fast_images(decoders: tuple[Callable, ...], buf: bytes, end: int) -> list[tuple]:
+    """Decode consecutive row images, cycling through ``decoders`` (one for
+    insert/delete, two for update); no length checks (see module doc)."""
+    out: list[tuple] = []
+    append = out.append
+    off = 0
+    if len(decoders) == 1:
+        d = decoders[0]
+        nb = d.null_bytes
+        get, make = d.paths.get, d.make_path
+        if nb == 1:
+            while off < end:
+                bits = buf[off]
+                row, off = (get(bits) or make(bits))(buf, off + 1)
+                append(row)
+        else:
+            if nb == 0:
+                raise CorruptEvent("row image with no columns")
+            while off < end:
+                bits = int.from_bytes(buf[off:off + nb], "little")
+                row, off = (get(bits) or make(bits))(buf, off + nb)
+                append(row)
+    else:
+        db, da = decoders
+        if db.null_bytes == 0 and da.null_bytes == 0:
+            raise CorruptEvent("update row images with no columns")
+        while off < end:
+            before, off = db(buf, off)
+            after, off = da(buf, off)
+            append((before, after))
+    if off != end:
+        raise TruncatedEvent(off, end, "row images")
+    return out
+
+
+def _reference_images(decoders: tuple[Callable, ...], buf: bytes, end: int) -> list:
+    out: list = []
+    off = 0
+    while off < end:
+        start = off
+        images = []
+        for d in decoders:
+            img, off = d.reference(buf, off)
+            images.append(img)
+        if off == start:
+            raise CorruptEvent("row image with no columns")
+        out.append(images[0] if len(images) == 1 else tuple(images))
+    return out
+
+
+def decode_rows(
+    op: str,
+    table_map,
+    body,
+    columns_before: tuple[int, ...],
+    columns_after: tuple[int, ...],
+    *,
+    partial: bool = False,
+    event_type: int,
+) -> tuple[tuple[tuple | None, tuple | None], ...]:
+    """All row changes of a rows event body (the bytes after the column bitmaps).
+
+    ``op`` is ``"insert"``, ``"update"`` or ``"delete"``; ``partial`` is True for
+    PARTIAL_UPDATE_ROWS (type 39). ``event_type`` is only used in error messages.
+    """
+    buf = bytes(body)
+    end = len(buf)
+    if not end:
+        return ()
+    try:
+        if partial:
+            if op != OP_UPDATE:
+                raise CorruptEvent(f"partial rows event (type {event_type}) for a {op}")
+            return _decode_partial(table_map, buf, columns_before, columns_after)
+        if op == OP_INSERT:
+            decoders = (row_decoder(table_map, columns_after),)
+        elif op == OP_DELETE:
+            decoders = (row_decoder(table_map, columns_before),)
+        elif op == OP_UPDATE:
+            decoders = (row_decoder(table_map, columns_before), row_decoder(table_map, columns_after))
+        else:
+            raise CorruptEvent(f"unknown row operation {op!r}")
+        try:
+            rows = _fast_images(decoders, buf, end)
+        except Exception as first:  # struct.error, IndexError, UnicodeDecodeError, ...
+            _retry(decoders, buf, end, first)
+    except BinlogError as e:
+        e.message = f"{e.message} (rows event type {event_type}, table {table_map.schema}.{table_map.table})"
+        e.args = (e.message,)
+        raise
+    if op == OP_INSERT:
+        return tuple((None, r) for r in rows)
+    if op == OP_DELETE:
+        return tuple((r, None) for r in rows)
+    return tuple(rows)
+
+
+def _retry(decoders, buf: bytes, end: int, first: Exception) -> None:
+    """Re-decode with the reference decoders: they raise the precise error. If they
+    succeed where the fast path failed, the two disagree: report it, never guess."""
+    _reference_images(decoders, buf, end)
+    raise CorruptEvent(f"compiled row decoder failed where the reference decoder did not: {first!r}") from first
+
+
+# -- PARTIAL_UPDATE_ROWS ---------------------------------------------------------------
+
+
+def _net_field_length(buf: bytes, off: int) -> tuple[int, int]:
+    if off >= len(buf):
+        raise TruncatedEvent(1, 0, "value_options")
+    b = buf[off]
+    if b < 251:
+        return b, off + 1
+    n = {252: 2, 253: 3, 254: 8}.get(b)
+    if n is None:
+        raise CorruptEvent(f"value_options with length prefix 0x{b:02x}")
+    if off + 1 + n > len(buf):
+        raise TruncatedEvent(n, len(buf) - off - 1, "value_options")
+    return int.from_bytes(buf[off + 1:off + 1 + n], "little"), off + 1 + n
+
+
+def _decode_partial(table_map, buf: bytes, columns_before, columns_after) -> tuple:
+    dec_b = row_decoder(table_map, columns_before)
+    dec_a = row_decoder(table_map, columns_after)
+    specs: tuple[ColumnSpec, ...] = dec_b.specs
+    json_cols = [s.index for s in specs if s.type == ColumnType.JSON]
+    out = []
+    off, end = 0, len(buf)
+    while off < end:
+        raw_json: dict[int, bytes] = {}
+
+        def keep_json(spec, b, start, stop, _raw=raw_json):
+            if spec.type == ColumnType.JSON:
+                n = spec.meta
+                _raw[spec.index] = bytes(b[start + n:stop])
+
+        before, off = decode_row_reference(specs, columns_before, buf, off, hook=keep_json)
+        options, off = _net_field_length(buf, off)
+        if options > PARTIAL_JSON_UPDATES:
+            raise CorruptEvent(f"unknown value_options {options} in a partial update")
+        partial_cols: set[int] = set()
+        if options & PARTIAL_JSON_UPDATES:
+            bits, off = null_bitmap(buf, off, len(json_cols), "partial JSON bitmap")
+            partial_cols = {c for k, c in enumerate(json_cols) if bits >> k & 1}
+        if partial_cols:
+            after, off = _partial_after(specs, columns_after, buf, off, partial_cols,
+                                        dict(zip(columns_before, before)), raw_json)
+        else:
+            after, off = decode_row_reference(specs, columns_after, buf, off)
+        if off > end:
+            raise TruncatedEvent(off - end, 0, "row image")
+        out.append((before, after))
+    return tuple(out)
+
+
+def _partial_after(specs, present, buf: bytes, off: int, partial_cols: set[int],
+                   before_values: dict[int, Any], raw_json: dict[int, bytes]) -> tuple[tuple, int]:
+    nulls, off = null_bitmap(buf, off, len(present))
+    values = []
+    for k, i in enumerate(present):
+        if nulls >> k & 1:
+            values.append(None)
+            continue
+        spec = specs[i]
+        if i not in partial_cols:
+            v, off = decode_column(spec, buf, off)
+            values.append(v)
+            continue
+        diffs, off = read_diff_vector(buf, off)
+        if i in raw_json:
+            values.append(to_text(apply_diffs(parse_binary(raw_json[i]), diffs)))
+        elif i in before_values:  # the before image logged NULL: MySQL rejects the diff
+            raise CorruptEvent(f"{spec.name}: JSON diff for a NULL before value")
+        else:
+            values.append(PartialJson(diffs))
+    return tuple(values), off
+
+
+def image_as_dict(table_map, columns: tuple[int, ...], values) -> dict | None:
+    """A row image keyed by column name (``table_map.column_names``), or ``"@1"``,
+    ``"@2"``… (1-based, as mysqlbinlog prints them) when names are unknown.
+
+    >>> image_as_dict(tm, (0, 2), (1, "x"))   # doctest: +SKIP
+    {'id': 1, 'name': 'x'}
+    """
+    if values is None:
+        return None
+    names = table_map.column_names
+    return {
+        (names[i] if names and i < len(names) and names[i] else f"@{i + 1}"): v
+        for i, v in zip(columns, values)
+    }
