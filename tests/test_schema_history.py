@@ -381,3 +381,179 @@ def test_bad_seed_files_are_all_reported(tmp_path):
 def test_missing_seed_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="schema_seed"):
         sh.read_seed_folder(tmp_path / "nope")
+
+
+# ------------------------------------------------------------------------------------- images -> specs, keys, priority
+
+IC = sh.ImageColumn
+ORDERS_DDL = ("CREATE TABLE orders (order_id INT UNSIGNED NOT NULL, line SMALLINT NOT NULL, state ENUM('new','paid'),"
+              " note VARCHAR(20) CHARACTER SET latin1, ip INET6, PRIMARY KEY (order_id, line))")
+
+
+def orders_version():
+    h = history(ORDERS_DDL)
+    return h.version_at("shop", "orders", seq(11))
+
+
+def test_ddl_names_when_the_table_map_has_none():
+    shape = [IC(0, None, "LONG UNSIGNED"), IC(1, None, "SHORT"), IC(2, None, "ENUM utf8mb4"),
+             IC(3, None, "VARCHAR(20) latin1"), IC(4, None, "STRING(16) binary")]
+    r = sh.resolve_columns("shop", "orders", orders_version(), [shape])
+    assert r.names == ["order_id", "line", "state", "note", "ip"]
+    assert r.name_source == "ddl" and r.keys == ("order_id", "line") and r.key_source == "ddl"
+    assert [(s.mysql_type, s.unsigned, s.ordinal) for s in r.specs] == [
+        ("int", True, 0), ("smallint", False, 1), ("enum", False, 2), ("varchar", False, 3), ("inet6", False, 4)]
+    assert r.specs[2].enum_values == ("new", "paid")
+    assert r.fixes == {2: (sh.FIX_ENUM, ("new", "paid")), 4: (sh.FIX_INET6,)}
+    assert not r.rejected
+
+
+def test_table_without_metadata_gets_value_fixes():
+    """binlog_row_metadata=NO_LOG: no charsets, no signedness, ENUM as index."""
+    shape = [IC(0, None, "LONG"), IC(1, None, "SHORT"), IC(2, None, "STRING(2)"), IC(3, None, "VARCHAR(20)"),
+             IC(4, None, "STRING(16)")]
+    r = sh.resolve_columns("shop", "orders", orders_version(), [shape])
+    assert r.fixes[0] == (sh.FIX_UNSIGNED, 32)
+    assert r.fixes[3] == (sh.FIX_DECODE, "mysql_latin1")
+    assert sh.apply_fix(r.fixes[3], None, "café".encode("latin1")) == ("café", None)
+    assert sh.apply_fix(r.fixes[0], "-2", None) == ("4294967294", None)
+
+
+def test_table_map_names_win_over_ddl():
+    """Priority 1: FULL metadata names, even when the DDL history is stale."""
+    shape = [IC(0, "order_id", "LONG UNSIGNED"), IC(1, "line_no", "SHORT"), IC(2, "state", "ENUM utf8mb4"),
+             IC(3, "note", "VARCHAR(20) latin1"), IC(4, "ip", "STRING(16) binary"), IC(5, "extra", "LONGLONG")]
+    r = sh.resolve_columns("shop", "orders", orders_version(), [shape], table_map_key_idx=[0, 1])
+    assert r.names == ["order_id", "line_no", "state", "note", "ip", "extra"]
+    assert r.name_source == "table_map"
+    assert r.keys == ("order_id", "line_no") and r.key_source == "table_map"
+    assert r.specs[4].mysql_type == "inet6"  # the DDL still refines a column it knows by name
+    assert r.specs[5].mysql_type == "bigint"
+    assert not r.rejected
+
+
+def test_table_map_names_without_any_ddl():
+    shape = [IC(0, "id", "LONG"), IC(1, "v", "BLOB utf8mb4"), IC(2, "b", "VARCHAR(3) binary"), IC(3, "d", "NEWDECIMAL(10,2)")]
+    r = sh.resolve_columns("x", "t", None, [shape])
+    assert [(s.name, s.mysql_type, s.precision, s.scale) for s in r.specs] == [
+        ("id", "int", None, None), ("v", "text", None, None), ("b", "varbinary", None, None), ("d", "decimal", 10, 2)]
+    assert r.keys == () and r.key_source == "none"
+
+
+def test_seed_schema_is_used_below_ddl():
+    h = SchemaHistory()
+    h.add_seed("shop", "customers", SHOW_CREATE, "seed.sql")
+    r = sh.resolve_columns("shop", "customers", h.version_at("shop", "customers", seq(1)),
+                           [[IC(0, None, "LONG"), IC(1, None, "VARCHAR(50) utf8mb4"), IC(2, None, "STRING(16) binary"),
+                             IC(3, None, "LONG_BLOB utf8mb4")]])
+    assert r.name_source == "seed" and r.names == ["id", "name", "ip", "j"] and r.keys == ("id",)
+
+
+def test_config_keys_win_and_are_checked():
+    shape = [IC(0, "a", "LONG"), IC(1, "b", "LONG")]
+    r = sh.resolve_columns("d", "t", None, [shape], key_override=["B"], table_map_key_idx=[0])
+    assert r.keys == ("b",) and r.key_source == "config"
+    with pytest.raises(sh.KeyConfigError, match="zz"):
+        sh.resolve_columns("d", "t", None, [shape], key_override=["zz"])
+
+
+@pytest.mark.parametrize(
+    "shape, reason",
+    [
+        ([IC(i, None, "LONG") for i in range(5)], "has 4 columns"),
+        ([IC(0, None, "VARCHAR(3) utf8mb4")], "logged as VARCHAR"),
+        ([IC(0, None, "LONG"), IC(1, None, "BLOB binary")], "declares"),
+    ],
+)
+def test_rows_that_do_not_fit_the_schema_are_rejected(shape, reason):
+    h = history("CREATE TABLE t (a INT, b INT, c INT, d INT)")
+    r = sh.resolve_columns("shop", "t", h.version_at("shop", "t", seq(11)), [shape])
+    assert list(r.rejected.values())[0].find(reason) >= 0, r.rejected
+    assert r.names == ["a", "b", "c", "d"]  # the good schema still stands
+
+
+def test_no_names_at_all_is_rejected():
+    r = sh.resolve_columns("d", "t", None, [[IC(0, None, "LONG")]])
+    (reason,) = r.rejected.values()
+    assert "FULL" in reason and "seed" in reason
+    assert r.specs == ()
+
+
+def test_partial_images_keep_every_declared_column():
+    h = history("CREATE TABLE t (id INT PRIMARY KEY, a INT, b TEXT)")
+    r = sh.resolve_columns("shop", "t", h.version_at("shop", "t", seq(11)), [[IC(0, None, "LONG")],
+                                                                            [IC(0, None, "LONG"), IC(1, None, "LONG")]])
+    assert r.names == ["id", "a", "b"] and not r.rejected
+
+
+def test_conflicting_table_maps_in_one_segment():
+    a = [IC(0, "id", "LONG"), IC(1, "v", "LONG")]
+    b = [IC(0, "id", "LONG"), IC(1, "w", "VARCHAR(3) utf8mb4")]
+    r = sh.resolve_columns("d", "t", None, [a, a, b])
+    assert len(r.rejected) == 1 and "disagree" in list(r.rejected.values())[0]
+
+
+@pytest.mark.parametrize(
+    "raw, text",
+    [
+        (bytes(16), "::"),
+        (bytes(15) + b"\x01", "::1"),
+        (bytes.fromhex("20010db8000000000000ff0000428329"), "2001:db8::ff00:42:8329"),
+        (bytes.fromhex("00000000000000000000ffffc0000201"), "::ffff:192.0.2.1"),
+        (bytes.fromhex("fe800000000000000000000000000001"), "fe80::1"),
+    ],
+)
+def test_inet6_text(raw, text):
+    assert sh.inet6_text(raw) == text
+
+
+# ------------------------------------------------------------------------------------- persistence (Spark + Delta)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pipelines.spark_session import build_session
+
+    return build_session("test_schema_history")
+
+
+def _cfg(tmp_path, **extra):
+    from pipelines.config import load_config
+
+    return load_config(None, {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh"),
+                              "delta.backend": "rs", **extra})
+
+
+def _write_ddl(spark, cfg, statements):
+    from pipelines import delta_io
+    from pipelines.bronze import DDL_TABLE_DDL
+
+    rows = [("binlog.000001", 1, pos, f"{1:010d}{pos:013d}{0:09d}", db, q, None, False, None, 1, "r")
+            for pos, db, q in statements]
+    delta_io.append(spark, spark.createDataFrame(rows, DDL_TABLE_DDL), cfg.pipeline_path("ddl"), backend="rs")
+
+
+def test_history_is_persisted_and_reruns_agree(spark, tmp_path):
+    from pipelines import delta_io
+
+    seed = tmp_path / "seed" / "shop"
+    seed.mkdir(parents=True)
+    (seed / "customers.sql").write_text(SHOW_CREATE)
+    cfg = _cfg(tmp_path, schema_seed=str(tmp_path / "seed"))
+    _write_ddl(spark, cfg, [(100, "shop", "CREATE TABLE orders (id INT PRIMARY KEY, v TEXT)"),
+                            (200, "shop", "ALTER TABLE customers ADD COLUMN email TEXT"),
+                            (300, "shop", "INSERT INTO x VALUES (1)")])
+    h1, added1 = sh.update_history(spark, cfg, run_id="r1")
+    assert [(v.table, v.kind) for v in added1] == [("customers", "seed"), ("orders", "create"), ("customers", "alter")]
+    h2, added2 = sh.update_history(spark, cfg, run_id="r2")
+    assert added2 == []
+    assert h2.all_versions() == h1.all_versions()
+    _write_ddl(spark, cfg, [(400, "shop", "ALTER TABLE orders ADD COLUMN w INT FIRST")])
+    h3, added3 = sh.update_history(spark, cfg, run_id="r3")
+    assert [(v.table, v.kind) for v in added3] == [("orders", "alter")]
+    assert h3.current("shop", "orders").names == ["w", "id", "v"]
+    assert h3.current("shop", "customers").names == ["id", "name", "ip", "j", "email"]
+    rows = delta_io.read(spark, cfg.pipeline_path("schema_history"), backend="rs").orderBy("valid_from", "version")
+    got = [(r["table"], r["version"], r["kind"], r["_run_id"]) for r in rows.collect()]
+    assert got == [("customers", 0, "seed", "r1"), ("orders", 0, "create", "r1"), ("customers", 1, "alter", "r1"),
+                   ("orders", 1, "alter", "r3")]
