@@ -317,7 +317,7 @@ def _text(v: Any, null: str) -> str:
 def render(result: pa.Table, fmt: str = "table") -> str:
     """``result`` as text: ``table`` (aligned columns), ``csv``, ``json`` (an array) or ``jsonl``.
 
-    >>> print(render(pa.table({"id": [1, 22], "name": ["a", None]})))
+    >>> print(render(pa.table({"id": [1, 22], "name": ["a", None]})), end="")
     id | name
     ---+-----
      1 | a
