@@ -100,7 +100,7 @@ class Parallelism:
 @dataclass(frozen=True)
 class DeltaConfig:
     backend: str = "auto"
-    packages: tuple[str, ...] = ("io.delta:delta-spark_2.13:4.0.0",)
+    packages: tuple[str, ...] = ()  # maven coordinates for spark.jars.packages
 
 
 @dataclass(frozen=True)

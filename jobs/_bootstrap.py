@@ -1,0 +1,69 @@
+"""Shared plumbing of the ``jobs/*.py`` entry points.
+
+Importing it puts the repository root on ``sys.path`` when ``pipelines`` is not
+importable (``spark-submit jobs/x.py`` with a Python that did not install the
+project). It also holds the command line every job shares::
+
+    --config FILE       YAML configuration (default: conf/pipeline.yaml of this repo)
+    --binlog-dir DIR    overrides ``input``      (contract: other tools use this flag)
+    --warehouse DIR     overrides ``warehouse``  (contract: other tools use this flag)
+    --no-progress       no progress bars
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+_spec = importlib.util.find_spec("pipelines")
+if _spec is None or _spec.origin is None:  # not importable, or only as a namespace package
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+def parse_args(description: str | None, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(REPO_ROOT / "conf" / "pipeline.yaml"), help="YAML configuration file")
+    p.add_argument("--binlog-dir", help="folder of binlog files (any Hadoop path); overrides 'input'")
+    p.add_argument("--warehouse", help="warehouse folder (any Hadoop path); overrides 'warehouse'")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p.parse_args(argv)
+
+
+def overrides(args: argparse.Namespace) -> dict:
+    """The config keys the command line overrides (``None`` = not given)."""
+    return {
+        "input": args.binlog_dir,
+        "warehouse": args.warehouse,
+        "progress": False if args.no_progress else None,
+    }
+
+
+def main(job: Callable[[], int]) -> int:
+    """Run ``job`` and turn the errors users can fix into one clear line and an exit code:
+    2 for a bad configuration, 1 for a failed run."""
+    from pipelines.config import ConfigError
+
+    try:
+        return job()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - the message is the report; the traceback goes first
+        import traceback
+
+        traceback.print_exc()
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def session(cfg):
+    """The SparkSession for ``cfg`` (see :func:`pipelines.spark_session.build_session`);
+    the Delta packages are only asked for when the backend may use delta-spark."""
+    from pipelines.spark_session import build_session
+
+    packages = ",".join(cfg.delta.packages) if cfg.delta.backend != "rs" else ""
+    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf))

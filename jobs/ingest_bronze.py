@@ -1,0 +1,26 @@
+#!/usr/bin/env python
+"""Bronze step: decode the new bytes of the binlog files into <warehouse>/bronze/binlog_changes.
+
+    spark-submit jobs/ingest_bronze.py --config conf/pipeline.yaml [--binlog-dir DIR] [--warehouse DIR]
+"""
+import sys
+
+import _bootstrap
+
+
+def main(argv=None) -> int:
+    from pipelines import bronze
+    from pipelines.config import load_config
+
+    args = _bootstrap.parse_args(__doc__, argv)
+    cfg = load_config(args.config, _bootstrap.overrides(args))
+    spark = _bootstrap.session(cfg)
+    try:
+        bronze.run(spark, cfg)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_bootstrap.main(main))
