@@ -148,7 +148,7 @@ def test_lands_every_row_change_once_and_rerun_adds_nothing(spark, corpus_binlog
     d = copy_in(corpus_binlogs, tmp_path, *names)
     (d / "binlog.index").write_text("\n".join(names))
     (d / "notes.txt").write_text("not a binlog")
-    cfg = make_cfg(tmp_path)
+    cfg = make_cfg(tmp_path, **{"parallelism.target_bytes_per_task": 1024})  # several ranges per file
 
     stats = bronze.run(spark, cfg)
 
@@ -179,6 +179,39 @@ def test_lands_every_row_change_once_and_rerun_adds_nothing(spark, corpus_binlog
     assert len(committed_manifest(cfg)) == 3
     runs = _read(cfg, cfg.pipeline_path("runs"))
     assert sorted((r["status"], r["files"]) for r in runs) == [("ok", 0), ("ok", 3)]
+
+
+@pytest.mark.spark
+def test_xa_and_rollback_groups(spark, corpus_binlogs, tmp_path):
+    name = "binlog.000003"  # keys, transactions, rollbacks, XA
+    copy_in(corpus_binlogs, tmp_path, name)
+    cfg = make_cfg(tmp_path)
+
+    bronze.run(spark, cfg)
+
+    assert ops(bronze_rows(cfg)) == truth(corpus_binlogs, name)
+    xa = sorted(_read(cfg, cfg.pipeline_path("xa")), key=lambda r: r["pos"])
+    assert [r["kind"] for r in xa] == ["xa_prepare", "xa_commit", "xa_prepare", "xa_rollback"]
+    assert xa[0]["xa_xid"] == xa[1]["xa_xid"] and xa[2]["xa_xid"] == xa[3]["xa_xid"]
+    prepared = {r["gtid"] for r in xa if r["kind"] == "xa_prepare"}
+    assert prepared <= {r["gtid"] for r in bronze_rows(cfg)}  # the branch's rows can be found by gtid
+
+
+def test_remote_task_bytes_hold_only_the_header_and_the_range(corpus_binlogs, tmp_path, monkeypatch):
+    from pipelines.binlog.changes import iter_changes
+    from pipelines.binlog.txindex import scan
+
+    src = corpus_binlogs / "binlog.000004"
+    idx = scan(str(src))
+    (s, e), *_ = split_range(idx, idx.transactions[len(idx.transactions) // 2].begin_pos, idx.complete_until, 1 << 30)
+    sub = bronze._sub_index(idx, s, e)
+    expected = [(c.pos, c.row_idx) for c in iter_changes(str(src), sub, s, e) if hasattr(c, "row_idx")]
+    monkeypatch.setattr(bronze, "local_path", lambda uri: None)  # read it as a non-local Hadoop path would be
+    with bronze._task_bytes(src.as_uri(), s, e) as buf:
+        assert len(buf) == e and bytes(buf[s:e]) == src.read_bytes()[s:e]
+        assert s > 1010 and not any(buf[1000:1010])  # the gap between header and range is a hole
+        got = [(c.pos, c.row_idx) for c in iter_changes(buf, sub, s, e, name=src.name) if hasattr(c, "row_idx")]
+    assert got == expected and got
 
 
 @pytest.mark.spark
