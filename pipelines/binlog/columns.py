@@ -50,7 +50,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from . import temporal as T
 from .charsets import BINARY_COLLATION, charset_for_collation, codec_for_collation
 from .constants import ColumnType as CT, column_type_name
-from .decimal import decimal_bin_size, decode_newdecimal, decode_old_decimal, newdecimal_reader
+from .decimal import NEWDECIMAL_ENV, decimal_bin_size, decode_newdecimal, decode_old_decimal, newdecimal_lines
 from .errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType
 from .jsonb import json_text
 
@@ -521,22 +521,37 @@ _STRUCT_CODES = {
     (CT.LONGLONG, False): "q", (CT.LONGLONG, True): "Q",
 }
 _SET_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
-_PREFIX = {
-    1: "buf[o]",
-    2: "(buf[o] | buf[o + 1] << 8)",
-    3: "(buf[o] | buf[o + 1] << 8 | buf[o + 2] << 16)",
-    4: "int.from_bytes(buf[o:o + 4], 'little')",
-}
 MAX_PATTERNS = 64  # distinct null-bitmap patterns compiled per decoder
 
 
+def _at(base: str, rel: int) -> str:
+    return f"{base} + {rel}" if rel else base
+
+
+def _prefix_expr(nbytes: int, base: str, rel: int) -> str:
+    b = [f"buf[{_at(base, rel + j)}]" for j in range(nbytes)]
+    if nbytes == 4:
+        return f"int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + 4)}], 'little')"
+    return " | ".join(x if j == 0 else f"{x} << {8 * j}" for j, x in enumerate(b))
+
+
 class _Plan(NamedTuple):
-    kind: str  # "struct" | "call" | "var"
-    size: int = 0  # fixed size ("struct", "call")
-    fmt: str = ""  # struct codes ("struct")
-    expr: str = ""  # value expression: {0},{1} struct fields / {pos} byte position
-    prefix: int = 0  # length-prefix bytes ("var")
-    conv: str = "{raw}"  # value of the raw bytes ("var")
+    """How the compiled decoder reads one column.
+
+    * ``struct``: fixed ``size``, struct codes ``fmt`` (part of a run unpacked at
+      once), value ``expr`` over the fields ``{0}``, ``{1}``;
+    * ``inline``: fixed ``size``, ``lines(base, rel, target)`` statements;
+    * ``var``: a ``prefix``-byte little-endian length, then that many bytes whose
+      value is ``conv`` of ``{raw}``.
+    """
+
+    kind: str
+    size: int = 0
+    fmt: str = ""
+    expr: str = ""
+    lines: Callable[[str, int, str], list[str]] | None = None
+    prefix: int = 0
+    conv: str = "{raw}"
 
 
 def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
@@ -550,14 +565,14 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
     if t == CT.DOUBLE:
         return _Plan("struct", 8, "d", "{0}")
     if t == CT.INT24:
-        return _Plan("struct", 3, "HB" if spec.unsigned else "Hb", "({0} | {1} << 16)")
+        return _Plan("struct", 3, "HB" if spec.unsigned else "Hb", "{0} | {1} << 16")
     if t == CT.YEAR:
-        return _Plan("struct", 1, "B", "({0} + 1900 if {0} else 0)")
+        return _Plan("struct", 1, "B", "{0} + 1900 if {0} else 0")
     if t in (CT.DATE, CT.NEWDATE):
         env["_date"] = T.date_from_int
         return _Plan("struct", 3, "HB", "_date({0} | {1} << 16)")
     if t == CT.NULL:
-        return _Plan("call", 0, expr="None")
+        return _Plan("inline", 0, lines=lambda base, rel, target: [f"{target} = None"])
     if t == CT.ENUM:
         if spec.length not in (1, 2):
             raise CorruptEvent(f"{spec.name}: ENUM of {spec.length} bytes (1 or 2 allowed)")
@@ -574,23 +589,32 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
         wrap = "{}" if spec.set_values is None else f"_sv{k}({{}})"
         if n in _SET_CODES:
             return _Plan("struct", n, _SET_CODES[n], wrap.format("{0}"))
-        return _Plan("call", n, expr=wrap.format(f"int.from_bytes(buf[{{pos}}:{{pos}} + {n}], 'little')"))
+        return _Plan("inline", n, lines=lambda base, rel, target: [
+            f"{target} = " + wrap.format(f"int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'little')")])
     if t == CT.BIT:
         n = _bit_size(spec)
-        return _Plan("call", n, expr=f"int.from_bytes(buf[{{pos}}:{{pos}} + {n}], 'big')")
+        return _Plan("inline", n, lines=lambda base, rel, target: [
+            f"{target} = int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'big')"])
     if t == CT.NEWDECIMAL:
         p, s = _decimal_meta(spec)
-        env[f"_f{k}"] = newdecimal_reader(p, s)
-        return _Plan("call", decimal_bin_size(p, s), expr=f"_f{k}(buf, {{pos}})")
-    if t in (CT.TIME2, CT.DATETIME2, CT.TIMESTAMP2):
+        env.update(NEWDECIMAL_ENV)
+        return _Plan("inline", decimal_bin_size(p, s),
+                     lines=lambda base, rel, target: newdecimal_lines(p, s, base, rel, target))
+    if t in (CT.DATETIME2, CT.TIMESTAMP2):
         fsp = _fsp(spec)
-        reader, size = {
-            CT.TIME2: (T.time2_reader, T.time2_size),
-            CT.DATETIME2: (T.datetime2_reader, T.datetime2_size),
-            CT.TIMESTAMP2: (T.timestamp2_reader, T.timestamp2_size),
-        }[t]
-        env[f"_f{k}"] = reader(fsp)
-        return _Plan("call", size(fsp), expr=f"_f{k}(buf, {{pos}})")
+        env.update(T.TEMPORAL_ENV)
+        if t == CT.DATETIME2:
+            env[f"_f{k}"] = T.datetime2_reader(fsp)
+            return _Plan("inline", T.datetime2_size(fsp),
+                         lines=lambda base, rel, target: T.datetime2_lines(fsp, base, rel, target, f"_f{k}"))
+        env[f"_f{k}"] = T.timestamp2_reader(fsp)
+        return _Plan("inline", T.timestamp2_size(fsp),
+                     lines=lambda base, rel, target: T.timestamp2_lines(fsp, base, rel, target, f"_f{k}"))
+    if t == CT.TIME2:
+        fsp = _fsp(spec)
+        env[f"_f{k}"] = T.time2_reader(fsp)
+        return _Plan("inline", T.time2_size(fsp),
+                     lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)})"])
     if t in (CT.TIME, CT.DATETIME, CT.TIMESTAMP):
         dec = _fsp(spec)
         if dec == 0:
@@ -608,23 +632,25 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
             CT.TIMESTAMP: (T.decode_timestamp_hires, T.timestamp_hires_size),
         }[t]
         env[f"_f{k}"] = fn
-        return _Plan("call", size(dec), expr=f"_f{k}(buf, {{pos}}, {dec})[0]")
+        return _Plan("inline", size(dec),
+                     lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)}, {dec})[0]"])
     if t == CT.DECIMAL:
         if not (isinstance(spec.meta, int) and spec.meta > 0):
             decode_old_decimal_column(b"", 0, spec)  # raises UnsupportedType
         env["_old_decimal"] = decode_old_decimal
-        return _Plan("call", spec.meta, expr=f"_old_decimal(buf, {{pos}}, {spec.meta})[0]")
+        n = spec.meta
+        return _Plan("inline", n, lines=lambda base, rel, target: [
+            f"{target} = _old_decimal(buf, {_at(base, rel)}, {n})[0]"])
     # variable length
     if t in (CT.VARCHAR, CT.VAR_STRING):
-        prefix = 1 if spec.meta < 256 else 2
-        return _Plan("var", prefix=prefix, conv=_text_conv(spec, k, env))
+        return _Plan("var", prefix=1 if spec.meta < 256 else 2, conv=_text_conv(spec))
     if t == CT.STRING:
         prefix = 1 if spec.length < 256 else 2
         if spec.binary:
             return _Plan("var", prefix=prefix, conv=f"{{raw}}.ljust({spec.length}, b'\\0')")
-        return _Plan("var", prefix=prefix, conv=_text_conv(spec, k, env))
+        return _Plan("var", prefix=prefix, conv=_text_conv(spec))
     if t in (CT.BLOB, CT.TINY_BLOB, CT.MEDIUM_BLOB, CT.LONG_BLOB, CT.GEOMETRY, CT.JSON, CT.VECTOR):
-        if spec.meta not in _PREFIX:
+        if spec.meta not in (1, 2, 3, 4):
             raise CorruptEvent(f"{spec.name} has a {spec.meta}-byte length prefix (1..4 allowed)")
         if t == CT.JSON:
             env["_json"] = json_text
@@ -635,110 +661,107 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
         elif t == CT.GEOMETRY:
             conv = "{raw}"
         else:
-            conv = _text_conv(spec, k, env)
+            conv = _text_conv(spec)
         return _Plan("var", prefix=spec.meta, conv=conv)
     raise UnsupportedType(f"{spec.name} is not supported")
 
 
-def _text_conv(spec: ColumnSpec, k: int, env: dict) -> str:
+def _text_conv(spec: ColumnSpec) -> str:
     if spec.codec is None:
         return "{raw}"
     return f"{{raw}}.decode({spec.codec!r})"
 
 
-def _emit_columns(present, plans, nulls: int | None, lines: list[str], structs: dict) -> list[str]:
-    """Append the body decoding one image (``o`` at the first value byte); return the
-    value expressions. ``nulls`` is the null-bitmap pattern, or None for the general
-    decoder that tests each bit."""
-    values: list[str] = []
-    rel = 0  # bytes of fixed-width columns read since ``o`` was last advanced
-    run: list[tuple[int, _Plan]] = []  # pending struct run: (column position, plan)
-    run_start = 0
-    nfield = [0]
+class _Emitter:
+    """Straight-line code for one row image; ``rel`` counts the bytes of fixed-width
+    columns read since ``o`` last moved, so fixed runs need no ``o +=``."""
 
-    def flush():
-        nonlocal run
-        if not run:
+    def __init__(self, structs: dict):
+        self.lines: list[str] = []
+        self.structs = structs
+        self.rel = 0
+        self.run: list[tuple[int, _Plan]] = []
+        self.run_start = 0
+        self.nfield = 0
+
+    def struct(self, fmt: str) -> str:
+        name = f"_s{len(self.structs)}"
+        self.structs[name] = struct.Struct("<" + fmt)
+        return name
+
+    def flush(self, ind: str = "    ") -> None:
+        if not self.run:
             return
-        fmt = "<" + "".join(p.fmt for _, p in run)
-        sname = f"_s{len(structs)}"
-        structs[sname] = struct.Struct(fmt)
-        fields = []
-        assigns = []
-        for k, p in run:
-            names = [f"x{nfield[0] + j}" for j in range(len(p.fmt))]
-            nfield[0] += len(p.fmt)
-            fields += names
-            assigns.append((k, p.expr.format(*names)))
-        pos = f"o + {run_start}" if run_start else "o"
-        lines.append(f"    {', '.join(fields)}, = {sname}(buf, {pos})")
-        for k, expr in assigns:
-            lines.append(f"    v{k} = {expr}")
-        run = []
-
-    for k, (i, p) in enumerate(zip(present, plans)):
-        values.append(f"v{k}")
-        if nulls is not None:
-            if nulls >> k & 1:
-                values[-1] = "None"
+        sname = self.struct("".join(p.fmt for _, p in self.run))
+        targets, post = [], []
+        for k, p in self.run:
+            if p.expr == "{0}":
+                targets.append(f"v{k}")
                 continue
-            if p.kind == "struct":
-                if not run:
-                    run_start = rel
-                run.append((k, p))
-                rel += p.size
-                continue
-            flush()
-            if p.kind == "call":
-                pos = f"o + {rel}" if rel else "o"
-                lines.append(f"    v{k} = {p.expr.format(pos=pos)}")
-                rel += p.size
-                continue
-            if rel:
-                lines.append(f"    o += {rel}")
-                rel = 0
-            _emit_var(p, k, lines, "    ")
-        else:
-            lines.append(f"    if nb >> {k} & 1:")
-            lines.append(f"        v{k} = None")
-            lines.append("    else:")
-            if p.kind == "struct":
-                sname = f"_s{len(structs)}"
-                structs[sname] = struct.Struct("<" + p.fmt)
-                names = [f"x{j}" for j in range(len(p.fmt))]
-                lines.append(f"        {', '.join(names)}, = {sname}(buf, o)")
-                lines.append(f"        v{k} = {p.expr.format(*names)}")
-                lines.append(f"        o += {p.size}")
-            elif p.kind == "call":
-                lines.append(f"        v{k} = {p.expr.format(pos='o')}")
-                lines.append(f"        o += {p.size}")
-            else:
-                _emit_var(p, k, lines, "        ")
-    flush()
-    if rel:
-        lines.append(f"    o += {rel}")
-    return values
+            names = [f"x{self.nfield + j}" for j in range(len(p.fmt))]
+            self.nfield += len(p.fmt)
+            targets += names
+            post.append(f"v{k} = {p.expr.format(*names)}")
+        self.lines.append(f"{ind}{', '.join(targets)}, = {sname}(buf, {_at('o', self.run_start)})")
+        self.lines += [ind + line for line in post]
+        self.run = []
 
+    def column(self, k: int, p: _Plan, ind: str = "    ") -> None:
+        if p.kind == "struct":
+            if not self.run:
+                self.run_start = self.rel
+            self.run.append((k, p))
+            self.rel += p.size
+            return
+        self.flush(ind)
+        if p.kind == "inline":
+            self.lines += [ind + line for line in p.lines("o", self.rel, f"v{k}")]
+            self.rel += p.size
+            return
+        self.lines.append(f"{ind}n = {_prefix_expr(p.prefix, 'o', self.rel)}")
+        self.lines.append(f"{ind}o += {self.rel + p.prefix}")
+        self.lines.append(f"{ind}v{k} = {p.conv.format(raw='buf[o:o + n]')}")
+        self.lines.append(f"{ind}o += n")
+        self.rel = 0
 
-def _emit_var(p: _Plan, k: int, lines: list[str], ind: str) -> None:
-    lines.append(f"{ind}n = {_PREFIX[p.prefix]}")
-    lines.append(f"{ind}o += {p.prefix + 0}")
-    lines.append(f"{ind}v{k} = {p.conv.format(raw='buf[o:o + n]')}")
-    lines.append(f"{ind}o += n")
+    def close(self, ind: str = "    ") -> str:
+        """Finish the fixed bytes; return the expression of the final offset."""
+        self.flush(ind)
+        return _at("o", self.rel)
 
 
 def _compile(present, plans, env, nulls: int | None, name: str):
+    """Compile the body decoding one image from just after its null bitmap
+    (``nulls`` given: one pattern) or from the bitmap itself (``nulls`` None)."""
     structs: dict[str, struct.Struct] = {}
-    lines = [f"def {name}(buf, o):"]
-    if nulls is None:
-        lines.append("    nb = int.from_bytes(buf[o:o + NB], 'little')")
-        lines.append("    o += NB")
-    values = _emit_columns(present, plans, nulls, lines, structs)
+    em = _Emitter(structs)
+    values = [f"v{k}" for k in range(len(present))]
+    if nulls is not None:
+        for k, p in enumerate(plans):
+            if nulls >> k & 1:
+                values[k] = "None"
+            else:
+                em.column(k, p)
+        end = em.close()
+    else:
+        nb = (len(present) + 7) // 8
+        em.lines.append(f"    nb = int.from_bytes(buf[o:o + {nb}], 'little')")
+        em.lines.append(f"    o += {nb}")
+        for k, p in enumerate(plans):
+            em.lines.append(f"    if nb >> {k} & 1:")
+            em.lines.append(f"        v{k} = None")
+            em.lines.append("    else:")
+            em.column(k, p, "        ")
+            em.close("        ")
+            if em.rel:
+                em.lines.append(f"        o += {em.rel}")
+            em.rel = 0
+        end = "o"
     tup = "(" + ", ".join(values) + ("," if len(values) == 1 else "") + ")"
-    lines.append(f"    return {tup}, o")
-    src = "\n".join(lines)
+    src = "\n".join([f"def {name}(buf, o):"] + em.lines + [f"    return {tup}, {end}"])
+    src = src.replace("int.from_bytes(", "_ifb(")  # one global lookup instead of two
     ns = dict(env)
-    ns["NB"] = (len(present) + 7) // 8
+    ns["_ifb"] = int.from_bytes
     for sname, s in structs.items():
         ns[sname] = s.unpack_from
     exec(compile(src, f"<row decoder {name}>", "exec"), ns)
@@ -785,10 +808,15 @@ def compile_row_decoder(table_map, present: tuple[int, ...]) -> Callable[[bytes,
         paths[nulls] = fn
         return fn
 
+    get = paths.get
     if nb == 1:
         def decode(buf, off):
-            f = paths.get(buf[off]) or make_path(buf[off])
-            return f(buf, off + 1)
+            bits = buf[off]
+            return (get(bits) or make_path(bits))(buf, off + 1)
+    elif nb == 2:
+        def decode(buf, off):
+            bits = buf[off] | buf[off + 1] << 8
+            return (get(bits) or make_path(bits))(buf, off + 2)
     elif nb == 0:
         make_path(0)
 
@@ -797,8 +825,7 @@ def compile_row_decoder(table_map, present: tuple[int, ...]) -> Callable[[bytes,
     else:
         def decode(buf, off):
             bits = int.from_bytes(buf[off:off + nb], "little")
-            f = paths.get(bits) or make_path(bits)
-            return f(buf, off + nb)
+            return (get(bits) or make_path(bits))(buf, off + nb)
 
     def reference(buf, off):
         return decode_row_reference(specs, present, buf, off)

@@ -58,6 +58,62 @@ def _groups(precision: int, scale: int) -> tuple[list[tuple[int, int]], list[tup
     return ig, fg
 
 
+_SIGN = ("-", "")  # by the (flipped) top bit: 0 negative, 1 positive
+
+
+def _at(base: str, rel: int) -> str:
+    return f"{base} + {rel}" if rel else base
+
+
+def newdecimal_lines(precision: int, scale: int, base: str, rel: int, target: str) -> list[str]:
+    """Python statements decoding the NEWDECIMAL at ``buf[base + rel]`` into ``target``
+    (used inline by the compiled row decoders). They need ``_D`` (Decimal),
+    ``_SIGN`` and ``_CorruptEvent`` in their namespace, and use the locals ``x``,
+    ``s`` and ``g0``, ``g1``...
+
+    The digit groups make one unscaled integer ``u`` and the value is
+    ``Decimal(f"{sign}{u}E-{scale}")``: the same (sign, digits, exponent) as MySQL's
+    text, so the scale and a negative zero survive.
+    """
+    size = decimal_bin_size(precision, scale)
+    ig, fg = _groups(precision, scale)
+    bits = size * 8
+    top = 1 << (bits - 1)
+    pos, end = _at(base, rel), _at(base, rel + size)
+    lines = [
+        f"x = int.from_bytes(buf[{pos}:{end}], 'big')",
+        f"s = x >> {bits - 1}",
+        f"x ^= {top} if s else {top - 1}",
+    ]
+    shift = bits
+    names, checks = [], []
+    for nbytes, ndigits in ig + fg:
+        shift -= nbytes * 8
+        name = f"g{len(names)}"
+        mask = (1 << (nbytes * 8)) - 1
+        if shift == bits - nbytes * 8:
+            expr = f"x >> {shift}" if shift else "x"
+        else:
+            expr = f"x >> {shift} & {mask}" if shift else f"x & {mask}"
+        lines.append(f"{name} = {expr}")
+        checks.append(f"{name} > {10 ** ndigits - 1}")
+        names.append((name, ndigits))
+    if checks:
+        lines.append(f"if {' or '.join(checks)}:")
+        lines.append(
+            f"    raise _CorruptEvent('NEWDECIMAL({precision},{scale}) has a digit group out of range: ' "
+            f"+ bytes(buf[{pos}:{end}]).hex())"
+        )
+    unscaled = names[0][0] if names else "0"
+    for name, ndigits in names[1:]:
+        unscaled = f"({unscaled}) * {10 ** ndigits} + {name}" if "+" in unscaled else f"{unscaled} * {10 ** ndigits} + {name}"
+    exp = f"E-{scale}" if scale else ""
+    lines.append(f"{target} = _D(f'{{_SIGN[s]}}{{{unscaled}}}{exp}')")
+    return lines
+
+
+NEWDECIMAL_ENV = {"_D": Decimal, "_SIGN": _SIGN, "_CorruptEvent": CorruptEvent}
+
 _READERS: dict[tuple[int, int], Callable] = {}
 
 
@@ -71,42 +127,12 @@ def newdecimal_reader(precision: int, scale: int) -> Callable[[bytes, int], Deci
     fn = _READERS.get(key)
     if fn is not None:
         return fn
-    size = decimal_bin_size(precision, scale)
-    ig, fg = _groups(precision, scale)
-    bits = size * 8
-    lines = [
-        "def read(buf, off):",
-        f"    v = int.from_bytes(buf[off:off + {size}], 'big')",
-        f"    if v >> {bits - 1}:",
-        f"        v ^= {1 << (bits - 1)}",
-        "        sign = ''",
-        "    else:",
-        f"        v ^= {(1 << (bits - 1)) - 1}",
-        "        sign = '-'",
-    ]
-    shift = bits
-    names_i, names_f, checks = [], [], []
-    for kind, groups in (("i", ig), ("f", fg)):
-        for k, (nbytes, ndigits) in enumerate(groups):
-            shift -= nbytes * 8
-            name = f"{kind}{k}"
-            lines.append(f"    {name} = (v >> {shift}) & {(1 << (nbytes * 8)) - 1}")
-            checks.append(f"{name} > {10 ** ndigits - 1}")
-            (names_i if kind == "i" else names_f).append((name, ndigits))
-    if checks:
-        lines.append(f"    if {' or '.join(checks)}:")
-        lines.append(
-            f"        raise CorruptEvent('NEWDECIMAL({precision},{scale}) has a digit group "
-            "out of range: ' + buf[off:off + " + str(size) + "].hex())"
-        )
-    ipart = "".join(
-        "{" + n + "}" if j == 0 else "{" + n + f":0{d}d" + "}" for j, (n, d) in enumerate(names_i)
-    ) or "0"
-    fpart = "".join("{" + n + f":0{d}d" + "}" for n, d in names_f)
-    text = f"{{sign}}{ipart}" + (f".{fpart}" if fpart else "")
-    lines.append(f"    return Decimal(f'{text}')")
-    ns = {"Decimal": Decimal, "CorruptEvent": CorruptEvent}
-    exec(compile("\n".join(lines), f"<newdecimal({precision},{scale})>", "exec"), ns)
+    body = newdecimal_lines(precision, scale, "off", 0, "value")
+    src = "def read(buf, off):\n" + "".join(f"    {line}\n" for line in body) + "    return value\n"
+    ns = dict(NEWDECIMAL_ENV)
+    ns["_ifb"] = int.from_bytes
+    src = src.replace("int.from_bytes(", "_ifb(")
+    exec(compile(src, f"<newdecimal({precision},{scale})>", "exec"), ns)
     fn = ns["read"]
     _READERS[key] = fn
     return fn

@@ -77,9 +77,9 @@ def clear_cache() -> None:
     _by_map.clear()
 
 
-def _fast_images(decoders: tuple[Callable, ...], buf: bytes, end: int) -> list[tuple]:
-    """Decode consecutive row images, cycling through ``decoders`` (one for
-    insert/delete, two for update); no length checks (see module doc)."""
+def _fast_images(decoders: tuple[Callable, ...], buf: bytes, end: int, op: str) -> list[tuple]:
+    """Decode consecutive row images into ``(before, after)`` pairs: one decoder for
+    insert/delete, two (before, after) for update. No length checks (see module doc)."""
     out: list[tuple] = []
     append = out.append
     off = 0
@@ -87,18 +87,24 @@ def _fast_images(decoders: tuple[Callable, ...], buf: bytes, end: int) -> list[t
         d = decoders[0]
         nb = d.null_bytes
         get, make = d.paths.get, d.make_path
+        if nb == 0:
+            raise CorruptEvent("row image with no columns")
+        insert = op == OP_INSERT
         if nb == 1:
             while off < end:
                 bits = buf[off]
                 row, off = (get(bits) or make(bits))(buf, off + 1)
-                append(row)
+                append((None, row) if insert else (row, None))
+        elif nb == 2:
+            while off < end:
+                bits = buf[off] | buf[off + 1] << 8
+                row, off = (get(bits) or make(bits))(buf, off + 2)
+                append((None, row) if insert else (row, None))
         else:
-            if nb == 0:
-                raise CorruptEvent("row image with no columns")
             while off < end:
                 bits = int.from_bytes(buf[off:off + nb], "little")
                 row, off = (get(bits) or make(bits))(buf, off + nb)
-                append(row)
+                append((None, row) if insert else (row, None))
     else:
         db, da = decoders
         if db.null_bytes == 0 and da.null_bytes == 0:
@@ -160,18 +166,13 @@ def decode_rows(
         else:
             raise CorruptEvent(f"unknown row operation {op!r}")
         try:
-            rows = _fast_images(decoders, buf, end)
+            return tuple(_fast_images(decoders, buf, end, op))
         except Exception as first:  # struct.error, IndexError, UnicodeDecodeError, ...
             _retry(decoders, buf, end, first)
     except BinlogError as e:
         e.message = f"{e.message} (rows event type {event_type}, table {table_map.schema}.{table_map.table})"
         e.args = (e.message,)
         raise
-    if op == OP_INSERT:
-        return tuple((None, r) for r in rows)
-    if op == OP_DELETE:
-        return tuple((r, None) for r in rows)
-    return tuple(rows)
 
 
 def _retry(decoders, buf: bytes, end: int, first: Exception) -> None:

@@ -133,7 +133,10 @@ def make_time(neg: bool, hours: int, minutes: int, seconds: int, usec: int) -> _
 
 def date_from_int(v: int):
     """DATE value of the 3-byte integer ``year << 9 | month << 5 | day``."""
-    return make_date(v >> 9, (v >> 5) & 15, v & 31)
+    try:
+        return _date(v >> 9, v >> 5 & 15, v & 31)
+    except ValueError:
+        return date_text(v >> 9, v >> 5 & 15, v & 31)
 
 
 def decode_date(buf, off: int, meta=0):
@@ -393,3 +396,65 @@ def time2_reader(fsp: int) -> Callable[[bytes, int], object]:
     def read(buf, off):
         return time_from_packed(time2_packed(buf[off:off + n], fsp))
     return read
+
+
+# -- inline code for the compiled row decoders ------------------------------------------
+
+TEMPORAL_ENV = {
+    "_datetime": _datetime,
+    "_EPOCH": _EPOCH,
+    "_td": _timedelta,
+    "_fts": _datetime.fromtimestamp,
+    "_UTC": UTC,
+}
+_FRAC_MULT = (1, 10000, 10000, 100, 100, 1, 1)
+
+
+def _at(base: str, rel: int) -> str:
+    return f"{base} + {rel}" if rel else base
+
+
+def datetime2_lines(fsp: int, base: str, rel: int, target: str, exact: str) -> list[str]:
+    """Statements decoding the DATETIME2(fsp) at ``buf[base + rel]`` into ``target``.
+
+    Valid dates take the fast path; anything ``datetime`` rejects (zero or invalid
+    dates, corrupt fractions) goes to ``exact(buf, pos)`` (:func:`datetime2_reader`),
+    which returns MySQL's text or raises :class:`CorruptEvent` as the reference does.
+    Needs :data:`TEMPORAL_ENV`; uses the locals ``x``, ``p``, ``d``, ``m``.
+    """
+    fb = FRAC_BYTES[fsp]
+    pos, end = _at(base, rel), _at(base, rel + datetime2_size(fsp))
+    lines = [f"x = int.from_bytes(buf[{pos}:{end}], 'big')"]
+    if fb:
+        lines.append(f"p = (x >> {8 * fb}) - {DATETIMEF_INT_OFS}")
+        usec = f", (x & {(1 << 8 * fb) - 1}) * {_FRAC_MULT[fsp]}" if _FRAC_MULT[fsp] != 1 else f", x & {(1 << 8 * fb) - 1}"
+    else:
+        lines.append(f"p = x - {DATETIMEF_INT_OFS}")
+        usec = ""
+    lines += [
+        "d = p >> 17",
+        "m = d >> 5",
+        "try:",
+        f"    {target} = _datetime(m // 13, m % 13, d & 31, p >> 12 & 31, p >> 6 & 63, p & 63{usec})",
+        "except ValueError:",
+        f"    {target} = {exact}(buf, {pos})",
+    ]
+    return lines
+
+
+def timestamp2_lines(fsp: int, base: str, rel: int, target: str, exact: str) -> list[str]:
+    """Statements decoding the TIMESTAMP2(fsp) at ``buf[base + rel]`` into ``target``;
+    zero timestamps and corrupt fractions go to ``exact(buf, pos)``."""
+    fb = FRAC_BYTES[fsp]
+    pos, end = _at(base, rel), _at(base, rel + timestamp2_size(fsp))
+    lines = [f"x = int.from_bytes(buf[{pos}:{end}], 'big')"]
+    if not fb:
+        lines.append(f"{target} = _fts(x, _UTC) if x else {zero_datetime_text(0)!r}")
+        return lines
+    mult = _FRAC_MULT[fsp]
+    lines += [
+        f"p = x >> {8 * fb}",
+        f"m = (x & {(1 << 8 * fb) - 1})" + (f" * {mult}" if mult != 1 else ""),
+        f"{target} = _EPOCH + _td(0, p, m) if p and m < 1000000 else {exact}(buf, {pos})",
+    ]
+    return lines
