@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+import zlib
 from decimal import Context, Decimal
 from typing import Any, Callable, NamedTuple
 
@@ -294,6 +295,35 @@ def test_blob_json_geometry_vector():
     geo = bytes.fromhex("00000000010100000000000000000000000000000000000000")
     got = decode_both(cols, ["t\u00e9xt", b"\0\1", b"raw", "big" * 30000, {"a": [1, 2.5]}, b"", geo, [1.5, -2.0, 0.25]])
     assert got == ("t\u00e9xt", b"\0\1", b"raw", "big" * 30000, '{"a": [1, 2.5]}', "null", geo, [1.5, -2.0, 0.25])
+
+
+def maria_compress(data: bytes, how: str) -> bytes:
+    """MariaDB ``Field_longstr::compress``: header 0x80 + length bytes (+8 for raw
+    deflate), big-endian original length, zlib stream; or header 0 + the bytes."""
+    if not data:
+        return b""
+    if how == "stored":
+        return b"\0" + data
+    n = (len(data).bit_length() + 7) // 8
+    wbits = -zlib.MAX_WBITS if how == "raw" else zlib.MAX_WBITS
+    c = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    return bytes([0x80 + n + (8 if how == "raw" else 0)]) + len(data).to_bytes(n, "big") + c.compress(data) + c.flush()
+
+
+def test_mariadb_compressed_columns():
+    assert C.read_metadata(bytes([C.MARIA_VARCHAR_COMPRESSED, C.MARIA_BLOB_COMPRESSED]), b"\x2c\x01\x02", 0, 3) == (
+        (300, 2), 3)
+    text = "compress me \u00e9 " * 20
+    cols = [Col(C.MARIA_VARCHAR_COMPRESSED, 300, None, UTF8MB4, encode=lambda v: prefixed(2)(maria_compress(v[0].encode(), v[1])),
+                expect=lambda v: v[0]),
+            Col(C.MARIA_BLOB_COMPRESSED, 2, None, BINARY, encode=lambda v: prefixed(2)(maria_compress(v[0], v[1])),
+                expect=lambda v: v[0])]
+    for how in ("stored", "zlib", "raw"):
+        assert decode_both(cols, [(text, how), (b"\0\1" * 50, how)]) == (text, b"\0\1" * 50)
+    assert decode_both(cols, [("", "zlib"), (b"", "raw")]) == ("", b"")
+    bad = prefixed(2)(maria_compress(b"x" * 50, "zlib")[:-3])
+    with pytest.raises(CorruptEvent, match="compressed"):
+        C.compile_row_decoder(table_map(cols), (1,)).reference(b"\0" + bad, 0)
 
 
 def test_old_decimal_needs_override():

@@ -197,6 +197,11 @@ def test_mariadb_53_temporal_rows_with_schema_decimals(corpus_dir: Path):
     row2_after = row2[:2] + (td(False, 1, 2, 3, 456000),) + row2[3:]
     assert images == [("insert", None, row1), ("insert", None, row2), ("insert", None, (3,) + (None,) * 8),
                       ("update", row2, row2_after)]
+    # without the schema's decimals the rows cannot be decoded, and the error says why
+    stream = EventStream(path)
+    with pytest.raises(TruncatedEvent, match="override_metas"):
+        for _ in stream.events():
+            pass
     # the final state of the table agrees ("01:02:03.456", "-00:00:00.000001", ...)
     tsv = (corpus_dir / "mariadb-10.11" / "final_state" / "corpus" / "t_oldtime.tsv").read_text().splitlines()
     assert tsv[2].split("\t")[2:4] == ["01:02:03.456", "-00:00:00.000001"]

@@ -30,6 +30,7 @@ VARCHAR, CHAR, TEXT, BLOB    ``str`` decoded with the column's collation; ``byte
 ENUM / SET                   ``str`` (``''`` for index 0, ``'a,b'``) when the names
                              are known, else the ``int`` index / bitmask
 JSON (MySQL binary)          ``str``, JSON text as MySQL prints it
+MariaDB COMPRESSED columns   (types 140/141) inflated, then as VARCHAR/BLOB
 GEOMETRY                     ``bytes`` (4-byte SRID + WKB)
 VECTOR                       ``list[float]``
 ===========================  ====================================================
@@ -44,11 +45,12 @@ from __future__ import annotations
 import dataclasses
 import struct
 import sys
+import zlib
 from array import array
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from . import temporal as T
-from .charsets import BINARY_COLLATION, charset_for_collation, codec_for_collation
+from .charsets import BINARY_COLLATION, codec_for_collation
 from .constants import ColumnType as CT, column_type_name
 from .decimal import NEWDECIMAL_ENV, decimal_bin_size, decode_newdecimal, decode_old_decimal, newdecimal_lines
 from .errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType
@@ -81,6 +83,11 @@ def _meta_string(b: bytes):
         return (byte0 | 0x30, byte1 | (((byte0 & 0x30) ^ 0x30) << 4))
     return (byte0, byte1)
 
+
+# MariaDB column compression (``COMPRESSED`` attribute, 10.3+): logged with their
+# own type codes; the value is a compression header byte (+ zlib stream).
+MARIA_BLOB_COMPRESSED = 140
+MARIA_VARCHAR_COMPRESSED = 141
 
 # type -> (metadata bytes, parser); types without metadata map to (0, None)
 METADATA_READERS: dict[int, tuple[int, Callable[[bytes], Any] | None]] = {
@@ -116,6 +123,8 @@ METADATA_READERS: dict[int, tuple[int, Callable[[bytes], Any] | None]] = {
     CT.VAR_STRING: (2, _meta_u16le),
     CT.STRING: (2, _meta_string),
     CT.GEOMETRY: (1, _meta_u8),
+    MARIA_BLOB_COMPRESSED: (1, _meta_u8),
+    MARIA_VARCHAR_COMPRESSED: (2, _meta_u16le),
 }
 
 
@@ -434,6 +443,43 @@ def decode_vector(buf, off, spec):
     return vector_value(bytes(buf[off:off + n])), off + n
 
 
+def uncompress_value(raw: bytes) -> bytes:
+    """MariaDB ``Field_longstr::uncompress``: ``b""`` stays empty; a header byte with
+    method 0 is followed by the bytes as they are; method 8 (zlib) by the original
+    length (big-endian, ``header & 7`` bytes) and a zlib stream (raw deflate when
+    ``header & 8``)."""
+    if not raw:
+        return b""
+    head = raw[0]
+    method = head >> 4
+    if method == 0:
+        return raw[1:]
+    if method != 8:
+        raise CorruptEvent(f"compressed column with unknown method {method}")
+    n = head & 7
+    if len(raw) < 1 + n:
+        raise CorruptEvent("compressed column shorter than its header")
+    size = int.from_bytes(raw[1:1 + n], "big")
+    try:
+        d = zlib.decompressobj(-zlib.MAX_WBITS if head & 8 else zlib.MAX_WBITS)
+        out = d.decompress(raw[1 + n:], size + 1)
+    except zlib.error as e:
+        raise CorruptEvent(f"compressed column: {e}") from None
+    if len(out) != size or not d.eof:
+        raise CorruptEvent(f"compressed column inflates to {len(out)} bytes, header says {size}")
+    return out
+
+
+def decode_compressed_varchar(buf, off, spec):
+    n, off = _read_length(buf, off, 1 if spec.meta < 256 else 2, spec)
+    return _text(uncompress_value(bytes(buf[off:off + n])), spec), off + n
+
+
+def decode_compressed_blob(buf, off, spec):
+    n, off = _read_length(buf, off, spec.meta, spec)
+    return _text(uncompress_value(bytes(buf[off:off + n])), spec), off + n
+
+
 ColumnDecoder = Callable[[Any, int, ColumnSpec], tuple[Any, int]]
 
 COLUMN_DECODERS: dict[int, ColumnDecoder] = {
@@ -469,6 +515,8 @@ COLUMN_DECODERS: dict[int, ColumnDecoder] = {
     CT.VAR_STRING: decode_varchar,
     CT.STRING: decode_string,
     CT.GEOMETRY: decode_geometry,
+    MARIA_BLOB_COMPRESSED: decode_compressed_blob,
+    MARIA_VARCHAR_COMPRESSED: decode_compressed_varchar,
 }
 
 
@@ -642,6 +690,14 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
         return _Plan("inline", n, lines=lambda base, rel, target: [
             f"{target} = _old_decimal(buf, {_at(base, rel)}, {n})[0]"])
     # variable length
+    if t in (MARIA_VARCHAR_COMPRESSED, MARIA_BLOB_COMPRESSED):
+        env["_uncompress"] = uncompress_value
+        conv = _text_conv(spec).replace("{raw}", "_uncompress({raw})")
+        if t == MARIA_VARCHAR_COMPRESSED:
+            return _Plan("var", prefix=1 if spec.meta < 256 else 2, conv=conv)
+        if spec.meta not in (1, 2, 3, 4):
+            raise CorruptEvent(f"{spec.name} has a {spec.meta}-byte length prefix (1..4 allowed)")
+        return _Plan("var", prefix=spec.meta, conv=conv)
     if t in (CT.VARCHAR, CT.VAR_STRING):
         return _Plan("var", prefix=1 if spec.meta < 256 else 2, conv=_text_conv(spec))
     if t == CT.STRING:

@@ -30,6 +30,7 @@ from .errors import BinlogError, CorruptEvent, TruncatedEvent
 from .jsonb import PartialJson, apply_diffs, parse_binary, read_diff_vector, to_text
 
 PARTIAL_JSON_UPDATES = 1
+_LEGACY_TEMPORAL = (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP)
 
 _MAX_LAYOUTS = 512
 _MAX_MAPS = 256
@@ -171,6 +172,12 @@ def decode_rows(
             _retry(decoders, buf, end, first)
     except BinlogError as e:
         e.message = f"{e.message} (rows event type {event_type}, table {table_map.schema}.{table_map.table})"
+        if any(t in _LEGACY_TEMPORAL and m == 0 for t, m in zip(table_map.column_types, table_map.column_metas)):
+            e.message += (
+                "; the table has TIME/DATETIME/TIMESTAMP columns of the old type codes, which may be "
+                "MariaDB 5.3 fractional formats (mysql56_temporal_format=OFF) whose precision the table "
+                "map does not carry: pass it with columns.override_metas()"
+            )
         e.args = (e.message,)
         raise
 
