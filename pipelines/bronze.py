@@ -90,7 +90,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -102,7 +101,7 @@ from pipelines.binlog.changes import RowChange, StatementChange, iter_changes
 from pipelines.binlog.constants import ColumnType, column_type_name
 from pipelines.binlog.errors import BinlogError, NotABinlog, TruncatedEvent
 from pipelines.binlog.framing import BinlogFile
-from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, TxInfo, scan
+from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
 from pipelines.binlog.values import canonical_text
 from pipelines.bronze_schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION, seq_key
 from pipelines.config import PipelineConfig
@@ -826,6 +825,16 @@ def _xa_rows(plans: list[FilePlan], run_id: str) -> list:
 
 def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
                stats: BronzeStats, now) -> None:
+    cached: list = []
+    try:
+        _decode_and_commit(spark, cfg, plans, batch, copies, stats, now, cached)
+    finally:
+        for rdd in cached:
+            rdd.unpersist()
+
+
+def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
+                       stats: BronzeStats, now, cached: list) -> None:
     """Decode and commit one batch (see the module docs for the order of writes).
 
     Spark jobs: one that decodes every range and brings back the small
@@ -846,6 +855,7 @@ def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, co
     if work:
         rdd = (spark.sparkContext.parallelize(work, len(work)).mapPartitions(_decode_partition)
                .persist(StorageLevel.MEMORY_AND_DISK))
+        cached.append(rdd)
         with _TaskProgress(spark, f"bronze-{run_id}-{batch}", len(work), _progress_enabled(cfg),
                            f"bronze batch {batch}"):
             small = rdd.filter(lambda r: r[0] != "row").collect()
@@ -918,8 +928,6 @@ def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, co
     _append(spark, cfg,
             spark.createDataFrame(_manifest_rows(plans, batch, "committed", run_id, now, rows_by_file), MANIFEST_DDL),
             cfg.pipeline_path("manifest"), TXN_APP_ID, batch)
-    if rdd is not None:
-        rdd.unpersist()
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
     stats.events += sum(p.events for p in plans)
@@ -930,7 +938,7 @@ def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, co
 # -- the step --------------------------------------------------------------------------
 
 
-def _redo_plans(spark, cfg, pending: list, files: dict[str, SourceFile], newest_seq: int, stack) -> tuple:
+def _redo_plans(spark, cfg, pending: list, files: dict[str, SourceFile], stack) -> tuple:
     """Plans that redo an interrupted batch exactly (same ranges, same outcome)."""
     plans, copies = [], {}
     for r in pending:
@@ -1000,7 +1008,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             interrupted.setdefault(r.batch, []).append(r)
     for batch in sorted(interrupted):
         with contextlib.ExitStack() as stack:
-            plans, copies = _redo_plans(spark, cfg, interrupted[batch], by_name, newest_seq, stack)
+            plans, copies = _redo_plans(spark, cfg, interrupted[batch], by_name, stack)
             _run_batch(spark, cfg, plans, batch, copies, stats, now)
     if interrupted:
         manifest = _read_rows(spark, cfg, manifest_path)
