@@ -78,42 +78,44 @@ def clear_cache() -> None:
     _by_map.clear()
 
 
+_LOOPS: dict[tuple[str, tuple[int, ...]], Callable] = {}
+
+
+def _loop(op: str, null_bytes: tuple[int, ...]) -> Callable:
+    """The row loop for one op and null-bitmap sizes, compiled once: it reads each
+    image's bitmap inline and calls the compiled body for that null pattern."""
+    key = (op, null_bytes)
+    fn = _LOOPS.get(key)
+    if fn is not None:
+        return fn
+    lines = ["def loop(buf, end, gets, makes):", "    out = []", "    append = out.append", "    off = 0"]
+    for j in range(len(null_bytes)):
+        lines.append(f"    g{j} = gets[{j}]")
+        lines.append(f"    m{j} = makes[{j}]")
+    lines.append("    while off < end:")
+    for j, nb in enumerate(null_bytes):
+        bits = {0: "0", 1: "buf[off]", 2: "buf[off] | buf[off + 1] << 8"}.get(
+            nb, f"int.from_bytes(buf[off:off + {nb}], 'little')")
+        lines.append(f"        b = {bits}")
+        lines.append(f"        r{j}, off = (g{j}(b) or m{j}(b))(buf, off + {nb})" if nb else
+                     f"        r{j}, off = (g{j}(0) or m{j}(0))(buf, off)")
+    pair = {OP_INSERT: "(None, r0)", OP_DELETE: "(r0, None)"}.get(op, "(r0, r1)")
+    lines.append(f"        append({pair})")
+    lines.append("    return out, off")
+    ns: dict = {}
+    exec(compile("\n".join(lines), f"<row loop {op} {null_bytes}>", "exec"), ns)
+    fn = _LOOPS[key] = ns["loop"]
+    return fn
+
+
 def _fast_images(decoders: tuple[Callable, ...], buf: bytes, end: int, op: str) -> list[tuple]:
     """Decode consecutive row images into ``(before, after)`` pairs: one decoder for
     insert/delete, two (before, after) for update. No length checks (see module doc)."""
-    out: list[tuple] = []
-    append = out.append
-    off = 0
-    if len(decoders) == 1:
-        d = decoders[0]
-        nb = d.null_bytes
-        get, make = d.paths.get, d.make_path
-        if nb == 0:
-            raise CorruptEvent("row image with no columns")
-        insert = op == OP_INSERT
-        if nb == 1:
-            while off < end:
-                bits = buf[off]
-                row, off = (get(bits) or make(bits))(buf, off + 1)
-                append((None, row) if insert else (row, None))
-        elif nb == 2:
-            while off < end:
-                bits = buf[off] | buf[off + 1] << 8
-                row, off = (get(bits) or make(bits))(buf, off + 2)
-                append((None, row) if insert else (row, None))
-        else:
-            while off < end:
-                bits = int.from_bytes(buf[off:off + nb], "little")
-                row, off = (get(bits) or make(bits))(buf, off + nb)
-                append((None, row) if insert else (row, None))
-    else:
-        db, da = decoders
-        if db.null_bytes == 0 and da.null_bytes == 0:
-            raise CorruptEvent("update row images with no columns")
-        while off < end:
-            before, off = db(buf, off)
-            after, off = da(buf, off)
-            append((before, after))
+    null_bytes = tuple(d.null_bytes for d in decoders)
+    if not any(null_bytes):
+        raise CorruptEvent("row images with no columns")
+    out, off = _loop(op, null_bytes)(
+        buf, end, tuple(d.paths.get for d in decoders), tuple(d.make_path for d in decoders))
     if off != end:
         raise TruncatedEvent(off, end, "row images")
     return out
