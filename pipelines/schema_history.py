@@ -1587,7 +1587,7 @@ def spec_from_binlog(name: str, logged: BinlogType, idx: int):
 
 # How to complete a bronze value the decoder could not finish without the schema
 # (table maps without metadata: no charsets, no signedness, no ENUM/SET names).
-FIX_DECODE = "decode"  # (FIX_DECODE, python codec): bytes -> text
+FIX_DECODE = "decode"  # (FIX_DECODE, MySQL charset): bytes -> text
 FIX_ENUM = "enum"  # (FIX_ENUM, values): index -> member
 FIX_SET = "set"  # (FIX_SET, values): bitmask -> members
 FIX_UNSIGNED = "unsigned"  # (FIX_UNSIGNED, bits): negative -> + 2**bits
@@ -1607,12 +1607,9 @@ def _value_fix(col: ColumnDef, logged: BinlogType, metadata: bool, db_charset: s
     if col.unsigned and not logged.unsigned and logged.name in _INT_BITS and not metadata:
         return (FIX_UNSIGNED, _INT_BITS[logged.name])
     if (t in _TEXT_TYPES or t == "JSON") and logged.charset is None:
-        from pipelines.binlog.charsets import CHARSET_CODECS
-
         cs = col.charset or db_charset or "utf8mb4"
-        codec = CHARSET_CODECS.get(cs)
-        if codec:
-            return (FIX_DECODE, codec)
+        if cs != "binary":
+            return (FIX_DECODE, cs)
     return None
 
 
@@ -1822,13 +1819,18 @@ def apply_fix(fix: tuple, text: str | None, raw: bytes | None) -> tuple[str | No
     ('x,z', None)
     >>> apply_fix((FIX_UNSIGNED, 32), "-1", None)
     ('4294967295', None)
-    >>> apply_fix((FIX_DECODE, "utf-8"), None, "é".encode())
+    >>> apply_fix((FIX_DECODE, "utf8mb4"), None, "é".encode())
     ('é', None)
     """
     kind = fix[0]
     if kind == FIX_DECODE:
         if raw is not None and text is None:
-            return bytes(raw).decode(fix[1]), None
+            from pipelines.binlog.charsets import CHARSET_CODECS
+
+            codec = CHARSET_CODECS.get(fix[1])
+            if codec is None:
+                raise ValueError(f"no text decoding for the MySQL charset {fix[1]!r}")
+            return bytes(raw).decode(codec), None
     elif kind == FIX_ENUM:
         if text is not None and text.isdigit():
             i = int(text)

@@ -414,7 +414,7 @@ def test_table_without_metadata_gets_value_fixes():
              IC(4, None, "STRING(16)")]
     r = sh.resolve_columns("shop", "orders", orders_version(), [shape])
     assert r.fixes[0] == (sh.FIX_UNSIGNED, 32)
-    assert r.fixes[3] == (sh.FIX_DECODE, "mysql_latin1")
+    assert r.fixes[3] == (sh.FIX_DECODE, "latin1")
     assert sh.apply_fix(r.fixes[3], None, "café".encode("latin1")) == ("café", None)
     assert sh.apply_fix(r.fixes[0], "-2", None) == ("4294967294", None)
 

@@ -1,0 +1,605 @@
+"""The silver step: apply the new bronze row changes to ``<warehouse>/silver/<database>/<table>``.
+
+>>> stats = run(spark, load_config("conf/pipeline.yaml"))  # doctest: +SKIP
+>>> stats.summary()  # doctest: +SKIP
+'silver run 20240101T000000-1a2b3c4d ok: 3 table(s), 5 segment(s); rows c=12 u=4 d=2; ...'
+
+How a run goes
+--------------
+1. **Schema history** (:func:`pipelines.schema_history.update_history`): the DDL statements
+   bronze found since the last run (``_pipeline/ddl``) and any seed files become schema
+   versions in ``_pipeline/schema_history``.
+2. **What is new**: per table, the largest ``_seq`` already applied is in
+   ``_pipeline/silver_watermarks`` (layout :data:`WATERMARKS_DDL`; append-only, the
+   max per table counts). Bronze rows above their table's watermark are read once;
+   rows of XA branches that were prepared and then rolled back (``_pipeline/xa``) are
+   dropped; tables outside ``tables.include``/``exclude`` are skipped.
+3. **Segments**: each table's new rows are cut at its schema events (DDL positions), so an
+   ``ADD COLUMN`` mid-stream, a ``TRUNCATE`` or a ``DROP``/``CREATE`` apply in order. All
+   segments of all tables run in ``_seq`` order of their starting events, so a
+   ``RENAME TABLE a TO b`` first finishes ``a``, then copies its silver rows to ``b``.
+4. **Per segment**: the distinct image shapes (``idx``/``name``/``type`` of the logged
+   columns) are matched to the schema (:func:`pipelines.schema_history.resolve_columns`:
+   table-map names > DDL > seed; keys: config > table-map PK > DDL PK > none = keyless).
+   Shapes that do not fit go to ``_pipeline/quarantine`` (same layout as bronze's) with
+   the reason. Values the decoder could not finish without the schema (no table-map
+   metadata: charsets, signedness, ENUM/SET names; INET6/INET4/UUID) are completed, then
+   :func:`pipelines.silver.changes_from_bronze` types them and
+   :func:`pipelines.silver.apply_changes` MERGEs them.
+5. **Schema events** at a segment start: ``truncate``/``drop``/``create``/``rename_to``
+   empty the silver table (``create`` also replaces its schema); ``rename_from`` copies
+   the old name's silver rows. Each is done once: not when silver already holds a later
+   change, and the table's watermark is written right after it.
+6. **Watermarks** are written after the MERGEs committed; a replay of changes silver
+   already holds is harmless (silver keeps ``_seq`` per row and its own watermark).
+7. **Run log**: one row in ``_pipeline/runs`` (``step = 'silver'``, zero dates nulled,
+   quarantined rows) and a printed summary.
+
+Silver paths come from :func:`pipelines.paths.silver_table_path` (names escaped, never
+outside the warehouse).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines import delta_io, schema_history
+from pipelines.bronze_schema import BRONZE_TABLE
+from pipelines.config import PipelineConfig
+from pipelines.paths import silver_table_path
+from pipelines.schema_history import (
+    CREATE,
+    DROP,
+    DROP_DATABASE,
+    RENAME_FROM,
+    RENAME_TO,
+    TRUNCATE,
+    UNPARSED,
+    ImageColumn,
+    Resolution,
+    SchemaHistory,
+    SchemaVersion,
+)
+
+WATERMARKS = "silver_watermarks"
+WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
+_IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
+    T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()), T.StructField("type", T.StringType()),
+    T.StructField("text", T.StringType()), T.StructField("bin", T.BinaryType())]))
+_SEP_FIELD, _SEP_COL = "\x1f", "\x1e"
+_NO_NAME = "\x00"
+_RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
+_UTC = _dt.timezone.utc
+
+
+class SilverStepError(RuntimeError):
+    """The silver step cannot go on (the message says which table and why)."""
+
+
+@dataclass
+class SilverStats:
+    """What one run did; ``tables`` maps ``db.table`` to per-table details."""
+
+    run_id: str
+    started_at: _dt.datetime
+    ended_at: _dt.datetime | None = None
+    status: str = "running"
+    error: str | None = None
+    segments: int = 0
+    rows: Counter = field(default_factory=Counter)  # changes read, by op c/u/d
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    quarantined: int = 0
+    zero_dates: int = 0
+    missing_deletes: int = 0
+    resets: int = 0
+    copies: int = 0
+    schema_versions: int = 0
+    unparsed_ddl: list = field(default_factory=list)
+    tables: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        r = self.rows
+        text = (
+            f"silver run {self.run_id} {self.status}: {len(self.tables)} table(s), {self.segments} segment(s); "
+            f"changes c={r['c']} u={r['u']} d={r['d']}; silver +{self.inserted} ~{self.updated} -{self.deleted}; "
+            f"{self.resets} reset(s), {self.copies} rename copy(ies); {self.quarantined} quarantined; "
+            f"{self.zero_dates} zero date(s) nulled; {self.schema_versions} new schema version(s)"
+        )
+        if self.missing_deletes:
+            text += f"; {self.missing_deletes} keyless delete(s) found no row"
+        for v in self.unparsed_ddl:
+            text += f"\n  unparsed DDL for {v}"
+        if self.error:
+            text += f"\n  error: {self.error}"
+        return text
+
+    def run_row(self) -> tuple:
+        """One row of ``_pipeline/runs`` (bronze's ``RUNS_DDL``)."""
+        end = self.ended_at or _dt.datetime.now(_UTC)
+        r = self.rows
+        return (
+            self.run_id, "silver", self.started_at, end, len(self.tables), None, None, self.segments,
+            r["c"], r["u"], r["d"], self.schema_versions, self.quarantined, None,
+            (end - self.started_at).total_seconds(), None, self.zero_dates, self.status, self.error,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# DataFrame -> DataFrame transforms
+
+
+def with_shape(bronze: DataFrame) -> DataFrame:
+    """Add ``_shape``: the sorted ``idx``/``name``/``type`` of every logged column of the row
+    (both images), as one string; rows of one table map share it.
+
+    >>> with_shape(bronze).select("_shape").distinct().count()  # doctest: +SKIP
+    2
+    """
+    cell = (f"x -> concat(cast(x.idx AS STRING), '{_SEP_FIELD}', coalesce(x.name, '{_NO_NAME}'), "
+            f"'{_SEP_FIELD}', x.type)")
+    before = f"coalesce(transform(before, {cell}), array())"
+    after = f"coalesce(transform(after, {cell}), array())"
+    expr = f"array_join(array_sort(array_distinct(concat({before}, {after}))), '{_SEP_COL}')"
+    return bronze.withColumn("_shape", F.expr(expr))
+
+
+def shape_key(shape: Iterable[ImageColumn]) -> str:
+    """The ``_shape`` string of a shape (see :func:`with_shape`)."""
+    cells = sorted({f"{c.idx}{_SEP_FIELD}{_NO_NAME if c.name is None else c.name}{_SEP_FIELD}{c.type}" for c in shape})
+    return _SEP_COL.join(cells)
+
+
+def parse_shape(key: str) -> tuple[ImageColumn, ...]:
+    """The columns of a ``_shape`` string."""
+    if not key:
+        return ()
+    out = []
+    for cell in key.split(_SEP_COL):
+        idx, name, typ = cell.split(_SEP_FIELD, 2)
+        out.append(ImageColumn(int(idx), None if name == _NO_NAME else name, typ))
+    return tuple(sorted(out))
+
+
+# MySQL charset -> Java charset Spark's decode() knows (others: a Python UDF)
+_JAVA_CHARSETS = {"utf8mb4": "UTF-8", "utf8mb3": "UTF-8", "utf8": "UTF-8", "ascii": "US-ASCII",
+                  "ucs2": "UTF-16BE", "utf16": "UTF-16BE", "utf16le": "UTF-16LE", "utf32": "UTF-32",
+                  "latin1": "ISO-8859-1"}
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _latin1_translation() -> tuple[str, str]:
+    """MySQL's latin1 is cp1252: ISO-8859-1 text whose C1 controls become cp1252's letters."""
+    from pipelines.binlog import charsets  # noqa: F401  (registers the mysql_latin1 codec)
+
+    c1 = bytes(range(0x80, 0xA0))
+    return c1.decode("iso-8859-1"), c1.decode("mysql_latin1")
+
+
+def _hex_of(raw: str, length: int) -> str:
+    return f"lower(hex(CASE WHEN length({raw}) < {length} THEN rpad({raw}, {length}, X'00') ELSE {raw} END))"
+
+
+def _dotted(h: str, offset: int) -> str:
+    """Dotted quad of the 4 bytes at hex offset ``offset`` (0-based) of hex string ``h``."""
+    parts = [f"CAST(conv(substr({h}, {offset + 1 + 2 * i}, 2), 16, 10) AS STRING)" for i in range(4)]
+    return "concat_ws('.', " + ", ".join(parts) + ")"
+
+
+def _inet6_sql(h: str) -> str:
+    """RFC 5952 text of 32 hex digits ``h`` (the longest run of >= 2 zero groups, leftmost, as ``::``;
+    IPv4-mapped and -compatible addresses with a dotted quad), as MariaDB prints INET6."""
+    groups = ", ".join(f"lower(conv(substr({h}, {4 * i + 1}, 4), 16, 16))" for i in range(8))
+    padded = f"concat(':', concat_ws(':', {groups}), ':')"
+    # the first of the longest runs: try 8 zero groups, then 7, ... 2
+    runs = [f"':{'0:' * n}'" for n in range(8, 1, -1)]
+    pick = "CASE " + " ".join(f"WHEN locate({r}, p) > 0 THEN concat(substr(p, 1, locate({r}, p) - 1), '::', "
+                              f"substr(p, locate({r}, p) + length({r})))" for r in runs) + " ELSE p END"
+    strip = ("CASE WHEN q LIKE ':%' AND q NOT LIKE '::%' THEN substr(q, 2) ELSE q END")
+    strip2 = ("CASE WHEN r LIKE '%:' AND r NOT LIKE '%::' THEN substr(r, 1, length(r) - 1) ELSE r END")
+    plain = (f"element_at(transform(array(element_at(transform(array(element_at(transform(array({padded}), "
+             f"p -> {pick}), 1)), q -> {strip}), 1)), r -> {strip2}), 1)")
+    return (f"CASE WHEN substr({h}, 1, 24) = '00000000000000000000ffff' THEN concat('::ffff:', {_dotted(h, 24)}) "
+            f"WHEN substr({h}, 1, 24) = '000000000000000000000000' AND substr({h}, 25, 4) != '0000' "
+            f"THEN concat('::', {_dotted(h, 24)}) ELSE {plain} END")
+
+
+def _uuid_sql(h: str) -> str:
+    swapped = (f"conv(substr({h}, 13, 1), 16, 10) BETWEEN 8 AND 11 "
+               f"AND conv(substr({h}, 17, 1), 16, 10) BETWEEN 1 AND 5")
+    return (f"CASE WHEN {swapped} THEN concat_ws('-', substr({h}, 25, 8), substr({h}, 21, 4), substr({h}, 17, 4), "
+            f"substr({h}, 13, 4), substr({h}, 1, 12)) "
+            f"ELSE concat_ws('-', substr({h}, 1, 8), substr({h}, 9, 4), substr({h}, 13, 4), substr({h}, 17, 4), "
+            f"substr({h}, 21, 12)) END")
+
+
+def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
+    """``(text SQL, bin SQL)`` of one cell ``x`` completed by ``fix``; None when SQL cannot do it."""
+    kind = fix[0]
+    t, b = f"{x}.text", f"{x}.bin"
+    raw_only = f"{t} IS NULL AND {b} IS NOT NULL"
+    if kind == schema_history.FIX_DECODE:
+        java = _JAVA_CHARSETS.get(fix[1])
+        if java is None:
+            return None
+        text = f"decode({b}, '{java}')"
+        if fix[1] == "latin1":
+            c1, cp = _latin1_translation()
+            text = f"translate({text}, {_sql_str(c1)}, {_sql_str(cp)})"
+        return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
+    if kind == schema_history.FIX_ENUM:
+        members = ", ".join(_sql_str(m) for m in ("",) + tuple(fix[1]))
+        return f"CASE WHEN {t} RLIKE '^[0-9]+$' THEN element_at(array({members}), CAST({t} AS INT) + 1) ELSE {t} END", b
+    if kind == schema_history.FIX_SET:
+        members = ", ".join(_sql_str(m) for m in fix[1])
+        pick = f"(m, i) -> substr(reverse(conv({t}, 10, 2)), i + 1, 1) = '1'"
+        return f"CASE WHEN {t} RLIKE '^[0-9]+$' THEN array_join(filter(array({members}), {pick}), ',') ELSE {t} END", b
+    if kind == schema_history.FIX_UNSIGNED:
+        span = 1 << int(fix[1])
+        return (f"CASE WHEN {t} LIKE '-%' THEN CAST(CAST({t} AS DECIMAL(20,0)) + CAST('{span}' AS DECIMAL(21,0)) "
+                f"AS STRING) ELSE {t} END", b)
+    if kind in (schema_history.FIX_INET6, schema_history.FIX_UUID, schema_history.FIX_INET4):
+        size = 4 if kind == schema_history.FIX_INET4 else 16
+        fmt = {schema_history.FIX_INET6: _inet6_sql, schema_history.FIX_UUID: _uuid_sql}.get(kind)
+        body = fmt("h") if fmt else _dotted("h", 0)
+        text = f"element_at(transform(array({_hex_of(b, size)}), h -> {body}), 1)"
+        return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
+    raise ValueError(f"unknown value fix {fix!r}")
+
+
+def _decode_udf(codecs_by_idx: dict[int, str]):
+    """A Python UDF decoding the bytes of the given columns with Python codecs; it uses only
+    the standard library, so any Python on the executors runs it."""
+    def fix_image(image):
+        if image is None:
+            return None
+        out = []
+        for cell in image:
+            codec = codecs_by_idx.get(cell["idx"])
+            if codec is not None and cell["text"] is None and cell["bin"] is not None:
+                out.append((cell["idx"], cell["name"], cell["type"], bytes(cell["bin"]).decode(codec), None))
+            else:
+                out.append(cell)
+        return out
+
+    return F.udf(fix_image, _IMAGE_TYPE)
+
+
+def complete_values(df: DataFrame, fixes: dict[int, tuple]) -> DataFrame:
+    """Finish the bronze values of ``before``/``after`` that need the schema (see
+    :func:`pipelines.schema_history.apply_fix` for the same rules in Python): bytes of a
+    character column -> text in its charset, ENUM/SET numbers -> names, signed -> unsigned,
+    INET6/INET4/UUID bytes -> text. Spark SQL expressions; a Python UDF only for charsets
+    Spark cannot decode.
+
+    >>> complete_values(bronze, {2: ("enum", ("new", "paid"))})  # doctest: +SKIP
+    """
+    if not fixes:
+        return df
+    cases, python_codecs = [], {}
+    for idx, fix in sorted(fixes.items()):
+        sql = _fix_sql(fix, "x")
+        if sql is None:
+            from pipelines.binlog.charsets import CHARSET_CODECS
+
+            codec = CHARSET_CODECS.get(fix[1])
+            if codec is None:
+                raise SilverStepError(f"column #{idx + 1}: no way to decode the MySQL charset {fix[1]!r}")
+            python_codecs[idx] = codec
+            continue
+        text, raw = sql
+        cases.append(f"WHEN {int(idx)} THEN named_struct('idx', x.idx, 'name', x.name, 'type', x.type, "
+                     f"'text', {text}, 'bin', {raw})")
+    out = df
+    if cases:
+        lam = "x -> CASE x.idx " + " ".join(cases) + " ELSE x END"
+        out = out.withColumns({c: F.expr(f"transform({c}, {lam})") for c in ("before", "after")})
+    if python_codecs:
+        udf = _decode_udf(python_codecs)
+        out = out.withColumns({c: udf(F.col(c)) for c in ("before", "after")})
+    return out
+
+
+def drop_rolled_back_xa(bronze: DataFrame, xa: DataFrame | None) -> DataFrame:
+    """Drop the rows of XA branches that were prepared and later rolled back (their rows
+    share the PREPARE's ``gtid``)."""
+    if xa is None:
+        return bronze
+    rolled = xa.where(F.col("kind") == "xa_rollback").select("xa_xid").distinct()
+    dead = (xa.where(F.col("kind") == "xa_prepare").join(rolled, "xa_xid", "inner")
+            .select(F.col("gtid").alias("_dead_gtid")).where(F.col("_dead_gtid").isNotNull()).distinct())
+    return bronze.join(F.broadcast(dead), bronze["gtid"] == dead["_dead_gtid"], "left_anti")
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+@dataclass
+class _Step:
+    """One segment of one table: the schema events at its start, its rows ``[start, end)``."""
+
+    db: str
+    table: str
+    start: str  # the events' valid_from, or the table's watermark for the first segment
+    end: str | None
+    events: list[SchemaVersion]
+    shapes: dict[str, int] = field(default_factory=dict)  # shape key -> rows
+    ops: Counter = field(default_factory=Counter)  # c/u/d -> rows
+
+    @property
+    def order(self) -> tuple:
+        # at one _seq: copies (rename_from) before the resets that empty their source
+        first = 0 if any(e.kind == RENAME_FROM for e in self.events) else 1
+        return (self.start, first, self.db, self.table)
+
+
+def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list) -> list[_Step]:
+    by_table: dict[tuple[str, str], list] = {}
+    for r in shape_rows:
+        by_table.setdefault((r["db"], r["table"]), []).append(r)
+    steps = []
+    for db, table in tables:
+        wm = marks.get((db, table), "")
+        events = history.events_between(db, table, wm)
+        starts = sorted({e.valid_from for e in events})
+        bounds = [wm] + starts
+        for i, start in enumerate(bounds):
+            end = bounds[i + 1] if i + 1 < len(bounds) else None
+            evs = [e for e in events if e.valid_from == start] if i > 0 else []
+            step = _Step(db, table, start, end, evs)
+            for r in by_table.get((db, table), ()):
+                if r["max_seq"] > start and (end is None or r["min_seq"] < end):
+                    step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
+                    step.ops[r["op"]] += int(r["n"])
+            if step.events or step.shapes:
+                steps.append(step)
+    return sorted(steps, key=lambda s: s.order)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+
+def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
+    """Apply every bronze change above the per-table watermarks to silver; returns what was done.
+
+    >>> run(spark, cfg).summary()  # doctest: +SKIP
+    """
+    now = _dt.datetime.now(_UTC)
+    stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    try:
+        _run(spark, cfg, stats)
+        stats.status = "ok"
+    except BaseException as e:
+        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        stats.ended_at = _dt.datetime.now(_UTC)
+        print(stats.summary(), file=sys.stdout, flush=True)
+        try:
+            from pipelines.bronze import RUNS_DDL
+
+            delta_io.append(spark, spark.createDataFrame([stats.run_row()], RUNS_DDL), cfg.pipeline_path("runs"),
+                            backend=cfg.delta.backend)
+        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
+            if stats.status == "ok":
+                raise
+            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+    return stats
+
+
+def read_watermarks(spark: SparkSession, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
+    """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks``."""
+    path = cfg.pipeline_path(WATERMARKS)
+    if not delta_io.table_exists(path, spark=spark, backend=cfg.delta.backend):
+        return {}
+    rows = (delta_io.read(spark, path, backend=cfg.delta.backend)
+            .groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect())
+    return {(r["db"], r["table"]): r["m"] for r in rows}
+
+
+def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
+    if not marks:
+        return
+    now = _dt.datetime.now(_UTC)
+    data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
+    delta_io.append(spark, spark.createDataFrame(data, WATERMARKS_DDL), cfg.pipeline_path(WATERMARKS),
+                    backend=cfg.delta.backend)
+
+
+def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
+    backend = cfg.delta.backend
+    history, added = schema_history.update_history(spark, cfg, stats.run_id)
+    stats.schema_versions = len(added)
+    stats.unparsed_ddl = [f"{v.db}.{v.table or '*'} at {v.valid_from}: {v.reason}" for v in added if v.kind == UNPARSED]
+    marks = read_watermarks(spark, cfg)
+
+    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
+    if delta_io.table_exists(bronze_path, spark=spark, backend=backend):
+        low = min(marks.values(), default="")
+        bronze = delta_io.read(spark, bronze_path, predicate=F.col("_seq") > F.lit(low), backend=backend)
+        if marks:
+            wm = spark.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
+                                       "_wm_db STRING, _wm_table STRING, _wm STRING")
+            bronze = (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]),
+                                  "left")
+                      .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
+                      .drop("_wm_db", "_wm_table", "_wm"))
+        xa_path = cfg.pipeline_path("xa")
+        xa = delta_io.read(spark, xa_path, backend=backend) if delta_io.table_exists(xa_path, spark=spark, backend=backend) else None
+        bronze = with_shape(drop_rolled_back_xa(bronze, xa)).cache()
+        shape_rows = (bronze.groupBy("db", "table", "_shape", "op")
+                      .agg(F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"),
+                           F.count(F.lit(1)).alias("n"),
+                           F.first(F.expr("transform(pk, x -> x.idx)"), ignorenulls=True).alias("pk_idx"))
+                      .collect())
+    else:
+        bronze, shape_rows = None, []
+
+    tables = {(r["db"], r["table"]) for r in shape_rows}
+    for v in history.all_versions():  # tables with schema events above their watermark (e.g. TRUNCATE)
+        if v.table and v.valid_from > marks.get((v.db, v.table), ""):
+            tables.add((v.db, v.table))
+    skipped = {t for t in tables if not cfg.tables.matches(*t)}
+    tables = sorted(tables - skipped)
+    pk_idx = {}
+    for r in shape_rows:
+        if r["pk_idx"]:
+            pk_idx.setdefault((r["db"], r["table"]), list(r["pk_idx"]))
+
+    steps = _plan_steps(history, tables, marks, shape_rows)
+    new_marks: dict[tuple[str, str], str] = {}
+    applied_rows: Counter = Counter()
+    quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
+    try:
+        for step in steps:
+            key = (step.db, step.table)
+            path = silver_table_path(cfg.warehouse, step.db, step.table)
+            info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
+            version = history.version_at(step.db, step.table, step.start) if step.events else (
+                history.version_at(step.db, step.table, min(
+                    (r["min_seq"] for r in shape_rows if (r["db"], r["table"]) == key), default=step.start)))
+            resolution = None
+            if step.shapes:
+                resolution = schema_history.resolve_columns(
+                    step.db, step.table, version, [parse_shape(s) for s in step.shapes],
+                    key_override=cfg.key_override(step.db, step.table), table_map_key_idx=pk_idx.get(key),
+                    db_charset=history.db_charset(step.db))
+            if step.events:
+                new_marks[key] = max(new_marks.get(key, ""), step.start)
+                if _apply_events(spark, cfg, step, path, resolution, version, stats):
+                    # written at once: a replay must not empty the table again
+                    _write_watermarks(spark, cfg, {key: new_marks[key]}, {}, stats.run_id)
+            if resolution is None:
+                continue
+            for shape, reason in resolution.rejected.items():
+                quarantine.append((step.db, step.table, step.start, step.end, shape_key(shape), reason))
+            good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
+            if not good or not resolution.specs:
+                continue
+            rows = bronze.where((F.col("db") == step.db) & (F.col("table") == step.table)
+                                & (F.col("_seq") > step.start) & F.col("_shape").isin(good))
+            if step.end is not None:
+                rows = rows.where(F.col("_seq") < step.end)
+            n_rows = sum(step.shapes[s] for s in good)
+            applied = _apply_segment(spark, cfg, step, path, rows, resolution, stats)
+            stats.segments += 1
+            info["segments"] += 1
+            info["rows"] += n_rows
+            info.update(keys=list(resolution.keys), key_source=resolution.key_source,
+                        name_source=resolution.name_source, columns=resolution.names)
+            applied_rows[key] += n_rows
+            if applied is not None:
+                new_marks[key] = max(new_marks.get(key, ""), applied)
+    finally:
+        if quarantine:
+            stats.quarantined += _write_quarantine(spark, cfg, bronze, quarantine, stats.run_id)
+        _write_watermarks(spark, cfg, new_marks, applied_rows, stats.run_id)
+        if bronze is not None:
+            bronze.unpersist()
+
+
+def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution: Resolution | None,
+                  version: SchemaVersion | None, stats: SilverStats) -> bool:
+    """Empty / replace / copy the silver table for the schema events at ``step.start``, once;
+    True when the silver table was written."""
+    from pipelines import silver
+
+    backend = cfg.delta.backend
+    kinds = {e.kind for e in step.events}
+    exists = delta_io.table_exists(path, spark=spark, backend=backend)
+    mark = silver.read_watermark(path, spark=spark, backend=backend) if exists else None
+    if mark is not None and mark >= step.start:
+        return False  # silver already holds changes from after these events: done in an earlier run
+    scd2 = cfg.is_scd2(step.db, step.table)
+    copy_from = next((e for e in step.events if e.kind == RENAME_FROM), None)
+    if copy_from is not None and copy_from.peer_db is not None:
+        source = silver_table_path(cfg.warehouse, copy_from.peer_db, copy_from.peer_table)
+        if delta_io.table_exists(source, spark=spark, backend=backend):
+            delta_io.overwrite(spark, delta_io.read(spark, source, backend=backend), path, overwrite_schema=True,
+                               backend=backend)
+            stats.copies += 1
+            return True
+    if CREATE in kinds:
+        specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
+        if specs and (exists or resolution is None):
+            # replace an older table of that name (its schema too); show a new empty table as empty
+            schema = silver.silver_table_schema(specs, scd2=scd2)
+            delta_io.overwrite(spark, spark.createDataFrame([], schema), path, overwrite_schema=True, backend=backend)
+            stats.resets += int(exists)
+            return True
+        if not exists:
+            return False  # apply_changes creates it with the first rows
+    if exists and kinds & _RESETS:
+        empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
+        delta_io.overwrite(spark, empty, path, backend=backend)
+        stats.resets += 1
+        return True
+    return False
+
+
+def _ddl_specs(version: SchemaVersion | None) -> tuple:
+    if version is None or version.schema is None:
+        return ()
+    return tuple(schema_history.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
+
+
+def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution,
+                   stats: SilverStats) -> str | None:
+    """MERGE one segment's rows; returns the largest ``_seq`` silver now holds, or None."""
+    from pipelines import silver
+
+    scd2 = cfg.is_scd2(step.db, step.table)
+    keys = list(resolution.keys) or None
+    if scd2 and keys is None:
+        raise SilverStepError(
+            f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
+            f"add one under 'keys:' in {cfg.source}")
+    stats.rows.update(step.ops)
+    changes = silver.changes_from_bronze(complete_values(rows, resolution.fixes), resolution.specs)
+    result = silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
+                                  scd2=scd2, backend=cfg.delta.backend)
+    stats.inserted += result.inserted
+    stats.updated += result.updated
+    stats.deleted += result.deleted
+    stats.zero_dates += result.zero_dates_nulled
+    stats.missing_deletes += result.missing_deletes
+    return result.watermark
+
+
+def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], run_id: str) -> int:
+    """Rows whose shape did not fit their schema -> ``_pipeline/quarantine`` (bronze's layout)."""
+    from pipelines.bronze import QUARANTINE_DDL
+
+    reasons = spark.createDataFrame(items, "_q_db STRING, _q_table STRING, _q_start STRING, _q_end STRING, "
+                                           "_q_shape STRING, _q_reason STRING")
+    cond = ((bronze["db"] == reasons["_q_db"]) & (bronze["table"] == reasons["_q_table"])
+            & (bronze["_shape"] == reasons["_q_shape"]) & (bronze["_seq"] > reasons["_q_start"])
+            & (reasons["_q_end"].isNull() | (bronze["_seq"] < reasons["_q_end"])))
+    now = _dt.datetime.now(_UTC)
+    out = bronze.join(F.broadcast(reasons), cond, "inner").select(
+        F.col("source_file").alias("file"), "file_seq", F.col("event_pos").alias("offset"),
+        F.concat(F.lit("silver: "), F.col("db"), F.lit("."), F.col("table"), F.lit(" _seq "), F.col("_seq"),
+                 F.lit(": "), F.col("_q_reason")).alias("reason"),
+        F.lit("SchemaMismatch").alias("error_class"), "decoder_version",
+        F.lit(None).cast("binary").alias("raw"), F.lit(None).cast("bigint").alias("batch"),
+        F.lit(run_id).alias("run_id"), F.lit(now).cast("timestamp").alias("ts"),
+    )
+    out = spark.createDataFrame(out.collect(), QUARANTINE_DDL)
+    n = out.count()
+    if n:
+        delta_io.append(spark, out, cfg.pipeline_path("quarantine"), backend=cfg.delta.backend)
+    return n
