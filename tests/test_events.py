@@ -13,6 +13,8 @@ import types
 from pathlib import Path
 
 import pytest
+
+from pipelines.binlog.charsets import codec_for_collation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1086,10 +1088,14 @@ def test_corpus_table_map_optional_metadata(name):
                 assert c.unsigned == ev.signedness[i], (ev.table, i)
             if ev.column_charsets is not None and ev.column_charsets[i] is not None:
                 assert c.collation == _COLLATIONS[ev.column_charsets[i]], (ev.table, i)
-            if ev.enum_values is not None and ev.enum_values[i] is not None:
-                assert c.type.startswith("ENUM(" + ",".join(f"'{v}'" for v in ev.enum_values[i]) + ")")
-            if ev.set_values is not None and ev.set_values[i] is not None:
-                assert c.type.startswith("SET(" + ",".join(f"'{v}'" for v in ev.set_values[i]) + ")")
+            # the tool prints member names as raw bytes of the column charset
+            raw_type = c.type.encode("utf-8", "surrogateescape")
+            cid = ev.column_charsets[i] if ev.column_charsets else None
+            codec = (codec_for_collation(cid) if cid is not None else None) or "utf-8"
+            for kind, members in (("ENUM", ev.enum_values), ("SET", ev.set_values)):
+                if members is not None and members[i] is not None:
+                    listed = ",".join(f"'{v}'" for v in members[i]).encode(codec)
+                    assert raw_type.startswith(kind.encode() + b"(" + listed + b")"), (ev.table, i)
             if ev.geometry_types is not None and ev.geometry_types[i] is not None:
                 assert c.type.split()[0] == _GEOMETRY_NAMES[ev.geometry_types[i]]
         if ev.primary_key is not None:

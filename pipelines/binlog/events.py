@@ -1241,7 +1241,8 @@ def _tlv_strings(raw: bytes, what: str) -> list[str]:
     return out
 
 
-def _tlv_string_lists(raw: bytes, what: str) -> list[tuple[str, ...]]:
+def _tlv_string_lists(raw: bytes, what: str) -> list[tuple[bytes, ...]]:
+    """Lists of member names as bytes (decoded later with the column's charset)."""
     out, off = [], 0
     while off < len(raw):
         count, off = _packed_int(raw, off, what)
@@ -1249,10 +1250,25 @@ def _tlv_string_lists(raw: bytes, what: str) -> list[tuple[str, ...]]:
         for _ in range(count):
             n, off = _packed_int(raw, off, what)
             need(raw, off, n, what)
-            values.append(_text(raw[off : off + n]))
+            values.append(bytes(raw[off : off + n]))
             off += n
         out.append(tuple(values))
     return out
+
+
+def _decode_members(per_column: tuple, charsets) -> tuple:
+    """ENUM/SET member names in each column's own charset (UTF-8 when unknown)."""
+    from .charsets import codec_for_collation
+
+    out = []
+    for i, members in enumerate(per_column):
+        if members is None:
+            out.append(None)
+            continue
+        cid = charsets[i] if charsets else None
+        codec = (codec_for_collation(cid) if cid is not None else None) or "utf-8"
+        out.append(tuple(m.decode(codec, "surrogateescape") for m in members))
+    return tuple(out)
 
 
 def _tlv_default_charset(raw: bytes, what: str) -> tuple[int, dict[int, int]]:
@@ -1345,6 +1361,9 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
         out["enum_values"] = _spread(
             _tlv_string_lists(fields[OPT_ENUM_STR_VALUE], "ENUM_STR_VALUE"), idx_enum, n, "ENUM_STR_VALUE"
         )
+    for key in ("set_values", "enum_values"):
+        if key in out:
+            out[key] = _decode_members(out[key], out.get("column_charsets"))
     if OPT_GEOMETRY_TYPE in fields:
         out["geometry_types"] = _spread(_tlv_ints(fields[OPT_GEOMETRY_TYPE], "GEOMETRY_TYPE"), idx_geo, n, "GEOMETRY_TYPE")
     pk: list[tuple[int, int]] = []
