@@ -970,9 +970,6 @@ def test_corpus_against_mariadb_binlog_text(txt):
 # Files the row layer (rows.py / decimal.py / temporal.py) cannot decode yet; not an
 # event-layer matter, so they are expected failures here.
 _ROW_LAYER_GAPS = {
-    "binlog.000002.txt": "DECIMAL(38,38) rejected by decimal.py",
-    "binlog.000003.txt": "DECIMAL(38,38) rejected by decimal.py",
-    "binlog.000012.txt": "DECIMAL(38,38) rejected by decimal.py",
     "binlog.000017.txt": "MariaDB 5.3 fractional TIME/DATETIME (a known corpus gap)",
 }
 
