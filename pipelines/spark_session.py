@@ -1,0 +1,171 @@
+"""Build the SparkSession the pipeline runs on, with or without delta-spark.
+
+Three ways to get Delta Lake support on the JVM, tried in this order:
+
+1. ``DELTA_JARS`` (environment): comma-separated local jar paths (``delta-spark_2.13-4.0.0.jar``,
+   ``delta-storage-4.0.0.jar``), added to ``spark.jars``.  For machines without Maven access.
+2. ``delta_packages``: Maven coordinates (e.g. ``io.delta:delta-spark_2.13:4.0.0``) resolved by
+   Spark through ``spark.jars.packages``.
+3. Neither: plain Spark.  :mod:`pipelines.delta_io` then uses the delta-rs backend.
+
+In cases 1 and 2 the Delta SQL extension and catalog are configured as well.  Whether delta-spark
+really is loadable is answered by :func:`delta_spark_available`, not by the configuration.
+
+A session that is already active (``spark-submit``, notebooks, a test fixture) is reused as it is:
+static settings (jars, driver memory, master) cannot change once the JVM runs.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+DELTA_PROBE_CLASS = "io.delta.tables.DeltaTable"
+DELTA_JARS_ENV = "DELTA_JARS"
+DEFAULT_MASTER = "local[2]"
+
+# Settings for a small local session: no UI, few shuffle partitions, UTC everywhere.
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+}
+
+# Settings that hold for every session this module builds, local or on a cluster.
+COMMON_DEFAULTS: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def _launched_by_spark_submit() -> bool:
+    """True when this Python process was started by ``spark-submit`` (the JVM already runs)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def delta_jars_from_env(env: Mapping[str, str] | None = None) -> list[str]:
+    """The jar paths named by ``DELTA_JARS``; every one must exist.
+
+    >>> delta_jars_from_env({})
+    []
+    """
+    env = os.environ if env is None else env
+    raw = env.get(DELTA_JARS_ENV, "").strip()
+    if not raw:
+        return []
+    jars = [p.strip() for p in raw.split(",") if p.strip()]
+    missing = [p for p in jars if not Path(p).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{DELTA_JARS_ENV} names jars that do not exist: {missing} (all named: {jars})"
+        )
+    return jars
+
+
+def session_conf(
+    master: str | None = None,
+    delta_packages: str | None = None,
+    extra_conf: Mapping[str, str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    local: bool | None = None,
+) -> dict[str, str]:
+    """The Spark settings :func:`build_session` applies (a pure function, for tests and logs).
+
+    ``local`` defaults to "not launched by spark-submit and no non-local master given".
+
+    >>> conf = session_conf(env={}, local=True)
+    >>> conf["spark.sql.session.timeZone"], conf["spark.ui.enabled"], "spark.sql.extensions" in conf
+    ('UTC', 'false', False)
+    >>> session_conf(delta_packages="io.delta:delta-spark_2.13:4.0.0", env={}, local=True)["spark.sql.extensions"]
+    'io.delta.sql.DeltaSparkSessionExtension'
+    """
+    if local is None:
+        local = not _launched_by_spark_submit() and (master is None or master.startswith("local"))
+    conf: dict[str, str] = dict(LOCAL_DEFAULTS if local else COMMON_DEFAULTS)
+    extra = dict(extra_conf or {})
+
+    jars = delta_jars_from_env(env)
+    if jars:
+        existing = [j for j in extra.pop("spark.jars", "").split(",") if j]
+        conf["spark.jars"] = ",".join(existing + [j for j in jars if j not in existing])
+    elif delta_packages:
+        existing = [p for p in extra.pop("spark.jars.packages", "").split(",") if p]
+        wanted = [p.strip() for p in delta_packages.split(",") if p.strip()]
+        conf["spark.jars.packages"] = ",".join(existing + [p for p in wanted if p not in existing])
+    if jars or delta_packages:
+        conf["spark.sql.extensions"] = DELTA_EXTENSION
+        conf["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
+    conf.update({k: str(v) for k, v in extra.items()})
+    return conf
+
+
+def build_session(
+    app_name: str = "binlog-delta",
+    master: str | None = None,
+    delta_packages: str | None = None,
+    extra_conf: dict | None = None,
+) -> SparkSession:
+    """Return the active SparkSession, or build one for this pipeline.
+
+    Locally (not under ``spark-submit``) the default master is ``local[2]``; under
+    ``spark-submit`` the master and resources come from the submit command.
+
+    Example::
+
+        spark = build_session()                                   # plain Spark, delta-rs backend
+        spark = build_session(delta_packages="io.delta:delta-spark_2.13:4.0.0")
+        DELTA_JARS=/opt/jars/delta-spark_2.13-4.0.0.jar,/opt/jars/delta-storage-4.0.0.jar python job.py
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    local = not _launched_by_spark_submit() and (master is None or master.startswith("local"))
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    elif local:
+        builder = builder.master(DEFAULT_MASTER)
+    for key, value in session_conf(master, delta_packages, extra_conf, local=local).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """True when delta-spark can be used: its Python package imports and its classes load on the JVM.
+
+    Spark Connect sessions have no JVM handle here and answer False.
+
+    >>> delta_spark_available(spark)  # doctest: +SKIP
+    False
+    """
+    try:
+        import delta.tables  # noqa: F401  (the delta-spark Python package)
+    except ImportError:
+        return False
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    from py4j.protocol import Py4JError
+
+    try:  # Spark's own lookup: context class loader, where spark.jars/packages land
+        jvm.org.apache.spark.util.Utils.classForName(DELTA_PROBE_CLASS, False, False)
+        return True
+    except Py4JError:
+        pass
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(DELTA_PROBE_CLASS, False, loader)
+        return True
+    except Py4JError:
+        return False
