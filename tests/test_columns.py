@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pipelines.binlog import columns as C
 from pipelines.binlog.constants import ColumnType as CT
-from pipelines.binlog.errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType
+from pipelines.binlog.errors import CorruptEvent, TruncatedEvent, UnsupportedType
 from pipelines.binlog.events import TableMapEvent
 from pipelines.binlog.framing import EventHeader
 from test_decimal import encode_newdecimal

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pipelines.binlog import jsonb as J
 from pipelines.binlog.columns import override_metas
-from pipelines.binlog.constants import ColumnType as CT, EventType
+from pipelines.binlog.constants import ColumnType as CT
 from pipelines.binlog.errors import CorruptEvent, TruncatedEvent
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.rows import decode_rows, image_as_dict, row_decoder
@@ -276,8 +276,6 @@ def _fuzz_table():
             Col(CT.TIME), Col(CT.DATETIME), Col(CT.TIMESTAMP), Col(CT.FLOAT, 4), Col(CT.DOUBLE, 8)]
     return table_map(cols)
 
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=400, deadline=None)

@@ -197,6 +197,8 @@ _STRING_REAL_TYPES = {CT.STRING: CT.STRING, CT.VAR_STRING: CT.STRING, CT.ENUM: C
 
 
 def column_spec(table_map, i: int) -> ColumnSpec:
+    """The :class:`ColumnSpec` of column ``i`` (0-based) of a TableMapEvent. An
+    unknown collation id is treated like an unknown charset: the value stays bytes."""
     t = table_map.column_types[i]
     meta = table_map.column_metas[i]
     unsigned = bool(_per_column(table_map.signedness, i))
@@ -214,9 +216,7 @@ def column_spec(table_map, i: int) -> ColumnSpec:
         t = _STRING_REAL_TYPES.get(real)
         if t is None:
             raise UnsupportedType(f"STRING column {i + 1} with real type {real} ({column_type_name(real)})")
-    if t in COLUMN_DECODERS:
-        pass
-    else:
+    if t not in COLUMN_DECODERS:
         raise UnsupportedType(f"column type {t} ({column_type_name(t)}) of column {i + 1} is not supported")
     return ColumnSpec(
         i, t, meta, unsigned, codec, binary, length,

@@ -20,7 +20,6 @@ column, the value is a :class:`.jsonb.PartialJson` for the caller to apply.
 """
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 from typing import Any, Callable
 
