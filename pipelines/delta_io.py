@@ -1,0 +1,824 @@
+"""The one module that touches Delta tables, behind one small interface with two backends.
+
+* ``"spark"``: delta-spark on the JVM (clusters; locally when ``DELTA_JARS`` names the jars).
+* ``"rs"``: delta-rs (the ``deltalake`` package) on the driver, with Arrow between it and Spark.
+  Everything it reads or writes passes through the driver, so it suits local runs and tests.
+* ``"auto"``: ``"spark"`` when :func:`pipelines.spark_session.delta_spark_available`, else ``"rs"``.
+
+Both backends write the same Delta protocol, so a table written by one is read by the other.
+Types are kept exact across the Arrow hop: Spark ``TimestampType`` <-> Delta ``timestamp`` <->
+Arrow ``timestamp[us, tz=UTC]``; ``TimestampNTZType`` <-> ``timestamp_ntz`` <-> ``timestamp[us]``;
+decimals keep precision and scale; bytes stay bytes; nested arrays of structs are kept.
+
+MERGE logic lives in :mod:`pipelines.silver`; this module only offers the MERGE primitive
+(:func:`merge`, with :func:`merge_spark` and :func:`merge_rs`).  Predicates and expressions
+handed to it are SQL text that both Spark SQL and delta-rs (DataFusion) parse the same way;
+quote every column name with :func:`quote_ident` (source column names come from the binlog and
+may contain spaces, dots, quotes, backticks, emoji or SQL keywords).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+Backend = Literal["auto", "spark", "rs"]
+BACKENDS = ("auto", "spark", "rs")
+DELTA_LOG = "_delta_log"
+
+# Spark SQL settings delta-spark reads for idempotent DML and for the commit's user metadata.
+_SPARK_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_SPARK_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_SPARK_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+class DeltaIOError(RuntimeError):
+    """A Delta table operation could not be carried out as asked."""
+
+
+# ---------------------------------------------------------------------------------------------
+# identifiers
+
+
+def quote_ident(name: str) -> str:
+    """Quote one column name for Spark SQL and delta-rs predicates: backticks, inner ones doubled.
+
+    >>> quote_ident("select")
+    '`select`'
+    >>> quote_ident("we`ird.name")
+    '`we``ird.name`'
+    """
+    if not isinstance(name, str) or name == "":
+        raise ValueError(f"a column name must be a non-empty string, got {name!r}")
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qualified(alias: str, name: str) -> str:
+    """``alias.`name``` for MERGE predicates.
+
+    >>> qualified("t", "a b")
+    't.`a b`'
+    """
+    return f"{alias}.{quote_ident(name)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# backend choice
+
+
+def resolve_backend(spark: SparkSession | None, backend: str = "auto") -> str:
+    """Turn ``"auto"`` into ``"spark"`` or ``"rs"``; check that ``"spark"`` can run.
+
+    >>> resolve_backend(None, "rs")
+    'rs'
+    >>> resolve_backend(None, "auto")
+    'rs'
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "rs":
+        return "rs"
+    from pipelines.spark_session import delta_spark_available
+
+    available = spark is not None and delta_spark_available(spark)
+    if backend == "spark" and not available:
+        raise DeltaIOError(
+            "backend='spark' needs delta-spark on the JVM classpath and a SparkSession: "
+            "set DELTA_JARS to local jar paths or pass delta_packages to build_session()"
+        )
+    return "spark" if available else "rs"
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark <-> Arrow <-> Delta types
+
+_SIMPLE_TO_ARROW: dict[type, pa.DataType] = {
+    T.NullType: pa.null(),
+    T.BooleanType: pa.bool_(),
+    T.ByteType: pa.int8(),
+    T.ShortType: pa.int16(),
+    T.IntegerType: pa.int32(),
+    T.LongType: pa.int64(),
+    T.FloatType: pa.float32(),
+    T.DoubleType: pa.float64(),
+    T.StringType: pa.string(),
+    T.BinaryType: pa.binary(),
+    T.DateType: pa.date32(),
+    T.TimestampType: pa.timestamp("us", tz="UTC"),
+    T.TimestampNTZType: pa.timestamp("us"),
+}
+
+
+def spark_type_to_arrow(dt: T.DataType, *, force_nullable: bool = False) -> pa.DataType:
+    """The Arrow type that carries a Spark type exactly (and that delta-rs maps to the same Delta type).
+
+    >>> spark_type_to_arrow(T.TimestampType())
+    TimestampType(timestamp[us, tz=UTC])
+    >>> spark_type_to_arrow(T.DecimalType(20, 0))
+    Decimal128Type(decimal128(20, 0))
+    """
+    simple = _SIMPLE_TO_ARROW.get(type(dt))
+    if simple is not None:
+        return simple
+    if isinstance(dt, T.DecimalType):
+        return pa.decimal128(dt.precision, dt.scale)
+    if isinstance(dt, T.ArrayType):
+        element = spark_type_to_arrow(dt.elementType, force_nullable=force_nullable)
+        return pa.list_(pa.field("element", element, nullable=force_nullable or dt.containsNull))
+    if isinstance(dt, T.MapType):
+        key = spark_type_to_arrow(dt.keyType, force_nullable=force_nullable)
+        value = spark_type_to_arrow(dt.valueType, force_nullable=force_nullable)
+        return pa.map_(key, pa.field("value", value, nullable=force_nullable or dt.valueContainsNull))
+    if isinstance(dt, T.StructType):
+        return pa.struct([spark_field_to_arrow(f, force_nullable=force_nullable) for f in dt.fields])
+    raise TypeError(f"no Arrow mapping for Spark type {dt.simpleString()}")
+
+
+def spark_field_to_arrow(f: T.StructField, *, force_nullable: bool = False) -> pa.Field:
+    """One Spark field as an Arrow field (same name, exact type)."""
+    return pa.field(
+        f.name,
+        spark_type_to_arrow(f.dataType, force_nullable=force_nullable),
+        nullable=force_nullable or f.nullable,
+    )
+
+
+def spark_schema_to_arrow(schema: T.StructType, *, force_nullable: bool = False) -> pa.Schema:
+    """A Spark schema as an Arrow schema.
+
+    >>> spark_schema_to_arrow(T.StructType([T.StructField("ts", T.TimestampNTZType())]))
+    ts: timestamp[us]
+    """
+    return pa.schema([spark_field_to_arrow(f, force_nullable=force_nullable) for f in schema.fields])
+
+
+def delta_schema_to_spark(delta_schema_json: str) -> T.StructType:
+    """A Delta schema (its JSON form, which is Spark's own schema JSON) as a Spark StructType.
+
+    >>> delta_schema_to_spark('{"type":"struct","fields":[{"name":"t","type":"timestamp_ntz","nullable":true,"metadata":{}}]}')
+    StructType([StructField('t', TimestampNTZType(), True)])
+    """
+    return T.StructType.fromJson(json.loads(delta_schema_json))
+
+
+def _delta_field_json(f: T.StructField) -> str:
+    """A Spark field as Delta field JSON (delta-rs ``Field.from_json``)."""
+    return json.dumps(f.jsonValue())
+
+
+def _check_columns(wanted: Iterable[str], present: Sequence[str], what: str) -> None:
+    missing = [c for c in wanted if c not in present]
+    if missing:
+        raise DeltaIOError(f"{what}: missing columns {missing}; present columns: {list(present)}")
+
+
+def arrow_to_spark(
+    spark: SparkSession, table: pa.Table, schema: T.StructType | None = None
+) -> DataFrame:
+    """A pyarrow Table as a Spark DataFrame with an explicit, exact Spark schema.
+
+    The table is first cast to the Arrow form of ``schema`` (columns by name, in schema order),
+    so Arrow quirks such as string views, large types or naive-vs-zoned timestamps cannot leak
+    into the Spark types.  An empty table gives an empty DataFrame with ``schema``.
+    Without ``schema`` the Spark types follow the Arrow types.
+
+    >>> df = arrow_to_spark(spark, pa.table({"a": pa.array([1], pa.int8())}),
+    ...                     T.StructType([T.StructField("a", T.ByteType())]))  # doctest: +SKIP
+    """
+    if schema is None:
+        return spark.createDataFrame(table)
+    _check_columns(schema.fieldNames(), table.column_names, "arrow_to_spark")
+    if table.num_rows == 0:  # pyspark's Arrow path cannot take chunk-less columns
+        return spark.createDataFrame([], schema=schema)
+    target = spark_schema_to_arrow(schema)
+    columns = []
+    for f in target:
+        column = table.column(f.name)
+        columns.append(column if column.type == f.type else column.cast(f.type))
+    cast = pa.Table.from_arrays(columns, schema=target)
+    return spark.createDataFrame(cast, schema=schema)
+
+
+def spark_to_arrow(df: DataFrame, schema: T.StructType | None = None) -> pa.Table:
+    """A Spark DataFrame as a pyarrow Table whose types delta-rs maps back to the same Delta types.
+
+    ``schema`` (default: the DataFrame's) picks and orders the columns and fixes their types;
+    every Arrow field is nullable, as Delta tables written from Spark are.
+    """
+    schema = df.schema if schema is None else schema
+    _check_columns(schema.fieldNames(), df.columns, "spark_to_arrow")
+    if len(set(df.columns)) != len(df.columns):
+        raise DeltaIOError(f"spark_to_arrow: duplicate column names in {df.columns}")
+    selected = df.select(*[F.col(quote_ident(f.name)).cast(f.dataType) for f in schema.fields])
+    table = selected.toArrow()
+    target = spark_schema_to_arrow(schema, force_nullable=True)
+    columns = []
+    for f in target:
+        column = table.column(f.name)
+        columns.append(column if column.type == f.type else column.cast(f.type))
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _rs_table(path: str):
+    import deltalake
+
+    return deltalake.DeltaTable(str(path))
+
+
+def table_exists(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> bool:
+    """True when ``path`` holds a Delta table.
+
+    >>> table_exists(str(tmp_path / "nothing"))  # doctest: +SKIP
+    False
+    """
+    if resolve_backend(spark, backend) == "spark":
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(spark, str(path)))
+    import deltalake
+
+    return bool(deltalake.DeltaTable.is_deltatable(str(path)))
+
+
+def schema(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> T.StructType:
+    """The current schema of the Delta table at ``path`` as a Spark StructType.
+
+    >>> schema(str(tmp_path / "t")).fieldNames()  # doctest: +SKIP
+    ['id', '_seq']
+    """
+    if resolve_backend(spark, backend) == "spark":
+        return spark.read.format("delta").load(str(path)).schema
+    return delta_schema_to_spark(_rs_table(path).schema().to_json())
+
+
+def read(
+    spark: SparkSession,
+    path: str,
+    columns: Sequence[str] | None = None,
+    predicate: str | Column | None = None,
+    *,
+    backend: str = "auto",
+) -> DataFrame:
+    """Read the Delta table at ``path`` as a Spark DataFrame.
+
+    ``columns`` selects (and orders) columns; ``predicate`` is a Spark SQL boolean expression (text
+    or Column) applied in Spark after the read, identically for both backends.
+
+    >>> read(spark, str(tmp_path / "t"), columns=["id"], predicate="id > 1").collect()  # doctest: +SKIP
+    [Row(id=2)]
+    """
+    if resolve_backend(spark, backend) == "spark":
+        df = spark.read.format("delta").load(str(path))
+        if columns is not None:
+            _check_columns(columns, df.columns, f"read({path})")
+            df = df.select(*[F.col(quote_ident(c)) for c in columns])
+    else:
+        dt = _rs_table(path)
+        full = delta_schema_to_spark(dt.schema().to_json())
+        if columns is not None:
+            _check_columns(columns, full.fieldNames(), f"read({path})")
+            by_name = {f.name: f for f in full.fields}
+            full = T.StructType([by_name[c] for c in columns])
+        table = dt.to_pyarrow_table(columns=list(full.fieldNames()))
+        df = arrow_to_spark(spark, table, full)
+    if predicate is not None:
+        df = df.where(F.expr(predicate) if isinstance(predicate, str) else predicate)
+    return df
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of a table's history (newest first in :func:`history`)."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    user_metadata: str | None = None
+
+
+def history(
+    path: str, *, spark: SparkSession | None = None, backend: str = "auto", limit: int | None = None
+) -> list[Commit]:
+    """The table's commits, newest first (``limit`` of them, default all that the log still has).
+
+    >>> [c.operation for c in history(str(tmp_path / "t"))]  # doctest: +SKIP
+    ['MERGE', 'WRITE']
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1 or None, got {limit}")
+    if resolve_backend(spark, backend) == "spark":
+        from delta.tables import DeltaTable
+
+        rows = (
+            DeltaTable.forPath(spark, str(path))
+            .history(limit)
+            .select(
+                "version",
+                F.unix_millis("timestamp").alias("timestamp_ms"),
+                "operation",
+                "operationParameters",
+                "userMetadata",
+            )
+            .orderBy(F.col("version").desc())
+            .collect()
+        )
+        return [
+            Commit(
+                version=int(r["version"]),
+                timestamp_ms=int(r["timestamp_ms"]),
+                operation=r["operation"],
+                parameters=dict(r["operationParameters"] or {}),
+                user_metadata=r["userMetadata"],
+            )
+            for r in rows
+        ]
+    entries = _rs_table(path).history(limit)
+    return [
+        Commit(
+            version=int(e["version"]),
+            timestamp_ms=int(e.get("timestamp", 0)),
+            operation=str(e.get("operation", "")),
+            parameters={k: str(v) for k, v in (e.get("operationParameters") or {}).items()},
+            user_metadata=e.get("userMetadata"),
+        )
+        for e in sorted(entries, key=lambda e: -int(e["version"]))
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# transaction identifiers (idempotent writes)
+
+_TXN_SCHEMA = T.StructType(
+    [
+        T.StructField(
+            "txn",
+            T.StructType(
+                [
+                    T.StructField("appId", T.StringType()),
+                    T.StructField("version", T.LongType()),
+                    T.StructField("lastUpdated", T.LongType()),
+                ]
+            ),
+        )
+    ]
+)
+
+
+def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
+    """Fail fast unless the transaction identifier is complete (both parts) or absent.
+
+    >>> check_txn("loader", 3)
+    """
+    if (txn_app_id is None) != (txn_version is None):
+        raise ValueError(
+            f"txn_app_id and txn_version go together: got txn_app_id={txn_app_id!r}, "
+            f"txn_version={txn_version!r}"
+        )
+    if txn_app_id is not None:
+        if not isinstance(txn_app_id, str) or not txn_app_id:
+            raise ValueError(f"txn_app_id must be a non-empty string, got {txn_app_id!r}")
+        if isinstance(txn_version, bool) or not isinstance(txn_version, int) or txn_version < 0:
+            raise ValueError(f"txn_version must be an int >= 0, got {txn_version!r}")
+
+
+def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """Read the newest ``txn`` version for ``app_id`` from the Delta log with plain Spark readers.
+
+    Transaction actions live in the commit JSON files and in checkpoints (classic, multi-part and
+    V2 top-level files); versions of one app only grow, so the maximum is the current one.
+    """
+    log = f"{str(path).rstrip('/')}/{DELTA_LOG}"
+    commits = spark.read.schema(_TXN_SCHEMA).option("pathGlobFilter", "*.json").json(log)
+    checkpoints = (
+        spark.read.schema(_TXN_SCHEMA).option("pathGlobFilter", "*.checkpoint*.parquet").parquet(log)
+    )
+    row = (
+        commits.unionByName(checkpoints)
+        .where(F.col("txn.appId") == F.lit(app_id))
+        .agg(F.max("txn.version").alias("v"))
+        .collect()[0]
+    )
+    return None if row["v"] is None else int(row["v"])
+
+
+def last_txn_version(
+    path: str, app_id: str, *, spark: SparkSession | None = None, backend: str = "auto"
+) -> int | None:
+    """The last transaction version recorded for ``app_id`` on the table, or None.
+
+    >>> last_txn_version(str(tmp_path / "t"), "bronze-loader")  # doctest: +SKIP
+    7
+    """
+    check_txn(app_id, 0)
+    if not table_exists(path, spark=spark, backend=backend):
+        return None
+    if resolve_backend(spark, backend) == "spark":
+        return _spark_log_txn_version(spark, path, app_id)
+    return _rs_table(path).transaction_version(app_id)
+
+
+def _rs_commit_properties(
+    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None
+):
+    from deltalake import CommitProperties, Transaction
+
+    if txn_app_id is None and user_metadata is None:
+        return None
+    return CommitProperties(
+        custom_metadata=None if user_metadata is None else {"userMetadata": user_metadata},
+        app_transactions=None if txn_app_id is None else [Transaction(txn_app_id, txn_version)],
+    )
+
+
+class _SparkCommitConf:
+    """Set delta-spark's txn / userMetadata session settings for one command, then restore them."""
+
+    def __init__(self, spark: SparkSession, settings: Mapping[str, str | None]):
+        self._spark = spark
+        self._settings = {k: v for k, v in settings.items() if v is not None}
+        self._saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self._settings.items():
+            self._saved[key] = self._spark.conf.get(key, None)
+            self._spark.conf.set(key, value)
+
+    def __exit__(self, *exc) -> None:
+        for key, value in self._saved.items():
+            if value is None:
+                self._spark.conf.unset(key)
+            else:
+                self._spark.conf.set(key, value)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def create_if_missing(
+    path: str,
+    table_schema: T.StructType,
+    *,
+    spark: SparkSession | None = None,
+    backend: str = "auto",
+) -> bool:
+    """Create an empty Delta table with ``table_schema`` unless one exists; True when created.
+
+    An existing table is left as it is (its schema is not compared: see :func:`add_columns`).
+
+    >>> create_if_missing(str(tmp_path / "t"), T.StructType([T.StructField("id", T.IntegerType())]))  # doctest: +SKIP
+    True
+    """
+    if not isinstance(table_schema, T.StructType) or not table_schema.fields:
+        raise ValueError(f"create_if_missing needs a non-empty StructType, got {table_schema!r}")
+    if table_exists(path, spark=spark, backend=backend):
+        return False
+    if resolve_backend(spark, backend) == "spark":
+        from delta.tables import DeltaTable
+
+        DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(table_schema).execute()
+        return True
+    from deltalake import DeltaTable, Schema
+
+    nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
+    DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore")
+    return True
+
+
+def _ddl_type(dt: T.DataType) -> str:
+    """Spark DDL text for a type, quoting nested field names (``simpleString`` does not)."""
+    if isinstance(dt, T.StructType):
+        return "STRUCT<" + ", ".join(f"{quote_ident(f.name)}: {_ddl_type(f.dataType)}" for f in dt.fields) + ">"
+    if isinstance(dt, T.ArrayType):
+        return f"ARRAY<{_ddl_type(dt.elementType)}>"
+    if isinstance(dt, T.MapType):
+        return f"MAP<{_ddl_type(dt.keyType)}, {_ddl_type(dt.valueType)}>"
+    return dt.simpleString()
+
+
+def add_columns(
+    path: str,
+    new_fields: Sequence[T.StructField] | T.StructType,
+    *,
+    spark: SparkSession | None = None,
+    backend: str = "auto",
+) -> list[str]:
+    """Add nullable columns to the table (schema evolution); returns the names really added.
+
+    Columns already present with the same type are skipped, so the call is idempotent; a column
+    present with another type raises.  Names are compared case-insensitively, as MySQL and Spark do.
+
+    >>> add_columns(str(tmp_path / "t"), [T.StructField("note", T.StringType())])  # doctest: +SKIP
+    ['note']
+    """
+    fields = list(new_fields.fields if isinstance(new_fields, T.StructType) else new_fields)
+    current = {f.name.lower(): f for f in schema(path, spark=spark, backend=backend).fields}
+    conflicts, to_add = [], []
+    for f in fields:
+        have = current.get(f.name.lower())
+        if have is None:
+            to_add.append(T.StructField(f.name, f.dataType, True))
+        elif have.dataType != f.dataType:
+            conflicts.append(f"{f.name}: table has {have.dataType.simpleString()}, asked {f.dataType.simpleString()}")
+    if conflicts:
+        raise DeltaIOError(f"add_columns({path}): columns exist with other types: {conflicts}")
+    if not to_add:
+        return []
+    if resolve_backend(spark, backend) == "spark":
+        target = "delta." + quote_ident(str(path))
+        cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in to_add)
+        spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
+    else:
+        from deltalake import Field
+
+        _rs_table(path).alter.add_columns([Field.from_json(_delta_field_json(f)) for f in to_add])
+    return [f.name for f in to_add]
+
+
+def append(
+    spark: SparkSession,
+    df: DataFrame,
+    path: str,
+    *,
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+    schema_evolution: bool = True,
+    backend: str = "auto",
+) -> bool:
+    """Append ``df`` to the table at ``path`` (created when missing); False when skipped.
+
+    With ``txn_app_id``/``txn_version`` the append is idempotent: it is recorded as a Delta
+    transaction identifier and skipped when the table already holds a version >= ``txn_version``
+    for that app.  With ``schema_evolution`` new columns of ``df`` are added to the table.
+
+    >>> append(spark, batch_df, str(tmp_path / "bronze"), txn_app_id="loader", txn_version=3)  # doctest: +SKIP
+    True
+    >>> append(spark, batch_df, str(tmp_path / "bronze"), txn_app_id="loader", txn_version=3)  # doctest: +SKIP
+    False
+    """
+    if df is None:
+        raise ValueError("'df' in append cannot be None")
+    check_txn(txn_app_id, txn_version)
+    which = resolve_backend(spark, backend)
+    if txn_app_id is not None:
+        last = last_txn_version(path, txn_app_id, spark=spark, backend=which)
+        if last is not None and last >= txn_version:
+            return False
+    if which == "spark":
+        writer = df.write.format("delta").mode("append")
+        if schema_evolution:
+            writer = writer.option("mergeSchema", "true")
+        if txn_app_id is not None:
+            writer = writer.option("txnAppId", txn_app_id).option("txnVersion", str(txn_version))
+        writer.save(str(path))
+        return True
+    from deltalake import write_deltalake
+
+    write_deltalake(
+        str(path),
+        spark_to_arrow(df),
+        mode="append",
+        schema_mode="merge" if schema_evolution else None,
+        commit_properties=_rs_commit_properties(txn_app_id, txn_version, None),
+    )
+    return True
+
+
+def overwrite(
+    spark: SparkSession,
+    df: DataFrame,
+    path: str,
+    *,
+    overwrite_schema: bool = False,
+    backend: str = "auto",
+) -> None:
+    """Replace the table's rows with ``df`` (its schema too when ``overwrite_schema``).
+
+    >>> overwrite(spark, df, str(tmp_path / "t"))  # doctest: +SKIP
+    """
+    if df is None:
+        raise ValueError("'df' in overwrite cannot be None")
+    if resolve_backend(spark, backend) == "spark":
+        writer = df.write.format("delta").mode("overwrite")
+        if overwrite_schema:
+            writer = writer.option("overwriteSchema", "true")
+        writer.save(str(path))
+        return
+    from deltalake import write_deltalake
+
+    write_deltalake(
+        str(path),
+        spark_to_arrow(df),
+        mode="overwrite",
+        schema_mode="overwrite" if overwrite_schema else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# MERGE primitive (the MERGE logic itself lives in pipelines.silver)
+
+MergeKind = Literal["update", "delete", "insert"]
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One WHEN clause: ``update`` and ``delete`` act on matched rows, ``insert`` on unmatched ones.
+
+    ``condition`` and the values of ``assignments`` are SQL text over the aliases (default ``s``
+    for the source, ``t`` for the target); the keys of ``assignments`` are raw target column names
+    (quoted here).
+
+    >>> MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}).kind
+    'update'
+    """
+
+    kind: MergeKind
+    condition: str | None = None
+    assignments: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("update", "delete", "insert"):
+            raise ValueError(f"MergeClause kind must be update, delete or insert, got {self.kind!r}")
+        if self.kind == "delete" and self.assignments:
+            raise ValueError("a delete MergeClause takes no assignments")
+        if self.kind != "delete" and not self.assignments:
+            raise ValueError(f"an {self.kind} MergeClause needs assignments")
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a MERGE did: the backend's row counts (``inserted``, ``updated``, ``deleted``)."""
+
+    inserted: int
+    updated: int
+    deleted: int
+    backend: str
+
+
+def _check_merge(on: str, clauses: Sequence[MergeClause]) -> None:
+    if not on or not isinstance(on, str):
+        raise ValueError(f"'on' in merge must be a non-empty SQL predicate, got {on!r}")
+    if not clauses:
+        raise ValueError("merge needs at least one MergeClause")
+
+
+def merge_rs(
+    path: str,
+    source: pa.Table,
+    on: str,
+    clauses: Sequence[MergeClause],
+    *,
+    source_alias: str = "s",
+    target_alias: str = "t",
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+    user_metadata: str | None = None,
+) -> MergeResult:
+    """MERGE an Arrow table into the Delta table at ``path`` with delta-rs.
+
+    >>> merge_rs(path, arrow, "t.`id` = s.`id`", [MergeClause("insert", None, {"id": "s.`id`"})])  # doctest: +SKIP
+    MergeResult(inserted=1, updated=0, deleted=0, backend='rs')
+    """
+    if source is None:
+        raise ValueError("'source' in merge cannot be None")
+    _check_merge(on, clauses)
+    check_txn(txn_app_id, txn_version)
+    builder = _rs_table(path).merge(
+        source,
+        on,
+        source_alias=source_alias,
+        target_alias=target_alias,
+        commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata),
+    )
+    for clause in clauses:
+        updates = (
+            None
+            if clause.assignments is None
+            else {quote_ident(k): v for k, v in clause.assignments.items()}
+        )
+        if clause.kind == "update":
+            builder = builder.when_matched_update(updates, predicate=clause.condition)
+        elif clause.kind == "delete":
+            builder = builder.when_matched_delete(predicate=clause.condition)
+        else:
+            builder = builder.when_not_matched_insert(updates, predicate=clause.condition)
+    metrics = builder.execute()
+    return MergeResult(
+        inserted=int(metrics.get("num_target_rows_inserted", 0)),
+        updated=int(metrics.get("num_target_rows_updated", 0)),
+        deleted=int(metrics.get("num_target_rows_deleted", 0)),
+        backend="rs",
+    )
+
+
+def merge_spark(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    on: str,
+    clauses: Sequence[MergeClause],
+    *,
+    source_alias: str = "s",
+    target_alias: str = "t",
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+    user_metadata: str | None = None,
+) -> MergeResult:
+    """MERGE a Spark DataFrame into the Delta table at ``path`` with delta-spark.
+
+    The transaction identifier and user metadata go through delta-spark's session settings
+    (``spark.databricks.delta.write.txnAppId``/``txnVersion``,
+    ``spark.databricks.delta.commitInfo.userMetadata``), set for this command and then restored.
+
+    >>> merge_spark(spark, path, df, "t.`id` = s.`id`", [MergeClause("delete")])  # doctest: +SKIP
+    MergeResult(inserted=0, updated=0, deleted=1, backend='spark')
+    """
+    if source is None:
+        raise ValueError("'source' in merge cannot be None")
+    _check_merge(on, clauses)
+    check_txn(txn_app_id, txn_version)
+    from delta.tables import DeltaTable
+
+    builder = (
+        DeltaTable.forPath(spark, str(path))
+        .alias(target_alias)
+        .merge(source.alias(source_alias), on)
+    )
+    for clause in clauses:
+        values = (
+            None
+            if clause.assignments is None
+            else {quote_ident(k): v for k, v in clause.assignments.items()}
+        )
+        if clause.kind == "update":
+            builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+        elif clause.kind == "delete":
+            builder = builder.whenMatchedDelete(condition=clause.condition)
+        else:
+            builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
+    settings = {
+        _SPARK_TXN_APP_ID: txn_app_id,
+        _SPARK_TXN_VERSION: None if txn_version is None else str(txn_version),
+        _SPARK_USER_METADATA: user_metadata,
+    }
+    with _SparkCommitConf(spark, settings):
+        metrics_df = builder.execute()
+    counts = {"inserted": 0, "updated": 0, "deleted": 0}
+    if metrics_df is not None:
+        rows = metrics_df.collect()
+        if rows:
+            row = rows[0].asDict()
+            counts = {
+                "inserted": int(row.get("num_inserted_rows") or 0),
+                "updated": int(row.get("num_updated_rows") or 0),
+                "deleted": int(row.get("num_deleted_rows") or 0),
+            }
+    return MergeResult(backend="spark", **counts)
+
+
+def merge(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    on: str,
+    clauses: Sequence[MergeClause],
+    *,
+    backend: str = "auto",
+    source_alias: str = "s",
+    target_alias: str = "t",
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+    user_metadata: str | None = None,
+    source_schema: T.StructType | None = None,
+) -> MergeResult:
+    """MERGE ``source`` into the table at ``path`` with the chosen backend (same clauses for both).
+
+    For delta-rs the source goes to the driver as Arrow, typed by ``source_schema`` (default: its
+    own schema), which should carry the target's column types.
+
+    >>> merge(spark, path, df, "t.`id` = s.`id`",
+    ...       [MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}),
+    ...        MergeClause("insert", None, {"id": "s.`id`", "v": "s.`v`"})])  # doctest: +SKIP
+    """
+    if resolve_backend(spark, backend) == "spark":
+        return merge_spark(
+            spark, path, source, on, clauses,
+            source_alias=source_alias, target_alias=target_alias,
+            txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
+        )
+    return merge_rs(
+        path, spark_to_arrow(source, source_schema), on, clauses,
+        source_alias=source_alias, target_alias=target_alias,
+        txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
+    )
