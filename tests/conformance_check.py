@@ -18,10 +18,10 @@ _STRINGISH = {ColumnType.STRING, ColumnType.VAR_STRING, ColumnType.VARCHAR, Colu
 _KNOWN_GAP_TABLES = {("corpus", "t_oldtime")}
 
 
-def _ours(path: Path):
+def decoded_rows(path: Path, table_map_hook=None):
     """Our row changes in file order: (op, db, table, before, after, table_map, cols_b, cols_a)."""
     out = []
-    with EventStream(path) as s:
+    with EventStream(path, table_map_hook=table_map_hook) as s:
         for ev in s.events():
             if type(ev) is RowsEvent and ev.table_map is not None:
                 tm = ev.table_map
@@ -87,11 +87,12 @@ def _compare_image(ours_vals, cols, truth_img, truth_types, tm, where: str) -> l
     return bad
 
 
-def check_rows(path: Path, truth_events: list[dict], partial: bool = False, skip_tables=_KNOWN_GAP_TABLES):
+def check_rows(path: Path, truth_events: list[dict], partial: bool = False, skip_tables=_KNOWN_GAP_TABLES,
+               table_map_hook=None):
     """Assert our row changes of ``path`` equal the parsed mariadb-binlog text, row by row."""
     name = path.name
     truth = list(iter_rows(truth_events))
-    ours = _ours(path)
+    ours = decoded_rows(path, table_map_hook)
     problems = []
     ti = 0
     for k, (op, db, table, b, a, tm, cb, ca) in enumerate(ours):

@@ -67,13 +67,14 @@ def iter_changes(
     *,
     name: str | None = None,
     verify_checksums: bool = True,
+    table_map_hook=None,
 ) -> Iterator[RowChange | StatementChange]:
     """Yield the changes of complete transactions that start in ``[start, end)``.
 
     ``end`` is capped at ``index.complete_until``: an unfinished transaction at
     the end of a file is left for the next run.
     """
-    with EventStream(source, name=name, verify_checksums=verify_checksums) as stream:
+    with EventStream(source, name=name, verify_checksums=verify_checksums, table_map_hook=table_map_hook) as stream:
         if index is None:
             index = scan(stream.file.buf, name=stream.name, verify_checksums=verify_checksums)
         stop = index.complete_until if end is None else min(end, index.complete_until)

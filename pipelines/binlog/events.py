@@ -58,6 +58,9 @@ class DecodeContext:
     format: FormatDescription
     table_maps: dict[int, "TableMapEvent"] = field(default_factory=dict)
     decode_rows: bool = True
+    # Completes a table map from outside knowledge (e.g. the precision of MariaDB
+    # 5.3 temporal columns, which the binlog does not carry): TableMapEvent -> TableMapEvent.
+    table_map_hook: Any = None
 
 
 # =============================================================================
@@ -2021,5 +2024,10 @@ def decode_event(raw: RawEvent, ctx: DecodeContext) -> Event:
             offset=header.pos,
         ) from e
     if type(ev) is TableMapEvent:
+        if ctx.table_map_hook is not None:
+            try:
+                ev = ctx.table_map_hook(ev)
+            except BinlogError as e:
+                raise e.at(header.file, header.pos)
         ctx.table_maps[ev.table_id] = ev
     return ev

@@ -24,7 +24,8 @@ class EventStream:
     the payload event itself (their headers say ``in_payload=True``) unless
     ``flatten=False``. Unknown event types come out as ``UnknownEvent`` and are
     counted in ``stats``; unknown events flagged ignorable are counted and
-    skipped when ``skip_ignorable`` is true.
+    skipped when ``skip_ignorable`` is true. ``table_map_hook`` may complete
+    each table map from outside knowledge (see ``columns.override_metas``).
     """
 
     def __init__(
@@ -35,9 +36,10 @@ class EventStream:
         decode_rows: bool = True,
         verify_checksums: bool = True,
         skip_ignorable: bool = True,
+        table_map_hook=None,
     ):
         self.file = BinlogFile(source, name=name, verify_checksums=verify_checksums)
-        self.ctx = DecodeContext(self.file.format, {}, decode_rows)
+        self.ctx = DecodeContext(self.file.format, {}, decode_rows, table_map_hook)
         self.skip_ignorable = skip_ignorable
         self.stats: Counter[str] = Counter()
 
