@@ -1,0 +1,769 @@
+"""Silver: apply a batch of typed row changes to ``<warehouse>/silver/<database>/<table>``.
+
+This module owns MERGE.  The "which change wins" logic is written once, as Spark
+``DataFrame -> DataFrame`` transforms; only the final write differs per backend
+(:func:`pipelines.delta_io.merge`: delta-spark ``DeltaTable.merge`` or delta-rs ``merge``, with the
+same ON predicate and WHEN clauses), so both backends produce the same table.
+
+The ``changes_df`` contract (one source table per call; :func:`changes_from_bronze` builds it)
+-------------------------------------------------------------------------------------------
+=============  =====================================================================
+``_seq``       STRING, the bronze total-order key (fixed-width digits), unique per change
+``op``         STRING, ``c`` (insert) | ``u`` (update) | ``d`` (delete)
+``after``      STRUCT with one typed field per spec (:func:`pipelines.typemap.typed_columns`);
+               NULL for deletes
+``before``     STRUCT of typed fields, NULL for inserts; needs the key fields (all fields for
+               tables without a key); used for deletes and key-changing updates
+``_commit_ts`` TIMESTAMP, optional (required for SCD2): the commit time of the change
+``_zero_dates`` INT, optional: zero dates nulled by typemap, summed into the stats
+=============  =====================================================================
+
+The silver table
+----------------
+Source columns keep their names and silver types (:func:`pipelines.typemap.silver_schema`);
+pipeline columns start with ``_``: ``_seq`` (the change that wrote the row), ``_op``,
+``_commit_ts``, ``_deleted`` (always present; true only for soft-delete tombstones), and with
+SCD2 ``_valid_from``, ``_valid_to``, ``_is_current``.
+
+Rules
+-----
+* Tables with a key: every change becomes events keyed by key: ``c`` -> upsert(after);
+  ``d`` -> delete(before); ``u`` -> upsert(after), plus delete(before) when the key changed.  Per
+  key only the latest event (by ``_seq``) is applied, which also gets key-change chains
+  (k1->k2->k3) and swaps through a temporary key right: the last event touching a key decides
+  what the key holds.
+* An event is applied only when its ``_seq`` is newer than the row's stored ``_seq`` (MERGE
+  conditions), so applying the same batch twice changes nothing.
+* Deletes are hard by default.  ``delete_mode="soft"`` keeps the row with ``_deleted = true``
+  and the delete's ``_seq``/``_op``/``_commit_ts``; a delete of a key silver does not hold leaves a
+  tombstone built from the before image.  Soft tombstones make replays of older changes harmless
+  row by row.
+* Table watermark: every silver commit records the largest ``_seq`` it applied in the commit's
+  user metadata (``{"binlog_delta.silver_watermark": "<_seq>"}``); the next call only considers
+  changes above it.  This is what keeps a hard-deleted row from being resurrected by a replayed
+  older insert, and what makes keyless tables idempotent.  Batches of one table must therefore be
+  applied in ``_seq`` order (the bronze watermark does this upstream).  Optionally
+  ``txn_app_id``/``txn_version`` add a Delta transaction identifier to the commit and skip the
+  batch when the table already has that version.
+* Tables without a key (``keys=None``): rows are a multiset identified by their values; each silver
+  row's ``_seq`` is the change that inserted it (its identity).  ``c`` adds one row, ``d`` removes
+  exactly one row with the before image's values (the oldest copy), ``u`` does both.  Per batch,
+  per distinct value: copies = silver's copies + the batch's inserts; ``n_delete`` of them go, the
+  newest survive.  A delete that finds no copy is counted in ``missing_deletes`` (never silent).
+  Soft mode flags the removed copy (``_deleted``, ``_op = 'd'``, its ``_seq`` kept as identity).
+  Known limit: rows written before an ADD COLUMN hold NULL there, so a later delete whose before
+  image has a non-NULL default in that column finds no copy (counted in ``missing_deletes``).
+* ADD COLUMN: specs with a new column add it to the table (older rows NULL).  DROP COLUMN: a
+  table column that is no longer in the specs is kept; rows written after the drop (inserted or
+  updated) have NULL there.  A column whose type changed raises :class:`SilverSchemaError`.
+* SCD2 (``scd2=True``, tables with a key): the silver table itself keeps every version.  Each
+  upsert event (all of them, not only the latest per key) becomes a version valid from its
+  ``_commit_ts`` to the next event's ``_commit_ts`` of the same key (``_valid_to`` NULL and
+  ``_is_current`` true for the last); the key's current version in silver is closed at the first
+  new event.  A delete closes the current version; in soft mode a tombstone version
+  (``_deleted``) follows.  Binlog commit times have one-second resolution, so versions can share a
+  ``_valid_from``; ``_seq`` orders them.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines import delta_io
+from pipelines.delta_io import MergeClause, qualified, quote_ident
+from pipelines.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
+
+SEQ, OP, COMMIT_TS, DELETED = "_seq", "_op", "_commit_ts", "_deleted"
+VALID_FROM, VALID_TO, IS_CURRENT = "_valid_from", "_valid_to", "_is_current"
+PIPELINE_FIELDS = [
+    T.StructField(SEQ, T.StringType()),
+    T.StructField(OP, T.StringType()),
+    T.StructField(COMMIT_TS, T.TimestampType()),
+    T.StructField(DELETED, T.BooleanType()),
+]
+SCD2_FIELDS = [
+    T.StructField(VALID_FROM, T.TimestampType()),
+    T.StructField(VALID_TO, T.TimestampType()),
+    T.StructField(IS_CURRENT, T.BooleanType()),
+]
+RESERVED = {f.name for f in PIPELINE_FIELDS + SCD2_FIELDS}
+WATERMARK_KEY = "binlog_delta.silver_watermark"
+DELETE_MODES = ("hard", "soft")
+
+_P = "__silver_"  # prefix of internal working columns
+_ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
+_UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
+
+
+class SilverSchemaError(ValueError):
+    """The batch, the specs and the silver table disagree about columns."""
+
+
+@dataclass(frozen=True)
+class ApplyStats:
+    """What one :func:`apply_changes` call did.
+
+    ``inserted``/``updated``/``deleted`` count silver rows: with SCD2 ``inserted`` is new versions,
+    ``updated`` versions closed, ``deleted`` delete events; soft deletes count as ``deleted``.
+    ``unchanged``: latest events that changed nothing (silver already newer, or a hard delete of
+    a key silver does not hold).  ``missing_deletes``: keyless deletes that found no copy.
+    """
+
+    changes: int = 0
+    skipped_by_watermark: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    missing_deletes: int = 0
+    zero_dates_nulled: int = 0
+    columns_added: tuple[str, ...] = ()
+    watermark: str | None = None
+    committed: bool = False
+    skipped_by_txn: bool = False
+    backend: str = ""
+    table_path: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# building changes_df from bronze
+
+
+def changes_from_bronze(bronze_df: DataFrame, specs: Sequence[ColumnSpec]) -> DataFrame:
+    """Bronze rows of one table -> the ``changes_df`` that :func:`apply_changes` takes.
+
+    >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
+    >>> changes.columns  # doctest: +SKIP
+    ['_seq', 'op', '_commit_ts', 'after', 'before', '_zero_dates']
+    """
+    missing = [c for c in ("_seq", "op", "commit_ts", "before", "after") if c not in bronze_df.columns]
+    if missing:
+        raise SilverSchemaError(f"bronze rows lack {missing}; present: {bronze_df.columns}")
+    df = bronze_df.select(
+        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before"
+    )
+    return typed_columns(typed_columns(df, specs, "after"), specs, "before")
+
+
+# ---------------------------------------------------------------------------------------------
+# the change logic: DataFrame -> DataFrame
+
+
+def _struct_fields(df: DataFrame, col: str) -> dict[str, T.DataType]:
+    dt = df.schema[col].dataType
+    if not isinstance(dt, T.StructType):
+        raise SilverSchemaError(f"changes_df column {col!r} must be a STRUCT, got {dt.simpleString()}")
+    return {f.name: f.dataType for f in dt.fields}
+
+
+def _image_values(image: str, fields: dict[str, T.DataType], value_schema: T.StructType, source_names: dict[str, str]) -> list[Column]:
+    """One column per silver value column, taken from ``image`` (NULL where the image lacks it)."""
+    cols = []
+    for f in value_schema.fields:
+        src = source_names.get(f.name)
+        if src is not None and src in fields:
+            cols.append(F.col(image).getField(src).cast(f.dataType).alias(f.name))
+        else:
+            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+    return cols
+
+
+def _commit_ts(df: DataFrame) -> Column:
+    if COMMIT_TS in df.columns:
+        return F.col(COMMIT_TS).cast(T.TimestampType())
+    return F.lit(None).cast(T.TimestampType())
+
+
+def key_events(
+    changes: DataFrame,
+    keys: Sequence[str],
+    value_schema: T.StructType,
+    source_names: dict[str, str] | None = None,
+) -> DataFrame:
+    """Translate changes into per-key events: upsert(after) and delete(before).
+
+    ``c`` -> upsert; ``d`` -> delete; ``u`` -> upsert, plus delete of the old key when the key
+    changed.  Output columns: the silver value columns (``value_schema``), ``_seq``, ``_op`` (the
+    change's op; ``d`` for deletes), ``_commit_ts``, ``_deleted`` (true for deletes) and the
+    internal ``__silver_action``.  ``source_names`` maps silver column -> image field name (default:
+    the same name).
+
+    >>> key_events(changes, ["id"], T.StructType([T.StructField("id", T.IntegerType())])).show()  # doctest: +SKIP
+    """
+    source_names = source_names or {f.name: f.name for f in value_schema.fields}
+    after_fields = _struct_fields(changes, "after")
+    before_fields = _struct_fields(changes, "before")
+    same_key = F.lit(True)
+    for k in keys:
+        src = source_names[k]
+        same_key = same_key & F.col("before").getField(src).eqNullSafe(F.col("after").getField(src))
+    key_changed = F.col("before").isNotNull() & ~same_key
+    op = F.col("op")
+    tail = [F.col(SEQ), _commit_ts(changes).alias(COMMIT_TS)]
+    upserts = changes.where(op.isin("c", "u")).select(
+        *_image_values("after", after_fields, value_schema, source_names),
+        *tail,
+        op.alias(OP),
+        F.lit(False).alias(DELETED),
+        F.lit(_UPSERT).alias(_ACTION),
+    )
+    deletes = changes.where((op == "d") | ((op == "u") & key_changed)).select(
+        *_image_values("before", before_fields, value_schema, source_names),
+        *tail,
+        F.lit("d").alias(OP),
+        F.lit(True).alias(DELETED),
+        F.lit(_DELETE).alias(_ACTION),
+    )
+    return upserts.unionByName(deletes)
+
+
+def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """Keep, per key, the event with the largest ``_seq`` (ties: an upsert before a delete).
+
+    >>> latest_per_key(key_events(changes, ["id"], value_schema), ["id"])  # doctest: +SKIP
+    """
+    if not keys:
+        raise ValueError("latest_per_key needs at least one key column")
+    w = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(
+        F.col(SEQ).desc(), F.col(_ACTION).desc()
+    )
+    return events.withColumn(_RN, F.row_number().over(w)).where(F.col(_RN) == 1).drop(_RN)
+
+
+# ---------------------------------------------------------------------------------------------
+# checks and schema
+
+
+def silver_table_schema(specs: Sequence[ColumnSpec], *, scd2: bool = False) -> T.StructType:
+    """The schema of a new silver table: source columns, then the pipeline columns.
+
+    >>> silver_table_schema([ColumnSpec("id", "int")]).fieldNames()
+    ['id', '_seq', '_op', '_commit_ts', '_deleted']
+    """
+    values = silver_schema(specs)
+    _check_reserved([f.name for f in values.fields])
+    return T.StructType(values.fields + PIPELINE_FIELDS + (SCD2_FIELDS if scd2 else []))
+
+
+def _check_reserved(names: Sequence[str]) -> None:
+    clash = [n for n in names if n in RESERVED or n.startswith(_P)]
+    if clash:
+        raise SilverSchemaError(
+            f"source columns {clash} collide with silver's own columns "
+            f"({sorted(RESERVED)} and the prefix {_P!r})"
+        )
+
+
+def _resolve_keys(keys: Sequence[str] | None, specs: Sequence[ColumnSpec]) -> list[str] | None:
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not keys:
+        raise ValueError(f"keys must be a non-empty list of column names or None, got {keys!r}")
+    by_lower = {s.name.lower(): s.name for s in specs}
+    unknown = [k for k in keys if k.lower() not in by_lower]
+    if unknown:
+        raise SilverSchemaError(f"key columns {unknown} are not in the specs {[s.name for s in specs]}")
+    resolved = [by_lower[k.lower()] for k in keys]
+    if len(set(resolved)) != len(resolved):
+        raise ValueError(f"duplicate key columns: {keys}")
+    return resolved
+
+
+def _check_changes(
+    changes_df: DataFrame, specs: Sequence[ColumnSpec], keys: list[str] | None, scd2: bool
+) -> None:
+    problems = []
+    required = {SEQ: T.StringType(), "op": T.StringType()}
+    for name, dt in required.items():
+        if name not in changes_df.columns:
+            problems.append(f"missing column {name!r}")
+        elif changes_df.schema[name].dataType != dt:
+            problems.append(f"{name!r} must be {dt.simpleString()}, is {changes_df.schema[name].dataType.simpleString()}")
+    if scd2 and COMMIT_TS not in changes_df.columns:
+        problems.append(f"scd2 needs column {COMMIT_TS!r}")
+    expected = {f.name: f.dataType for f in silver_schema(specs).fields}
+    for image, needed in (("after", list(expected)), ("before", keys if keys is not None else list(expected))):
+        if image not in changes_df.columns:
+            problems.append(f"missing column {image!r}")
+            continue
+        dt = changes_df.schema[image].dataType
+        if not isinstance(dt, T.StructType):
+            problems.append(f"{image!r} must be a STRUCT of typed columns, is {dt.simpleString()}")
+            continue
+        have = {f.name: f.dataType for f in dt.fields}
+        missing = [n for n in needed if n not in have]
+        if missing:
+            problems.append(f"{image!r} lacks fields {missing} (has {list(have)})")
+        wrong = [
+            f"{n}: {have[n].simpleString()} (silver type {expected[n].simpleString()})"
+            for n in have
+            if n in expected and have[n] != expected[n]
+        ]
+        if wrong:
+            problems.append(f"{image!r} fields with types other than the specs give: {wrong}")
+    if problems:
+        raise SilverSchemaError(
+            "changes_df does not follow the contract: " + "; ".join(problems)
+            + f". Columns present: {changes_df.columns}"
+        )
+
+
+def _plan_schema(
+    current: T.StructType | None, specs: Sequence[ColumnSpec], scd2: bool
+) -> tuple[T.StructType, list[T.StructField], dict[str, str]]:
+    """(target schema after evolution, fields to add, silver name -> spec name)."""
+    wanted = silver_table_schema(specs, scd2=scd2)
+    if current is None:
+        return wanted, [], {s.name: s.name for s in specs}
+    has_scd2 = IS_CURRENT in current.fieldNames()
+    if has_scd2 != scd2:
+        raise SilverSchemaError(
+            f"the silver table is {'an' if has_scd2 else 'not an'} SCD2 table but scd2={scd2} was asked"
+        )
+    by_lower = {f.name.lower(): f for f in current.fields}
+    missing_pipeline = [f.name for f in PIPELINE_FIELDS + (SCD2_FIELDS if scd2 else []) if f.name not in current.fieldNames()]
+    if missing_pipeline:
+        raise SilverSchemaError(f"the silver table lacks pipeline columns {missing_pipeline}")
+    names: dict[str, str] = {}
+    to_add, conflicts = [], []
+    for spec, f in zip(specs, silver_schema(specs).fields):
+        have = by_lower.get(spec.name.lower())
+        if have is None:
+            to_add.append(f)
+            names[f.name] = spec.name
+        elif have.dataType != f.dataType:
+            conflicts.append(f"{spec.name}: silver has {have.dataType.simpleString()}, specs give {f.dataType.simpleString()}")
+        else:
+            names[have.name] = spec.name
+    if conflicts:
+        raise SilverSchemaError(f"column types changed (not supported, migrate the table): {conflicts}")
+    return T.StructType(current.fields + to_add), to_add, names
+
+
+def _value_schema(target: T.StructType) -> T.StructType:
+    return T.StructType([f for f in target.fields if f.name not in RESERVED])
+
+
+# ---------------------------------------------------------------------------------------------
+# watermark
+
+
+def read_watermark(
+    path: str, *, spark: SparkSession | None = None, backend: str = "auto"
+) -> str | None:
+    """The largest ``_seq`` applied to the silver table (from its commits' user metadata), or None.
+
+    >>> read_watermark(str(tmp_path / "silver/shop/orders"))  # doctest: +SKIP
+    '00000000010000000000001234000000002'
+    """
+    if not delta_io.table_exists(path, spark=spark, backend=backend):
+        return None
+    for limit in (50, None):
+        commits = delta_io.history(path, spark=spark, backend=backend, limit=limit)
+        for commit in commits:
+            if not commit.user_metadata:
+                continue
+            try:
+                meta = json.loads(commit.user_metadata)
+            except ValueError:
+                continue
+            if isinstance(meta, dict) and isinstance(meta.get(WATERMARK_KEY), str):
+                return meta[WATERMARK_KEY]
+        if limit is not None and len(commits) < limit:
+            break
+    return None
+
+
+def _watermark_metadata(seq: str) -> str:
+    return json.dumps({WATERMARK_KEY: seq})
+
+
+# ---------------------------------------------------------------------------------------------
+# MERGE plans (same SQL for both backends)
+
+
+def _newer(s: str = "s", t: str = "t") -> str:
+    return f"({qualified(t, SEQ)} IS NULL OR {qualified(s, SEQ)} > {qualified(t, SEQ)})"
+
+
+def _is(alias: str, col: str, value: str) -> str:
+    return f"{qualified(alias, col)} = '{value}'"
+
+
+def _assign(names: Sequence[str]) -> dict[str, str]:
+    return {n: qualified("s", n) for n in names}
+
+
+def _source(df: DataFrame, target: T.StructType, internal: Sequence[str]) -> tuple[DataFrame, T.StructType]:
+    """The MERGE source: every target column (with the target's type) plus internal columns."""
+    cols = [
+        (F.col(quote_ident(f.name)) if f.name in df.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in target.fields
+    ]
+    out = df.select(*cols, *[F.col(c) for c in internal])
+    schema = T.StructType(list(target.fields) + [out.schema[c] for c in internal])
+    return out, schema
+
+
+def _key_on(keys: Sequence[str]) -> str:
+    return " AND ".join(f"{qualified('t', k)} = {qualified('s', k)}" for k in keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# apply
+
+
+@dataclass
+class _Plan:
+    source: DataFrame
+    source_schema: T.StructType
+    on: str
+    clauses: list[MergeClause]
+    counts: dict[str, int]
+    cached: DataFrame  # unpersisted after the MERGE
+
+
+def _count_by(df: DataFrame, col: str) -> dict[str, int]:
+    return {r[col]: int(r["n"]) for r in df.groupBy(col).agg(F.count(F.lit(1)).alias("n")).collect()}
+
+
+def _plan_keyed(
+    spark: SparkSession,
+    changes: DataFrame,
+    keys: list[str],
+    target: T.StructType,
+    names: dict[str, str],
+    path: str,
+    backend: str,
+    delete_mode: str,
+) -> _Plan:
+    latest = latest_per_key(key_events(changes, keys, _value_schema(target), names), keys)
+    tk = [f"{_P}tk{i}" for i in range(len(keys))]
+    stored = delta_io.read(spark, path, columns=[*keys, SEQ], backend=backend).select(
+        *[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)],
+        F.col(SEQ).alias(f"{_P}tseq"),
+        F.lit(True).alias(f"{_P}tpresent"),
+    )
+    cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
+    joined = latest.join(stored, on=cond, how="left")
+    present = F.col(f"{_P}tpresent").isNotNull()
+    newer = F.col(f"{_P}tseq").isNull() | (F.col(SEQ) > F.col(f"{_P}tseq"))
+    upsert = F.col(_ACTION) == _UPSERT
+    null_key = F.lit(False)
+    for k in keys:
+        null_key = null_key | F.col(quote_ident(k)).isNull()
+    klass = (
+        F.when(null_key, "null_key")
+        .when(~present & upsert, "inserted")
+        .when(~present, "deleted" if delete_mode == "soft" else "unchanged")
+        .when(~newer, "unchanged")
+        .when(upsert, "updated")
+        .otherwise("deleted")
+    )
+    classified = joined.withColumn(_KIND, klass).drop(*tk, f"{_P}tseq", f"{_P}tpresent").cache()
+    counts = _count_by(classified, _KIND)
+    if counts.get("null_key"):
+        classified.unpersist()
+        raise ValueError(f"{counts['null_key']} change(s) have a NULL in key columns {keys}")
+    source, schema = _source(classified.where(F.col(_KIND) != "unchanged"), target, [_ACTION])
+    all_cols = target.fieldNames()
+    is_delete, is_upsert = _is("s", _ACTION, _DELETE), _is("s", _ACTION, _UPSERT)
+    clauses = []
+    if delete_mode == "soft":
+        clauses.append(MergeClause("update", f"{is_delete} AND {_newer()}", _assign([DELETED, SEQ, OP, COMMIT_TS])))
+    else:
+        clauses.append(MergeClause("delete", f"{is_delete} AND {_newer()}"))
+    clauses.append(MergeClause("update", f"{is_upsert} AND {_newer()}", _assign(all_cols)))
+    clauses.append(MergeClause("insert", None if delete_mode == "soft" else is_upsert, _assign(all_cols)))
+    return _Plan(source, schema, _key_on(keys), clauses, counts, classified)
+
+
+def _plan_scd2(
+    spark: SparkSession,
+    changes: DataFrame,
+    keys: list[str],
+    target: T.StructType,
+    names: dict[str, str],
+    path: str,
+    backend: str,
+    delete_mode: str,
+) -> _Plan:
+    events = key_events(changes, keys, _value_schema(target), names)
+    tk = [f"{_P}tk{i}" for i in range(len(keys))]
+    stored = (
+        delta_io.read(spark, path, columns=[*keys, SEQ, IS_CURRENT], backend=backend)
+        .groupBy(*[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)])
+        .agg(
+            F.max(SEQ).alias(f"{_P}tmax"),
+            F.max(F.when(F.col(IS_CURRENT), F.lit(True))).alias(f"{_P}tcurrent"),
+        )
+    )
+    cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
+    joined = events.join(stored, on=cond, how="left")
+    fresh = F.col(f"{_P}tmax").isNull() | (F.col(SEQ) > F.col(f"{_P}tmax"))
+    by_key = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(F.col(SEQ), F.col(_ACTION))
+    null_key = F.lit(False)
+    for k in keys:
+        null_key = null_key | F.col(quote_ident(k)).isNull()
+    ordered = (
+        joined.where(fresh)
+        .withColumn(_RN, F.row_number().over(by_key))
+        .withColumn(VALID_TO, F.lead(COMMIT_TS).over(by_key))
+        .withColumn(f"{_P}last", F.lead(SEQ).over(by_key).isNull())
+    )
+    version_rows = ordered.where(
+        (F.col(_ACTION) == _UPSERT) | F.lit(delete_mode == "soft")
+    ).select(
+        "*",
+        F.col(COMMIT_TS).alias(VALID_FROM),
+        F.col(f"{_P}last").alias(IS_CURRENT),
+        F.lit("version").alias(_KIND),
+    )
+    close_rows = ordered.where((F.col(_RN) == 1) & F.col(f"{_P}tcurrent").isNotNull()).select(
+        *[F.col(quote_ident(k)) for k in keys],
+        F.col(SEQ),
+        F.col(COMMIT_TS).alias(VALID_TO),
+        F.lit("close").alias(_KIND),
+    )
+    # Stats: one pass over the fresh events plus the stale count.
+    tally = joined.select(
+        F.sum(F.when(~fresh, 1).otherwise(0)).alias("stale"),
+        F.sum(F.when(null_key, 1).otherwise(0)).alias("null_key"),
+    ).collect()[0]
+    if tally["null_key"]:
+        raise ValueError(f"{tally['null_key']} change(s) have a NULL in key columns {keys}")
+    src = version_rows.unionByName(close_rows, allowMissingColumns=True).cache()
+    kinds = {
+        (r[_KIND], r[_ACTION]): int(r["n"])
+        for r in src.groupBy(_KIND, _ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    deletes = ordered.where(F.col(_ACTION) == _DELETE).count()
+    counts = {
+        "inserted": sum(n for (kind, _), n in kinds.items() if kind == "version"),
+        "updated": sum(n for (kind, _), n in kinds.items() if kind == "close"),
+        "deleted": deletes,
+        "unchanged": int(tally["stale"] or 0),
+    }
+    source, schema = _source(src, target, [_KIND])
+    on = (
+        f"{_key_on(keys)} AND (({_is('s', _KIND, 'close')} AND {qualified('t', IS_CURRENT)} = true "
+        f"AND ({qualified('t', SEQ)} IS NULL OR {qualified('t', SEQ)} < {qualified('s', SEQ)})) "
+        f"OR ({_is('s', _KIND, 'version')} AND {qualified('t', SEQ)} = {qualified('s', SEQ)}))"
+    )
+    clauses = [
+        MergeClause(
+            "update",
+            _is("s", _KIND, "close"),
+            {VALID_TO: qualified("s", VALID_TO), IS_CURRENT: "false"},
+        ),
+        MergeClause("insert", _is("s", _KIND, "version"), _assign(target.fieldNames())),
+    ]
+    return _Plan(source, schema, on, clauses, counts, src)
+
+
+def _plan_keyless(
+    spark: SparkSession,
+    changes: DataFrame,
+    target: T.StructType,
+    names: dict[str, str],
+    identity: list[str],
+    path: str,
+    backend: str,
+    delete_mode: str,
+) -> _Plan:
+    values = _value_schema(target)
+    op = F.col("op")
+    inserts = changes.where(op.isin("c", "u")).select(
+        *_image_values("after", _struct_fields(changes, "after"), values, names),
+        F.col(SEQ),
+        _commit_ts(changes).alias(COMMIT_TS),
+        op.alias(OP),
+        F.lit(False).alias(DELETED),
+    )
+    deletes = changes.where(op.isin("d", "u")).select(
+        *_image_values("before", _struct_fields(changes, "before"), values, names),
+        _commit_ts(changes).alias(f"{_P}dts"),
+    )
+    # Positional working names: identity columns may carry any name; NULLs group together.
+    ic = [f"{_P}c{i}" for i in range(len(identity))]
+    rename = [F.col(quote_ident(n)).alias(c) for n, c in zip(identity, ic)]
+    groups = (
+        deletes.select(*rename, f"{_P}dts")
+        .groupBy(*ic)
+        .agg(F.count(F.lit(1)).alias(f"{_P}ndel"), F.max(f"{_P}dts").alias(f"{_P}dts"))
+    )
+    live = delta_io.read(spark, path, columns=[*identity, SEQ, DELETED], backend=backend).where(
+        F.col(DELETED).isNull() | ~F.col(DELETED)
+    )
+    tagged = [
+        live.select(*rename, F.col(SEQ).alias(f"{_P}seq"), F.lit("t").alias(f"{_P}origin")),
+        inserts.select(*rename, F.col(SEQ).alias(f"{_P}seq"), F.lit("s").alias(f"{_P}origin")),
+    ]
+    g = F.broadcast(groups.select(*[F.col(c).alias(f"{c}g") for c in ic], f"{_P}ndel", f"{_P}dts"))
+    on_group = [F.col(c).eqNullSafe(F.col(f"{c}g")) for c in ic]
+    copies = tagged[0].join(g, on_group, "inner").unionByName(tagged[1].join(g, on_group, "inner"))
+    group = Window.partitionBy(*ic)
+    ranked = (
+        copies.withColumn(f"{_P}n", F.count(F.lit(1)).over(group))
+        .withColumn(f"{_P}keep", F.greatest(F.col(f"{_P}n") - F.col(f"{_P}ndel"), F.lit(0)))
+        .withColumn(_RN, F.row_number().over(group.orderBy(F.col(f"{_P}seq").desc())))
+    )
+    gone = F.col(_RN) > F.col(f"{_P}keep")
+    doomed = ranked.where((F.col(f"{_P}origin") == "t") & gone).select(
+        F.col(f"{_P}seq").alias(SEQ),
+        F.col(f"{_P}dts").alias(COMMIT_TS),
+        F.lit("d").alias(OP),
+        F.lit(True).alias(DELETED),
+        F.lit(_DELETE).alias(_ACTION),
+    )
+    cancelled = ranked.where((F.col(f"{_P}origin") == "s") & gone).select(F.col(f"{_P}seq").alias(f"{_P}drop"))
+    kept = inserts.join(cancelled, F.col(SEQ) == F.col(f"{_P}drop"), "left_anti").withColumn(_ACTION, F.lit(_INSERT))
+    copy_counts = copies.groupBy(*[F.col(c).alias(f"{c}g") for c in ic]).agg(F.count(F.lit(1)).alias(f"{_P}n"))
+    missing = (
+        groups.join(copy_counts, [F.col(c).eqNullSafe(F.col(f"{c}g")) for c in ic], "left")
+        .select(F.greatest(F.col(f"{_P}ndel") - F.coalesce(F.col(f"{_P}n"), F.lit(0)), F.lit(0)).alias("m"))
+        .agg(F.sum("m").alias("m"))
+        .collect()[0]["m"]
+    )
+    src = kept.unionByName(doomed, allowMissingColumns=True).cache()
+    by_action = _count_by(src, _ACTION)
+    counts = {
+        "inserted": by_action.get(_INSERT, 0),
+        "deleted": by_action.get(_DELETE, 0),
+        "missing_deletes": int(missing or 0),
+    }
+    source, schema = _source(src, target, [_ACTION])
+    is_delete = _is("s", _ACTION, _DELETE)
+    if delete_mode == "soft":
+        on_delete = MergeClause("update", is_delete, _assign([DELETED, OP, COMMIT_TS]))
+    else:
+        on_delete = MergeClause("delete", is_delete)
+    clauses = [on_delete, MergeClause("insert", _is("s", _ACTION, _INSERT), _assign(target.fieldNames()))]
+    on = f"{qualified('t', SEQ)} = {qualified('s', SEQ)}"
+    return _Plan(source, schema, on, clauses, counts, src)
+
+
+def apply_changes(
+    spark: SparkSession,
+    changes_df: DataFrame,
+    specs: Sequence[ColumnSpec],
+    target_path: str,
+    *,
+    keys: list[str] | None,
+    delete_mode: str = "hard",
+    scd2: bool = False,
+    backend: str = "auto",
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+) -> ApplyStats:
+    """Apply one batch of changes of one source table to its silver table (see the module doc).
+
+    ``specs`` describe the source table's columns as of this batch (their order is the image
+    ``idx`` order); ``keys`` its primary key (None: no key).  The table is created when missing and
+    its schema evolved before the MERGE.
+
+    >>> stats = apply_changes(spark, changes, specs, f"{warehouse}/silver/shop/orders", keys=["id"])  # doctest: +SKIP
+    >>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP
+    (2, 1, 0)
+    """
+    if changes_df is None:
+        raise ValueError("'changes_df' in apply_changes cannot be None")
+    if delete_mode not in DELETE_MODES:
+        raise ValueError(f"delete_mode must be one of {DELETE_MODES}, got {delete_mode!r}")
+    if not specs:
+        raise ValueError("apply_changes needs the column specs of the source table")
+    keys = _resolve_keys(keys, specs)
+    if scd2 and keys is None:
+        raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
+    _check_reserved([s.name for s in specs])
+    _check_changes(changes_df, specs, keys, scd2)
+    which = delta_io.resolve_backend(spark, backend)
+    path = str(target_path)
+
+    delta_io.check_txn(txn_app_id, txn_version)
+    if txn_app_id is not None:
+        last = delta_io.last_txn_version(path, txn_app_id, spark=spark, backend=which)
+        if last is not None and last >= txn_version:
+            return ApplyStats(
+                skipped_by_txn=True,
+                backend=which,
+                table_path=path,
+                watermark=read_watermark(path, spark=spark, backend=which),
+            )
+
+    exists = delta_io.table_exists(path, spark=spark, backend=which)
+    current = delta_io.schema(path, spark=spark, backend=which) if exists else None
+    target, to_add, names = _plan_schema(current, specs, scd2)
+    added: list[str] = []
+    if not exists:
+        delta_io.create_if_missing(path, target, spark=spark, backend=which)
+    elif to_add:
+        added = delta_io.add_columns(path, to_add, spark=spark, backend=which)
+
+    watermark = read_watermark(path, spark=spark, backend=which)
+    changes = changes_df if watermark is None else changes_df.where(F.col(SEQ) > F.lit(watermark))
+    has_zero = ZERO_DATES_COL in changes_df.columns
+    overview = changes_df.select(
+        F.count(F.lit(1)).alias("all"),
+        F.sum(F.when(F.lit(watermark).isNull() | (F.col(SEQ) > F.lit(watermark)), 1).otherwise(0)).alias("fresh"),
+        F.max(F.when(F.lit(watermark).isNull() | (F.col(SEQ) > F.lit(watermark)), F.col(SEQ))).alias("max_seq"),
+        F.sum(F.when(F.col(SEQ).isNull(), 1).otherwise(0)).alias("null_seq"),
+        F.sum(F.when(~F.col("op").isin("c", "u", "d") | F.col("op").isNull(), 1).otherwise(0)).alias("bad_op"),
+        (F.sum(F.coalesce(F.col(ZERO_DATES_COL), F.lit(0))) if has_zero else F.lit(0)).alias("zero"),
+    ).collect()[0]
+    if overview["null_seq"] or overview["bad_op"]:
+        raise ValueError(
+            f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
+            f"{overview['bad_op']} with an op other than c/u/d"
+        )
+    base = dict(
+        changes=int(overview["fresh"] or 0),
+        skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
+        zero_dates_nulled=int(overview["zero"] or 0),
+        columns_added=tuple(added),
+        backend=which,
+        table_path=path,
+    )
+    if not overview["fresh"]:
+        return ApplyStats(watermark=watermark, **base)
+
+    if scd2:
+        plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
+    elif keys is not None:
+        plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode)
+    else:
+        identity = [silver for silver in target.fieldNames() if silver in names]
+        plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode)
+    try:
+        new_mark = overview["max_seq"]
+        delta_io.merge(
+            spark,
+            path,
+            plan.source,
+            plan.on,
+            plan.clauses,
+            backend=which,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
+            user_metadata=_watermark_metadata(new_mark),
+            source_schema=plan.source_schema,
+        )
+    finally:
+        plan.cached.unpersist()
+    counts = plan.counts
+    return ApplyStats(
+        inserted=counts.get("inserted", 0),
+        updated=counts.get("updated", 0),
+        deleted=counts.get("deleted", 0),
+        unchanged=counts.get("unchanged", 0),
+        missing_deletes=counts.get("missing_deletes", 0),
+        watermark=new_mark,
+        committed=True,
+        **base,
+    )

@@ -1,0 +1,418 @@
+"""silver.apply_changes: latest change per key, key changes, deletes, idempotency, keyless
+tables, schema evolution, SCD2, every type, hostile names; identical on both backends."""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from spark_fixtures import delta_backend, spark  # noqa: F401
+
+from pipelines import delta_io
+from pipelines.bronze_schema import COLUMN_VALUE_DDL
+from pipelines.delta_io import quote_ident
+from pipelines.silver import (
+    SilverSchemaError,
+    apply_changes,
+    changes_from_bronze,
+    key_events,
+    latest_per_key,
+    read_watermark,
+    silver_table_schema,
+)
+from pipelines.typemap import ColumnSpec, silver_schema
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+SPECS = [ColumnSpec("id", "int"), ColumnSpec("name", "varchar", length=20)]
+
+
+def ts(n: int) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=n)
+
+
+def changes(spark, rows, specs=SPECS):
+    """rows: (_seq, op, after tuple | None, before tuple | None); _commit_ts = ts(int(_seq))."""
+    image = silver_schema(specs)
+    schema = T.StructType(
+        [
+            T.StructField("_seq", T.StringType()),
+            T.StructField("op", T.StringType()),
+            T.StructField("after", image),
+            T.StructField("before", image),
+            T.StructField("_commit_ts", T.TimestampType()),
+        ]
+    )
+    return spark.createDataFrame([(s, op, a, b, ts(int(s))) for s, op, a, b in rows], schema)
+
+
+def silver(spark, rows, specs=SPECS, *, scd2=False, extra: list[T.StructField] | None = None):
+    """Expected silver rows: values..., _seq, _op, _commit_ts, _deleted[, scd2 columns][, extra]."""
+    schema = silver_table_schema(specs, scd2=scd2)
+    return spark.createDataFrame(rows, T.StructType(schema.fields + (extra or [])))
+
+
+def row(values, seq, op, deleted=False):
+    return (*values, seq, op, ts(int(seq)), deleted)
+
+
+def read(spark, path, backend):
+    return delta_io.read(spark, path, backend=backend)
+
+
+def assert_table(spark, path, backend, expected):
+    assert_df_equality(read(spark, path, backend), expected, ignore_row_order=True)
+
+
+@pytest.fixture()
+def target(tmp_path):
+    return str(tmp_path / "silver" / "shop" / "customers")
+
+
+# ---------------------------------------------------------------------------------------------
+# the change logic on its own (DataFrame -> DataFrame)
+
+
+def test_key_events_split_a_key_change_into_delete_and_upsert(spark):
+    batch = changes(spark, [("01", "c", (1, "a"), None), ("02", "u", (2, "a"), (1, "a")), ("03", "u", (2, "b"), (2, "a")), ("04", "d", None, (2, "b"))])
+    actual = key_events(batch, ["id"], silver_schema(SPECS)).drop("_commit_ts")
+    schema = "id INT, name STRING, _seq STRING, _op STRING, _deleted BOOLEAN, __silver_action STRING"
+    expected = spark.createDataFrame(
+        [
+            (1, "a", "01", "c", False, "upsert"),
+            (2, "a", "02", "u", False, "upsert"),
+            (1, "a", "02", "d", True, "delete"),
+            (2, "b", "03", "u", False, "upsert"),
+            (2, "b", "04", "d", True, "delete"),
+        ],
+        schema,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_latest_per_key_orders_by_seq_not_by_arrival(spark):
+    batch = changes(spark, [("03", "u", (1, "c"), (1, "b")), ("01", "c", (1, "a"), None), ("02", "u", (1, "b"), (1, "a")), ("04", "c", (2, "x"), None)])
+    actual = latest_per_key(key_events(batch, ["id"], silver_schema(SPECS)), ["id"]).select("id", "name", "_seq")
+    expected = spark.createDataFrame([(1, "c", "03"), (2, "x", "04")], "id INT, name STRING, _seq STRING")
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# tables with a key
+
+
+def test_latest_change_per_key_out_of_order_batch(spark, delta_backend, target):
+    batch = changes(spark, [("03", "u", (1, "c"), (1, "b")), ("01", "c", (1, "a"), None), ("04", "c", (2, "x"), None), ("02", "u", (1, "b"), (1, "a"))])
+    stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "c"), "03", "u"), row((2, "x"), "04", "c")]))
+    assert (stats.inserted, stats.updated, stats.deleted, stats.changes, stats.watermark) == (2, 0, 0, 4, "04")
+
+
+def test_key_change_chain_and_key_reuse(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None), ("02", "c", (5, "e"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+    batch = changes(
+        spark,
+        [("03", "u", (2, "a"), (1, "a")), ("04", "u", (3, "a"), (2, "a")), ("05", "u", (1, "e"), (5, "e"))],
+    )
+    stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((3, "a"), "04", "u"), row((1, "e"), "05", "u")]))
+    assert (stats.inserted, stats.updated, stats.deleted, stats.unchanged) == (1, 1, 1, 1)
+
+
+def test_key_swap_through_a_temporary_key(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None), ("02", "c", (2, "b"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+    swap = changes(spark, [("03", "u", (0, "a"), (1, "a")), ("04", "u", (1, "b"), (2, "b")), ("05", "u", (2, "a"), (0, "a"))])
+    apply_changes(spark, swap, SPECS, target, keys=["id"], backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "b"), "04", "u"), row((2, "a"), "05", "u")]))
+
+
+def test_hard_delete(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None), ("02", "c", (2, "b"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+    stats = apply_changes(
+        spark, changes(spark, [("03", "d", None, (1, "a")), ("04", "d", None, (9, "z"))]), SPECS, target, keys=["id"], backend=delta_backend
+    )
+    assert_table(spark, target, delta_backend, silver(spark, [row((2, "b"), "02", "c")]))
+    assert (stats.deleted, stats.unchanged) == (1, 1)
+
+
+def test_soft_delete_keeps_a_tombstone_and_a_later_insert_revives_it(spark, delta_backend, target):
+    apply_changes(
+        spark, changes(spark, [("01", "c", (1, "a"), None), ("02", "c", (2, "b"), None)]), SPECS, target,
+        keys=["id"], delete_mode="soft", backend=delta_backend,
+    )
+    stats = apply_changes(
+        spark, changes(spark, [("03", "d", None, (1, "a")), ("04", "d", None, (9, "z"))]), SPECS, target,
+        keys=["id"], delete_mode="soft", backend=delta_backend,
+    )
+    assert stats.deleted == 2
+    assert_table(
+        spark, target, delta_backend,
+        silver(spark, [row((1, "a"), "03", "d", True), row((2, "b"), "02", "c"), row((9, "z"), "04", "d", True)]),
+    )
+    apply_changes(
+        spark, changes(spark, [("05", "c", (1, "again"), None)]), SPECS, target,
+        keys=["id"], delete_mode="soft", backend=delta_backend,
+    )
+    assert_table(
+        spark, target, delta_backend,
+        silver(spark, [row((1, "again"), "05", "c"), row((2, "b"), "02", "c"), row((9, "z"), "04", "d", True)]),
+    )
+
+
+def test_rerun_of_the_same_batch_changes_nothing(spark, delta_backend, target):
+    batch = changes(spark, [("01", "c", (1, "a"), None), ("02", "u", (2, "a"), (1, "a")), ("03", "c", (3, "c"), None), ("04", "d", None, (3, "c"))])
+    first = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
+    version = delta_io.history(target, spark=spark, backend=delta_backend, limit=1)[0].version
+    second = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((2, "a"), "02", "u")]))
+    assert first.committed and not second.committed
+    assert (second.skipped_by_watermark, second.watermark) == (4, "04")
+    assert delta_io.history(target, spark=spark, backend=delta_backend, limit=1)[0].version == version
+
+
+def test_merge_only_applies_changes_newer_than_the_row(spark, delta_backend, target):
+    # A table without a watermark in its commits (e.g. loaded by a snapshot): row _seq guards alone.
+    delta_io.create_if_missing(target, silver_table_schema(SPECS), spark=spark, backend=delta_backend)
+    delta_io.append(spark, silver(spark, [row((1, "new"), "50", "u")]), target, backend=delta_backend)
+    assert read_watermark(target, spark=spark, backend=delta_backend) is None
+    batch = changes(spark, [("10", "u", (1, "old"), (1, "older")), ("11", "c", (2, "b"), None), ("12", "d", None, (1, "old"))])
+    stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "new"), "50", "u"), row((2, "b"), "11", "c")]))
+    assert (stats.inserted, stats.updated, stats.deleted, stats.unchanged) == (1, 0, 0, 1)
+
+
+def test_replayed_older_insert_does_not_resurrect_a_hard_deleted_row(spark, delta_backend, target):
+    insert = changes(spark, [("01", "c", (1, "a"), None)])
+    apply_changes(spark, insert, SPECS, target, keys=["id"], backend=delta_backend)
+    apply_changes(spark, changes(spark, [("02", "d", None, (1, "a"))]), SPECS, target, keys=["id"], backend=delta_backend)
+    replay = apply_changes(spark, insert, SPECS, target, keys=["id"], backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, []))
+    assert (replay.skipped_by_watermark, replay.committed) == (1, False)
+
+
+def test_transaction_id_skips_a_batch_already_applied(spark, delta_backend, target):
+    apply_changes(
+        spark, changes(spark, [("01", "c", (1, "a"), None)]), SPECS, target, keys=["id"],
+        backend=delta_backend, txn_app_id="silver-job", txn_version=7,
+    )
+    stats = apply_changes(
+        spark, changes(spark, [("02", "c", (2, "b"), None)]), SPECS, target, keys=["id"],
+        backend=delta_backend, txn_app_id="silver-job", txn_version=7,
+    )
+    assert stats.skipped_by_txn and not stats.committed
+    assert delta_io.last_txn_version(target, "silver-job", spark=spark, backend=delta_backend) == 7
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "a"), "01", "c")]))
+
+
+# ---------------------------------------------------------------------------------------------
+# tables without a key
+
+
+def test_keyless_duplicates_are_kept_and_deleted_one_at_a_time(spark, delta_backend, target):
+    first = changes(spark, [("01", "c", (1, "x"), None), ("02", "c", (1, "x"), None), ("03", "c", (2, "y"), None)])
+    apply_changes(spark, first, SPECS, target, keys=None, backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "x"), "01", "c"), row((1, "x"), "02", "c"), row((2, "y"), "03", "c")]))
+    second = changes(spark, [("04", "d", None, (1, "x")), ("05", "u", (2, "z"), (2, "y")), ("06", "d", None, (7, "q"))])
+    stats = apply_changes(spark, second, SPECS, target, keys=None, backend=delta_backend)
+    expected = silver(spark, [row((1, "x"), "02", "c"), row((2, "z"), "05", "u")])
+    assert_table(spark, target, delta_backend, expected)
+    assert (stats.inserted, stats.deleted, stats.missing_deletes) == (1, 2, 1)
+    rerun = apply_changes(spark, second, SPECS, target, keys=None, backend=delta_backend)
+    assert not rerun.committed
+    assert_table(spark, target, delta_backend, expected)
+
+
+def test_keyless_insert_then_delete_within_one_batch(spark, delta_backend, target):
+    batch = changes(spark, [("01", "c", (1, "x"), None), ("02", "c", (1, "x"), None), ("03", "d", None, (1, "x"))])
+    apply_changes(spark, batch, SPECS, target, keys=None, backend=delta_backend)
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "x"), "02", "c")]))
+
+
+def test_keyless_soft_delete_flags_one_copy(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "x"), None), ("02", "c", (1, "x"), None)]), SPECS, target, keys=None, delete_mode="soft", backend=delta_backend)
+    apply_changes(spark, changes(spark, [("03", "d", None, (1, "x"))]), SPECS, target, keys=None, delete_mode="soft", backend=delta_backend)
+    expected = silver(spark, [(1, "x", "01", "d", ts(3), True), row((1, "x"), "02", "c")])
+    assert_table(spark, target, delta_backend, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# schema evolution
+
+
+def test_add_column_then_drop_column(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+    wider = [*SPECS, ColumnSpec("score", "int")]
+    stats = apply_changes(spark, changes(spark, [("02", "c", (2, "b", 7), None)], wider), wider, target, keys=["id"], backend=delta_backend)
+    assert stats.columns_added == ("score",)
+    score = [T.StructField("score", T.IntegerType())]
+    assert_table(spark, target, delta_backend, silver(spark, [row((1, "a"), "01", "c") + (None,), row((2, "b"), "02", "c") + (7,)], extra=score))
+    narrower = [SPECS[0], ColumnSpec("score", "int")]  # `name` dropped
+    batch = changes(spark, [("03", "u", (2, 8), (2, 7)), ("04", "c", (3, 9), None)], narrower)
+    apply_changes(spark, batch, narrower, target, keys=["id"], backend=delta_backend)
+    expected = silver(
+        spark,
+        [row((1, "a"), "01", "c") + (None,), row((2, None), "03", "u") + (8,), row((3, None), "04", "c") + (9,)],
+        extra=score,
+    )
+    assert_table(spark, target, delta_backend, expected)
+
+
+def test_changed_column_type_is_refused(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+    bigger = [ColumnSpec("id", "bigint"), SPECS[1]]
+    with pytest.raises(SilverSchemaError, match="id: silver has int, specs give bigint"):
+        apply_changes(spark, changes(spark, [("02", "c", (2, "b"), None)], bigger), bigger, target, keys=["id"], backend=delta_backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# SCD2
+
+
+def scd2_row(values, seq, op, valid_to, current, deleted=False):
+    return (*values, seq, op, ts(int(seq)), deleted, ts(int(seq)), None if valid_to is None else ts(valid_to), current)
+
+
+def test_scd2_keeps_every_version(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None), ("02", "c", (2, "b"), None)]), SPECS, target, keys=["id"], scd2=True, backend=delta_backend)
+    batch = changes(
+        spark,
+        [("03", "u", (1, "a2"), (1, "a")), ("04", "u", (1, "a3"), (1, "a2")), ("05", "d", None, (2, "b")), ("06", "c", (3, "c"), None)],
+    )
+    stats = apply_changes(spark, batch, SPECS, target, keys=["id"], scd2=True, backend=delta_backend)
+    expected = silver(
+        spark,
+        [
+            scd2_row((1, "a"), "01", "c", 3, False),
+            scd2_row((1, "a2"), "03", "u", 4, False),
+            scd2_row((1, "a3"), "04", "u", None, True),
+            scd2_row((2, "b"), "02", "c", 5, False),
+            scd2_row((3, "c"), "06", "c", None, True),
+        ],
+        scd2=True,
+    )
+    assert_table(spark, target, delta_backend, expected)
+    assert (stats.inserted, stats.updated, stats.deleted) == (3, 2, 1)
+    apply_changes(spark, batch, SPECS, target, keys=["id"], scd2=True, backend=delta_backend)
+    assert_table(spark, target, delta_backend, expected)
+
+
+def test_scd2_soft_delete_adds_a_tombstone_version(spark, delta_backend, target):
+    apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None)]), SPECS, target, keys=["id"], scd2=True, delete_mode="soft", backend=delta_backend)
+    apply_changes(spark, changes(spark, [("02", "d", None, (1, "a"))]), SPECS, target, keys=["id"], scd2=True, delete_mode="soft", backend=delta_backend)
+    expected = silver(
+        spark,
+        [scd2_row((1, "a"), "01", "c", 2, False), scd2_row((1, "a"), "02", "d", None, True, deleted=True)],
+        scd2=True,
+    )
+    assert_table(spark, target, delta_backend, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# types and names end to end (bronze -> changes_from_bronze -> silver)
+
+TYPE_SPECS = [
+    ColumnSpec("id", "int"),
+    ColumnSpec("u64", "bigint", unsigned=True),
+    ColumnSpec("big", "decimal", precision=65, scale=30),
+    ColumnSpec("price", "decimal", precision=10, scale=2),
+    ColumnSpec("f", "float"),
+    ColumnSpec("t", "time"),
+    ColumnSpec("d", "date"),
+    ColumnSpec("dtm", "datetime"),
+    ColumnSpec("ts", "timestamp"),
+    ColumnSpec("bin4", "binary", length=4),
+    ColumnSpec("flags", "bit", length=64),
+    ColumnSpec("tags", "set", set_values=("a", "b")),
+    ColumnSpec("y", "year"),
+]
+BIG = "-" + "9" * 35 + "." + "9" * 30
+
+
+def _bronze(spark, rows):
+    ddl = f"_seq STRING, op STRING, commit_ts TIMESTAMP, after ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>, before ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"
+    return spark.createDataFrame(rows, ddl)
+
+
+def _image(values):
+    return [(i, spec.name, spec.mysql_type.upper(), text, data) for i, (spec, (text, data)) in enumerate(zip(TYPE_SPECS, values))]
+
+
+def test_every_type_reaches_silver_exactly(spark, delta_backend, target):
+    values = [
+        ("1", None), ("18446744073709551615", None), (BIG, None), ("-0.01", None), ("1.5", None),
+        ("-12:00:00.5", None), ("0000-00-00", None), ("2020-01-02 03:04:05.000001", None),
+        ("2038-01-19 03:14:07", None), (None, b"ab"), ("18446744073709551615", None), ("a,b", None), ("0000", None),
+    ]
+    bronze = _bronze(spark, [("01", "c", ts(1), _image(values), None)])
+    stats = apply_changes(spark, changes_from_bronze(bronze, TYPE_SPECS), TYPE_SPECS, target, keys=["id"], backend=delta_backend)
+    expected = silver(
+        spark,
+        [(
+            1, Decimal("18446744073709551615"), BIG, Decimal("-0.01"), 1.5, "-12:00:00.5", None,
+            dt.datetime(2020, 1, 2, 3, 4, 5, 1), dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=UTC),
+            bytearray(b"ab\x00\x00"), -1, "a,b", None, "01", "c", ts(1), False,
+        )],
+        TYPE_SPECS,
+    )
+    assert_table(spark, target, delta_backend, expected)
+    assert stats.zero_dates_nulled == 2
+
+
+HOSTILE = [ColumnSpec("select", "int"), ColumnSpec("a b", "varchar"), ColumnSpec("x.y", "int"),
+           ColumnSpec("we`ird", "varchar"), ColumnSpec('q"uo\'te', "int"), ColumnSpec("😀", "varchar")]
+
+
+def test_hostile_column_names_with_a_key_change_and_delete(spark, delta_backend, target):
+    batch = changes(
+        spark,
+        [
+            ("01", "c", (1, "a", 1, "`", 1, "🙂"), None),
+            ("02", "c", (2, "b", 2, "``", 2, "🙃"), None),
+            ("03", "u", (3, "a", 1, "`", 1, "🙂"), (1, "a", 1, "`", 1, "🙂")),
+            ("04", "d", None, (2, "b", 2, "``", 2, "🙃")),
+        ],
+        HOSTILE,
+    )
+    stats = apply_changes(spark, batch, HOSTILE, target, keys=["select"], backend=delta_backend)
+    expected = silver(spark, [row((3, "a", 1, "`", 1, "🙂"), "03", "u")], HOSTILE)
+    key = F.col(quote_ident("select"))
+    assert_df_equality(read(spark, target, delta_backend).orderBy(key), expected.orderBy(key))
+    assert stats.inserted == 1
+    keyless = target + "_keyless"
+    apply_changes(spark, batch, HOSTILE, keyless, keys=None, backend=delta_backend)
+    assert_df_equality(read(spark, keyless, delta_backend).orderBy(key), expected.orderBy(key))
+
+
+# ---------------------------------------------------------------------------------------------
+# guards
+
+
+def test_contract_violations_are_reported_together(spark, target):
+    bad = spark.createDataFrame([("01", "c", (1,), None)], "_seq STRING, op STRING, after STRUCT<id: BIGINT>, before STRUCT<id: INT>")
+    with pytest.raises(SilverSchemaError) as err:
+        apply_changes(spark, bad, SPECS, target, keys=["id"], backend="rs")
+    message = str(err.value)
+    assert "'after' lacks fields ['name']" in message and "id: bigint (silver type int)" in message
+    assert "Columns present: ['_seq', 'op', 'after', 'before']" in message
+
+
+def test_argument_guards(spark, target):
+    batch = changes(spark, [("01", "c", (1, "a"), None)])
+    with pytest.raises(ValueError, match="delete_mode"):
+        apply_changes(spark, batch, SPECS, target, keys=["id"], delete_mode="archive", backend="rs")
+    with pytest.raises(ValueError, match="scd2=True needs a key"):
+        apply_changes(spark, batch, SPECS, target, keys=None, scd2=True, backend="rs")
+    with pytest.raises(SilverSchemaError, match=r"key columns \['nope'\]"):
+        apply_changes(spark, batch, SPECS, target, keys=["nope"], backend="rs")
+    with pytest.raises(SilverSchemaError, match="collide with silver's own columns"):
+        apply_changes(spark, batch, [ColumnSpec("_seq", "int")], target, keys=None, backend="rs")
+
+
+def test_null_key_and_bad_op_fail_fast(spark, delta_backend, target):
+    with pytest.raises(ValueError, match="NULL in key columns"):
+        apply_changes(spark, changes(spark, [("01", "c", (None, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+    with pytest.raises(ValueError, match="op other than c/u/d"):
+        apply_changes(spark, changes(spark, [("02", "x", (1, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
