@@ -60,3 +60,6 @@ package: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .hypothesis build dist *.egg-info
+
+fuzz: setup
+	$(PY) -m scripts.fuzz --seconds $(or $(SECONDS),120)
