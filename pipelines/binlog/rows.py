@@ -6,9 +6,12 @@ PARTIAL_UPDATE_ROWS (``binlog_row_value_options=PARTIAL_JSON``).
 ``(before, None)`` for deletes, both for updates. Each image is a tuple of values
 for the listed columns (see :mod:`.columns` for the value conventions).
 
-Decoding uses the compiled decoders of :mod:`.columns`, cached per table layout and
-present-column set; if the fast path fails in any way, the event is decoded again
-with the reference decoder, which raises the precise :class:`BinlogError`.
+Decoding first tries the optional C accelerator (:mod:`.accel`) when it is built
+and handles every column of the layout, then the compiled decoders of
+:mod:`.columns`; both are cached per table layout and present-column set. When the
+accelerator declines an event (an odd value, bad bytes) the compiled decoder decodes
+it; if that fails in any way, the event is decoded again with the reference
+decoder, which raises the precise :class:`BinlogError`.
 
 A partial update's after image (``sql/rpl_record.cc`` ``pack_row``/``unpack_row``)
 starts with ``value_options`` (a packed integer, 0 or 1); when its
@@ -23,7 +26,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-from .columns import ColumnSpec, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
+from . import accel
+from .columns import ColumnSpec, column_specs, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
 from .constants import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnType
 from .errors import BinlogError, CorruptEvent, TruncatedEvent
 from .jsonb import PartialJson, apply_diffs, parse_binary, read_diff_vector, to_text
@@ -33,8 +37,44 @@ _LEGACY_TEMPORAL = (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP)
 
 _MAX_LAYOUTS = 512
 _MAX_MAPS = 256
-_by_layout: OrderedDict = OrderedDict()  # layout key -> {present: decoder}
-_by_map: OrderedDict = OrderedDict()  # (id(table_map), present) -> (table_map, decoder)
+
+
+class _LayoutCache:
+    """``build(table_map, present)`` results, cached on two levels: by the table map
+    object (a strong reference is kept, so its id cannot be reused while cached) and
+    by its layout, since servers log a fresh but identical TABLE_MAP before every
+    statement."""
+
+    def __init__(self, build: Callable):
+        self.build = build
+        self.by_layout: OrderedDict = OrderedDict()  # layout key -> {present: value}
+        self.by_map: OrderedDict = OrderedDict()  # (id(table_map), present) -> (table_map, value)
+
+    def get(self, table_map, present: tuple[int, ...]):
+        key = (id(table_map), present)
+        hit = self.by_map.get(key)
+        if hit is not None and hit[0] is table_map:
+            return hit[1]
+        layout = _layout_key(table_map)
+        per_present = self.by_layout.get(layout)
+        if per_present is None:
+            per_present = self.by_layout[layout] = {}
+            if len(self.by_layout) > _MAX_LAYOUTS:
+                self.by_layout.popitem(last=False)
+        else:
+            self.by_layout.move_to_end(layout)
+        if present in per_present:
+            value = per_present[present]
+        else:
+            value = per_present[present] = self.build(table_map, present)
+        self.by_map[key] = (table_map, value)
+        if len(self.by_map) > _MAX_MAPS:
+            self.by_map.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self.by_layout.clear()
+        self.by_map.clear()
 
 
 def _layout_key(tm) -> tuple:
@@ -44,37 +84,32 @@ def _layout_key(tm) -> tuple:
     )
 
 
-def row_decoder(table_map, present: tuple[int, ...]) -> Callable:
-    """The compiled decoder for ``table_map`` and ``present`` (cached).
+def _build_plan(table_map, present: tuple[int, ...]):
+    try:
+        specs = column_specs(table_map)
+    except BinlogError:
+        return None  # the Python decoders raise it, with the table named
+    return accel.build_plan(specs, present)
 
-    Two levels: by the table map object (a strong reference is kept, so its id
-    cannot be reused while cached) and by its layout, since servers log a fresh
-    but identical TABLE_MAP before every statement.
-    """
-    key = (id(table_map), present)
-    hit = _by_map.get(key)
-    if hit is not None and hit[0] is table_map:
-        return hit[1]
-    layout = _layout_key(table_map)
-    per_present = _by_layout.get(layout)
-    if per_present is None:
-        per_present = _by_layout[layout] = {}
-        if len(_by_layout) > _MAX_LAYOUTS:
-            _by_layout.popitem(last=False)
-    else:
-        _by_layout.move_to_end(layout)
-    dec = per_present.get(present)
-    if dec is None:
-        dec = per_present[present] = compile_row_decoder(table_map, present)
-    _by_map[key] = (table_map, dec)
-    if len(_by_map) > _MAX_MAPS:
-        _by_map.popitem(last=False)
-    return dec
+
+_decoders = _LayoutCache(compile_row_decoder)
+_plans = _LayoutCache(_build_plan)
+
+
+def row_decoder(table_map, present: tuple[int, ...]) -> Callable:
+    """The compiled decoder for ``table_map`` and ``present`` (cached)."""
+    return _decoders.get(table_map, present)
+
+
+def row_plan(table_map, present: tuple[int, ...]):
+    """The plan of the compiled accelerator (:mod:`.accel`) for ``table_map`` and
+    ``present``, or ``None`` when it does not handle that layout (cached)."""
+    return _plans.get(table_map, present)
 
 
 def clear_cache() -> None:
-    _by_layout.clear()
-    _by_map.clear()
+    _decoders.clear()
+    _plans.clear()
 
 
 _LOOPS: dict[tuple[str, tuple[int, ...]], Callable] = {}
@@ -150,23 +185,31 @@ def decode_rows(
     ``op`` is ``"insert"``, ``"update"`` or ``"delete"``; ``partial`` is True for
     PARTIAL_UPDATE_ROWS (type 39). ``event_type`` is only used in error messages.
     """
-    buf = bytes(body)
-    end = len(buf)
-    if not end:
+    if not len(body):
         return ()
     try:
         if partial:
             if op != OP_UPDATE:
                 raise CorruptEvent(f"partial rows event (type {event_type}) for a {op}")
-            return _decode_partial(table_map, buf, columns_before, columns_after)
+            return _decode_partial(table_map, bytes(body), columns_before, columns_after)
         if op == OP_INSERT:
-            decoders = (row_decoder(table_map, columns_after),)
+            presents = (columns_after,)
         elif op == OP_DELETE:
-            decoders = (row_decoder(table_map, columns_before),)
+            presents = (columns_before,)
         elif op == OP_UPDATE:
-            decoders = (row_decoder(table_map, columns_before), row_decoder(table_map, columns_after))
+            presents = (columns_before, columns_after)
         else:
             raise CorruptEvent(f"unknown row operation {op!r}")
+        if accel.ACCELERATED:
+            plans = tuple(_plans.get(table_map, p) for p in presents)
+            if None not in plans:
+                try:
+                    return accel.speedups.decode_rows(body, accel.OPS[op], *plans)
+                except accel.Fallback:
+                    pass  # the Python decoders give the value or the precise error
+        buf = bytes(body)
+        end = len(buf)
+        decoders = tuple(row_decoder(table_map, p) for p in presents)
         try:
             return tuple(_fast_images(decoders, buf, end, op))
         except Exception as first:  # struct.error, IndexError, UnicodeDecodeError, ...

@@ -1,0 +1,833 @@
+/*
+ * Optional accelerator for pipelines.binlog.rows: decodes all row images of a
+ * rows-event body for one table layout, with results identical to the
+ * pure-Python decoders of columns.py (same types, values, tzinfo, str/bytes).
+ *
+ *   Plan(columns)                       one table layout + present columns, built
+ *                                       once by accel.py from the ColumnSpecs:
+ *                                       per column (kind, a, b, c, obj), see below
+ *   decode_rows(buf, op, plan_a, plan_b) -> tuple of (before, after) pairs
+ *                                       op 0 insert: (None, A); 1 delete: (A, None);
+ *                                       2 update: (A, B)
+ *
+ * Only the common column types are handled here. Anything else - a zero or
+ * invalid date, an out-of-range ENUM/SET/DECIMAL digit group, bytes that are
+ * not valid in the column's charset, a truncated or corrupt body - raises
+ * Fallback: the caller re-decodes the event with the Python decoders, which
+ * return MySQL's text for the odd values or raise the precise BinlogError.
+ * Every read is bounds-checked against the end of the buffer.
+ *
+ * Column tuples (kind, a, b, c, obj):
+ *   K_INT        a = size (1, 2, 3, 4, 8), b = unsigned
+ *   K_FLOAT, K_DOUBLE, K_YEAR, K_DATE, K_NULL
+ *   K_TIME, K_DATETIME, K_TIMESTAMP       the pre-5.6 formats without fractions
+ *   K_TIME2, K_DATETIME2, K_TIMESTAMP2    a = fsp (0..6)
+ *   K_NEWDECIMAL a = precision, b = scale
+ *   K_BIT        a = bytes (1..8)
+ *   K_ENUM       a = bytes (1, 2), obj = None or ("", name1, name2, ...)
+ *   K_SET        a = bytes (1..8), obj = None or (name1, name2, ...)
+ *   K_STR        a = length-prefix bytes (1..4), b = pad to (BINARY(n)) or 0,
+ *                c = codec kind: C_BYTES, C_UTF8, C_CHARMAP (obj = the 256-char
+ *                decoding table), C_CODEC (obj = a Python codec name)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <datetime.h>
+#include <stdint.h>
+#include <string.h>
+
+#if PY_VERSION_HEX < 0x030B0000
+#define PyFloat_Unpack4 _PyFloat_Unpack4
+#define PyFloat_Unpack8 _PyFloat_Unpack8
+#endif
+
+enum {
+    K_NULL = 0, K_INT = 1, K_FLOAT = 2, K_DOUBLE = 3, K_YEAR = 4, K_DATE = 5,
+    K_TIME = 6, K_DATETIME = 7, K_TIMESTAMP = 8, K_TIME2 = 9, K_DATETIME2 = 10,
+    K_TIMESTAMP2 = 11, K_NEWDECIMAL = 12, K_BIT = 13, K_ENUM = 14, K_SET = 15,
+    K_STR = 16, K_COUNT
+};
+enum { C_BYTES = 0, C_UTF8 = 1, C_CHARMAP = 2, C_CODEC = 3 };
+
+static const char *KIND_NAMES[K_COUNT] = {
+    "NULL", "integer", "FLOAT", "DOUBLE", "YEAR", "DATE", "TIME", "DATETIME", "TIMESTAMP",
+    "TIME2", "DATETIME2", "TIMESTAMP2", "NEWDECIMAL", "BIT", "ENUM", "SET", "string",
+};
+
+#define DIG_PER_DEC 9
+#define MAX_GROUPS 16
+static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+static const int FRAC_BYTES[7] = {0, 1, 1, 2, 2, 3, 3};
+static const int FRAC_MULT[7] = {1, 10000, 10000, 100, 100, 1, 1};
+static const uint32_t POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                   100000000, 1000000000};
+
+typedef struct {
+    int kind;
+    int a, b, c;
+    Py_ssize_t size;        /* fixed width in bytes; -1 for K_STR */
+    PyObject *obj;          /* owned reference or NULL */
+    const char *codec;      /* UTF-8 of obj for C_CODEC (kept alive by obj) */
+    int ngroups;            /* NEWDECIMAL digit groups, most significant first */
+    unsigned char gbytes[MAX_GROUPS];
+    unsigned char gdigits[MAX_GROUPS];
+} Column;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t ncols;
+    Py_ssize_t null_bytes;
+    Column *cols;
+} PlanObject;
+
+static PyObject *Fallback;      /* pipelines.binlog._speedups.Fallback */
+static PyObject *DecimalType;   /* decimal.Decimal */
+static PyObject *Comma;         /* "," */
+
+/* -- Plan ------------------------------------------------------------------------------- */
+
+static void
+plan_dealloc(PlanObject *self)
+{
+    if (self->cols != NULL) {
+        for (Py_ssize_t i = 0; i < self->ncols; i++)
+            Py_XDECREF(self->cols[i].obj);
+        PyMem_Free(self->cols);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+bad_column(Py_ssize_t k, const char *why)
+{
+    PyErr_Format(PyExc_ValueError, "plan column %zd: %s", k, why);
+    return -1;
+}
+
+static int
+decimal_groups(Column *col, Py_ssize_t k)
+{
+    int p = col->a, s = col->b;
+    if (!(0 < p && p <= 65 && 0 <= s && s <= 38 && s <= p))
+        return bad_column(k, "impossible DECIMAL precision/scale");
+    int intg = p - s, n = 0, size = 0;
+    if (intg % DIG_PER_DEC) {
+        col->gbytes[n] = (unsigned char)DIG2BYTES[intg % DIG_PER_DEC];
+        col->gdigits[n++] = (unsigned char)(intg % DIG_PER_DEC);
+    }
+    for (int i = 0; i < intg / DIG_PER_DEC; i++) {
+        col->gbytes[n] = 4;
+        col->gdigits[n++] = DIG_PER_DEC;
+    }
+    for (int i = 0; i < s / DIG_PER_DEC; i++) {
+        col->gbytes[n] = 4;
+        col->gdigits[n++] = DIG_PER_DEC;
+    }
+    if (s % DIG_PER_DEC) {
+        col->gbytes[n] = (unsigned char)DIG2BYTES[s % DIG_PER_DEC];
+        col->gdigits[n++] = (unsigned char)(s % DIG_PER_DEC);
+    }
+    for (int i = 0; i < n; i++)
+        size += col->gbytes[i];
+    col->ngroups = n;
+    col->size = size;
+    return 0;
+}
+
+static int
+parse_column(Column *col, PyObject *item, Py_ssize_t k)
+{
+    PyObject *obj;
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5)
+        return bad_column(k, "expected a (kind, a, b, c, obj) tuple");
+    if (!PyArg_ParseTuple(item, "iiiiO", &col->kind, &col->a, &col->b, &col->c, &obj))
+        return -1;
+    col->size = 0;
+    switch (col->kind) {
+    case K_NULL:
+        break;
+    case K_INT:
+        if (!(col->a == 1 || col->a == 2 || col->a == 3 || col->a == 4 || col->a == 8))
+            return bad_column(k, "integer size not 1, 2, 3, 4 or 8");
+        col->size = col->a;
+        break;
+    case K_FLOAT: col->size = 4; break;
+    case K_DOUBLE: col->size = 8; break;
+    case K_YEAR: col->size = 1; break;
+    case K_DATE: col->size = 3; break;
+    case K_TIME: col->size = 3; break;
+    case K_DATETIME: col->size = 8; break;
+    case K_TIMESTAMP: col->size = 4; break;
+    case K_TIME2:
+    case K_DATETIME2:
+    case K_TIMESTAMP2:
+        if (col->a < 0 || col->a > 6)
+            return bad_column(k, "fsp not in 0..6");
+        col->size = (col->kind == K_TIME2 ? 3 : col->kind == K_DATETIME2 ? 5 : 4) + FRAC_BYTES[col->a];
+        break;
+    case K_NEWDECIMAL:
+        if (decimal_groups(col, k) < 0)
+            return -1;
+        break;
+    case K_BIT:
+        if (col->a < 1 || col->a > 8)
+            return bad_column(k, "BIT size not in 1..8");
+        col->size = col->a;
+        break;
+    case K_ENUM:
+        if (col->a != 1 && col->a != 2)
+            return bad_column(k, "ENUM size not 1 or 2");
+        if (obj != Py_None && !PyTuple_Check(obj))
+            return bad_column(k, "ENUM names must be a tuple or None");
+        col->size = col->a;
+        break;
+    case K_SET:
+        if (col->a < 1 || col->a > 8)
+            return bad_column(k, "SET size not in 1..8");
+        if (obj != Py_None && !PyTuple_Check(obj))
+            return bad_column(k, "SET names must be a tuple or None");
+        col->size = col->a;
+        break;
+    case K_STR:
+        if (col->a < 1 || col->a > 4)
+            return bad_column(k, "length prefix not in 1..4");
+        if (col->b < 0)
+            return bad_column(k, "negative pad length");
+        col->size = -1;
+        if (col->c == C_BYTES || col->c == C_UTF8) {
+            if (obj != Py_None)
+                return bad_column(k, "bytes/utf-8 columns take no codec argument");
+        }
+        else if (col->c == C_CHARMAP) {
+            if (!PyUnicode_Check(obj) || PyUnicode_GET_LENGTH(obj) != 256)
+                return bad_column(k, "charmap codec needs a 256-character decoding table");
+        }
+        else if (col->c == C_CODEC) {
+            if (!PyUnicode_Check(obj))
+                return bad_column(k, "codec name must be a str");
+            col->codec = PyUnicode_AsUTF8(obj);
+            if (col->codec == NULL)
+                return -1;
+        }
+        else
+            return bad_column(k, "unknown codec kind");
+        if (col->c != C_BYTES && col->b)
+            return bad_column(k, "only bytes columns are padded");
+        break;
+    default:
+        return bad_column(k, "unknown kind");
+    }
+    if (obj != Py_None) {
+        Py_INCREF(obj);
+        col->obj = obj;
+    }
+    return 0;
+}
+
+static PyObject *
+plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *columns, *seq;
+    static char *kwlist[] = {"columns", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Plan", kwlist, &columns))
+        return NULL;
+    seq = PySequence_Fast(columns, "Plan() needs a sequence of column tuples");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PlanObject *self = (PlanObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    self->ncols = 0;
+    self->null_bytes = (n + 7) / 8;
+    self->cols = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Column));
+    if (self->cols == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        self->ncols = i + 1;  /* dealloc releases cols[0..i] (zeroed when unset) */
+        if (parse_column(&self->cols[i], PySequence_Fast_GET_ITEM(seq, i), i) < 0) {
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    self->ncols = n;
+    Py_DECREF(seq);
+    return (PyObject *)self;
+}
+
+static PyObject *
+plan_get_ncols(PlanObject *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->ncols);
+}
+
+static PyGetSetDef plan_getset[] = {
+    {"ncols", (getter)plan_get_ncols, NULL, "number of columns in the image", NULL},
+    {NULL},
+};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pipelines.binlog._speedups.Plan",
+    .tp_doc = "Plan(columns): how to decode one row image (see accel.py)",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = plan_new,
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_getset = plan_getset,
+};
+
+/* -- helpers ---------------------------------------------------------------------------- */
+
+static const char *
+kind_name(int kind)
+{
+    return kind >= 0 && kind < K_COUNT ? KIND_NAMES[kind] : "?";
+}
+
+/* Raise Fallback for column k, keeping the reason. */
+static PyObject *
+fallback(const Column *col, Py_ssize_t k, Py_ssize_t off, const char *why)
+{
+    PyErr_Format(Fallback, "column %zd (%s) at body offset %zd: %s",
+                 k + 1, kind_name(col->kind), off, why);
+    return NULL;
+}
+
+/* Turn the pending exception (a str that does not decode, ...) into Fallback, unless
+   it is not an ordinary error (MemoryError, KeyboardInterrupt, ...): that propagates. */
+static PyObject *
+fallback_from_error(const Column *col, Py_ssize_t k, Py_ssize_t off)
+{
+    PyObject *type, *value, *tb;
+    if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError))
+        return NULL;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyErr_Format(Fallback, "column %zd (%s) at body offset %zd: %R",
+                 k + 1, kind_name(col->kind), off, value ? value : type);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return NULL;
+}
+
+static inline uint64_t
+le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint64_t
+be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline int
+is_leap(long y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static int
+valid_date(long y, long m, long d)
+{
+    static const int mdays[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1)
+        return 0;
+    return d <= mdays[m] + (m == 2 && is_leap(y));
+}
+
+static int
+valid_datetime(long y, long mo, long d, long h, long mi, long s, long us)
+{
+    return valid_date(y, mo, d) && 0 <= h && h < 24 && 0 <= mi && mi < 60 && 0 <= s && s < 60
+           && 0 <= us && us <= 999999;
+}
+
+/* days since 1970-01-01 -> civil date (H. Hinnant's algorithm) */
+static void
+civil_from_days(int64_t z, long *y, long *m, long *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t yy = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (long)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (long)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (long)(yy + (*m <= 2));
+}
+
+/* datetime in UTC of epoch seconds + usec, as 1970-01-01 UTC + timedelta (seconds > 0) */
+static PyObject *
+utc_datetime(uint64_t seconds, long usec)
+{
+    long y, m, d;
+    civil_from_days((int64_t)(seconds / 86400), &y, &m, &d);
+    long rem = (long)(seconds % 86400);
+    return PyDateTimeAPI->DateTime_FromDateAndTime(
+        (int)y, (int)m, (int)d, (int)(rem / 3600), (int)(rem / 60 % 60), (int)(rem % 60), (int)usec,
+        PyDateTime_TimeZone_UTC, PyDateTimeAPI->DateTimeType);
+}
+
+/* timedelta of a signed number of microseconds */
+static PyObject *
+delta_us(int64_t total)
+{
+    const int64_t day = 86400LL * 1000000LL;
+    int64_t days = total / day, rem = total % day;
+    if (rem < 0) {
+        rem += day;
+        days -= 1;
+    }
+    return PyDateTimeAPI->Delta_FromDelta((int)days, (int)(rem / 1000000), (int)(rem % 1000000), 1,
+                                          PyDateTimeAPI->DeltaType);
+}
+
+static char *
+put_uint(char *out, uint32_t v, int width)  /* width 0: no padding */
+{
+    char tmp[10];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n < width)
+        tmp[n++] = '0';
+    while (n)
+        *out++ = tmp[--n];
+    return out;
+}
+
+/* NEWDECIMAL: the same string the Python decoder builds, f"{sign}{unscaled}E-{scale}",
+   given to Decimal once, so the scale and a negative zero come out the same. */
+static PyObject *
+newdecimal(const Column *col, const unsigned char *p, Py_ssize_t k, Py_ssize_t off)
+{
+    unsigned char d[80];
+    char text[128], *out = text;
+    int size = (int)col->size, positive = p[0] >> 7, started = 0;
+    unsigned char flip = positive ? 0 : 0xFF;
+    for (int i = 0; i < size; i++)
+        d[i] = p[i] ^ flip;
+    d[0] ^= 0x80;
+    if (!positive)
+        *out++ = '-';
+    const unsigned char *q = d;
+    for (int g = 0; g < col->ngroups; g++) {
+        int nd = col->gdigits[g];
+        uint32_t v = (uint32_t)be(q, col->gbytes[g]);
+        q += col->gbytes[g];
+        if (v > POW10[nd] - 1)
+            return fallback(col, k, off, "NEWDECIMAL digit group out of range");
+        if (started)
+            out = put_uint(out, v, nd);
+        else if (v) {
+            out = put_uint(out, v, 0);
+            started = 1;
+        }
+    }
+    if (!started)
+        *out++ = '0';
+    if (col->b) {
+        *out++ = 'E';
+        *out++ = '-';
+        out = put_uint(out, (uint32_t)col->b, 0);
+    }
+    PyObject *s = PyUnicode_FromStringAndSize(text, out - text);
+    if (s == NULL)
+        return NULL;
+    PyObject *v = PyObject_CallOneArg(DecimalType, s);
+    Py_DECREF(s);
+    return v;
+}
+
+static PyObject *
+set_value(const Column *col, uint64_t bits, Py_ssize_t k, Py_ssize_t off)
+{
+    PyObject *names = col->obj;
+    if (names == NULL)
+        return PyLong_FromUnsignedLongLong(bits);
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (n < 64 && bits >> n)
+        return fallback(col, k, off, "SET bits beyond its members");
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+        if (bits >> i & 1) {
+            if (PyList_Append(parts, PyTuple_GET_ITEM(names, i)) < 0) {
+                Py_DECREF(parts);
+                return NULL;
+            }
+        }
+    }
+    PyObject *v = PyUnicode_Join(Comma, parts);
+    Py_DECREF(parts);
+    return v;
+}
+
+static PyObject *
+string_value(const Column *col, const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *v;
+    switch (col->c) {
+    case C_BYTES:
+        if (n < col->b) {  /* BINARY(n): raw.ljust(length, b"\0") */
+            v = PyBytes_FromStringAndSize(NULL, col->b);
+            if (v != NULL) {
+                memcpy(PyBytes_AS_STRING(v), p, (size_t)n);
+                memset(PyBytes_AS_STRING(v) + n, 0, (size_t)(col->b - n));
+            }
+            return v;
+        }
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    case C_UTF8:
+        return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    case C_CHARMAP:
+        return PyUnicode_DecodeCharmap((const char *)p, n, col->obj, NULL);
+    default:
+        return PyUnicode_Decode((const char *)p, n, col->codec, NULL);
+    }
+}
+
+/* One non-null value at buf[*off]; advances *off. */
+static PyObject *
+decode_value(const Column *col, Py_ssize_t k, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end)
+{
+    Py_ssize_t off = *poff;
+    const unsigned char *p = buf + off;
+    uint64_t u;
+    long y, mo, d, h, mi, s, us;
+
+    if (col->size >= 0) {
+        if (col->size > end - off)
+            return fallback(col, k, off, "truncated");
+        *poff = off + col->size;
+    }
+    switch (col->kind) {
+    case K_NULL:
+        Py_RETURN_NONE;
+    case K_INT:
+        u = le(p, col->a);
+        if (col->b)
+            return PyLong_FromUnsignedLongLong(u);
+        if (col->a < 8) {  /* sign-extend */
+            uint64_t sign = (uint64_t)1 << (8 * col->a - 1);
+            return PyLong_FromLongLong((long long)((u ^ sign) - sign));
+        }
+        return PyLong_FromLongLong((long long)u);
+    case K_FLOAT:
+        return PyFloat_FromDouble(PyFloat_Unpack4((const char *)p, 1));
+    case K_DOUBLE:
+        return PyFloat_FromDouble(PyFloat_Unpack8((const char *)p, 1));
+    case K_YEAR:
+        return PyLong_FromLong(p[0] ? p[0] + 1900 : 0);
+    case K_DATE:
+        u = le(p, 3);
+        y = (long)(u >> 9);
+        mo = (long)(u >> 5 & 15);
+        d = (long)(u & 31);
+        if (!valid_date(y, mo, d))
+            return fallback(col, k, off, "zero or invalid date");
+        return PyDateTimeAPI->Date_FromDate((int)y, (int)mo, (int)d, PyDateTimeAPI->DateType);
+    case K_TIME: {  /* signed [-]HHMMSS */
+        int64_t v = (int64_t)((le(p, 3) ^ 0x800000) - 0x800000);
+        int neg = v < 0;
+        if (neg)
+            v = -v;
+        int64_t total = (v / 10000 * 3600 + v / 100 % 100 * 60 + v % 100) * 1000000;
+        return delta_us(neg ? -total : total);
+    }
+    case K_DATETIME: {  /* YYYYMMDDhhmmss */
+        u = le(p, 8);
+        uint64_t dd = u / 1000000, t = u % 1000000;
+        if (u == 0 || dd / 10000 > 9999)
+            return fallback(col, k, off, "zero or invalid datetime");
+        y = (long)(dd / 10000);
+        mo = (long)(dd / 100 % 100);
+        d = (long)(dd % 100);
+        h = (long)(t / 10000);
+        mi = (long)(t / 100 % 100);
+        s = (long)(t % 100);
+        if (!valid_datetime(y, mo, d, h, mi, s, 0))
+            return fallback(col, k, off, "zero or invalid datetime");
+        return PyDateTimeAPI->DateTime_FromDateAndTime((int)y, (int)mo, (int)d, (int)h, (int)mi, (int)s, 0,
+                                                       Py_None, PyDateTimeAPI->DateTimeType);
+    }
+    case K_TIMESTAMP:
+        u = le(p, 4);
+        if (u == 0)
+            return fallback(col, k, off, "zero timestamp");
+        return utc_datetime(u, 0);
+    case K_TIME2: {  /* my_time_packed_from_binary + TIME_from_longlong_time_packed */
+        int fsp = col->a;
+        int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed, frac;
+        if (fsp == 0)
+            packed = intpart * ((int64_t)1 << 24);
+        else if (fsp <= 2) {
+            frac = p[3];
+            if (intpart < 0 && frac) {
+                intpart += 1;
+                frac -= 0x100;
+            }
+            packed = intpart * ((int64_t)1 << 24) + frac * 10000;
+        }
+        else if (fsp <= 4) {
+            frac = (int64_t)be(p + 3, 2);
+            if (intpart < 0 && frac) {
+                intpart += 1;
+                frac -= 0x10000;
+            }
+            packed = intpart * ((int64_t)1 << 24) + frac * 100;
+        }
+        else
+            packed = (int64_t)be(p, 6) - 0x800000000000LL;
+        int neg = packed < 0;
+        if (neg)
+            packed = -packed;
+        int64_t hms = packed >> 24, usec = packed & 0xFFFFFF;
+        if (usec > 999999)
+            return fallback(col, k, off, "TIME with too many microseconds");
+        int64_t total = ((((hms >> 12) & 0x3FF) * 60 + ((hms >> 6) & 0x3F)) * 60 + (hms & 0x3F)) * 1000000 + usec;
+        return delta_us(neg ? -total : total);
+    }
+    case K_DATETIME2: {
+        int fb = FRAC_BYTES[col->a];
+        int64_t ip = (int64_t)be(p, 5) - 0x8000000000LL;
+        us = fb ? (long)be(p + 5, fb) * FRAC_MULT[col->a] : 0;
+        if (ip < 0 || us > 999999)
+            return fallback(col, k, off, "negative datetime or too many microseconds");
+        int64_t ymd = ip >> 17, ym = ymd >> 5;
+        y = (long)(ym / 13);
+        mo = (long)(ym % 13);
+        d = (long)(ymd & 31);
+        h = (long)(ip >> 12 & 31);
+        mi = (long)(ip >> 6 & 63);
+        s = (long)(ip & 63);
+        if (!valid_datetime(y, mo, d, h, mi, s, us))
+            return fallback(col, k, off, "zero or invalid datetime");
+        return PyDateTimeAPI->DateTime_FromDateAndTime((int)y, (int)mo, (int)d, (int)h, (int)mi, (int)s, (int)us,
+                                                       Py_None, PyDateTimeAPI->DateTimeType);
+    }
+    case K_TIMESTAMP2: {
+        int fb = FRAC_BYTES[col->a];
+        u = be(p, 4);
+        us = fb ? (long)be(p + 4, fb) * FRAC_MULT[col->a] : 0;
+        if (u == 0 || us > 999999)
+            return fallback(col, k, off, "zero timestamp or too many microseconds");
+        return utc_datetime(u, us);
+    }
+    case K_NEWDECIMAL:
+        return newdecimal(col, p, k, off);
+    case K_BIT:
+        return PyLong_FromUnsignedLongLong(be(p, col->a));
+    case K_ENUM:
+        u = le(p, col->a);
+        if (col->obj == NULL)
+            return PyLong_FromUnsignedLongLong(u);
+        if (u >= (uint64_t)PyTuple_GET_SIZE(col->obj))
+            return fallback(col, k, off, "ENUM index beyond its members");
+        return Py_NewRef(PyTuple_GET_ITEM(col->obj, (Py_ssize_t)u));
+    case K_SET:
+        return set_value(col, le(p, col->a), k, off);
+    case K_STR: {
+        if (col->a > end - off)
+            return fallback(col, k, off, "truncated length");
+        Py_ssize_t n = (Py_ssize_t)le(p, col->a);
+        off += col->a;
+        if (n > end - off)
+            return fallback(col, k, off, "truncated string");
+        *poff = off + n;
+        return string_value(col, buf + off, n);
+    }
+    }
+    return fallback(col, k, off, "unknown kind");
+}
+
+/* One image: the null bitmap over the plan's columns, then the non-null values. */
+static PyObject *
+decode_image(const PlanObject *plan, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end)
+{
+    Py_ssize_t off = *poff, nb = plan->null_bytes;
+    if (nb > end - off) {
+        PyErr_Format(Fallback, "null bitmap at body offset %zd: truncated", off);
+        return NULL;
+    }
+    const unsigned char *nulls = buf + off;
+    off += nb;
+    PyObject *tup = PyTuple_New(plan->ncols);
+    if (tup == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < plan->ncols; k++) {
+        PyObject *v;
+        if (nulls[k >> 3] >> (k & 7) & 1)
+            v = Py_NewRef(Py_None);
+        else {
+            Py_ssize_t start = off;
+            v = decode_value(&plan->cols[k], k, buf, &off, end);
+            if (v == NULL) {
+                if (!PyErr_ExceptionMatches(Fallback))
+                    fallback_from_error(&plan->cols[k], k, start);
+                Py_DECREF(tup);
+                return NULL;
+            }
+        }
+        PyTuple_SET_ITEM(tup, k, v);
+    }
+    *poff = off;
+    return tup;
+}
+
+static PyObject *
+decode_rows(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    int op;
+    PyObject *pa, *pb = Py_None;
+    if (!PyArg_ParseTuple(args, "y*iO!|O:decode_rows", &view, &op, &PlanType, &pa, &pb))
+        return NULL;
+    PyObject *rows = NULL, *result = NULL;
+    const PlanObject *a = (const PlanObject *)pa, *b = NULL;
+    if (op < 0 || op > 2) {
+        PyErr_SetString(PyExc_ValueError, "op must be 0 (insert), 1 (delete) or 2 (update)");
+        goto done;
+    }
+    if (op == 2) {
+        if (!PyObject_TypeCheck(pb, &PlanType)) {
+            PyErr_SetString(PyExc_TypeError, "an update needs two plans");
+            goto done;
+        }
+        b = (const PlanObject *)pb;
+    }
+    if (a->null_bytes == 0 && (b == NULL || b->null_bytes == 0)) {
+        PyErr_SetString(Fallback, "row images with no columns");
+        goto done;
+    }
+    rows = PyList_New(0);
+    if (rows == NULL)
+        goto done;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t off = 0, end = view.len;
+    while (off < end) {
+        PyObject *first = decode_image(a, buf, &off, end), *pair;
+        if (first == NULL)
+            goto done;
+        if (op == 2) {
+            PyObject *second = decode_image(b, buf, &off, end);
+            if (second == NULL) {
+                Py_DECREF(first);
+                goto done;
+            }
+            pair = PyTuple_Pack(2, first, second);
+            Py_DECREF(second);
+        }
+        else
+            pair = op == 0 ? PyTuple_Pack(2, Py_None, first) : PyTuple_Pack(2, first, Py_None);
+        Py_DECREF(first);
+        if (pair == NULL)
+            goto done;
+        int rc = PyList_Append(rows, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            goto done;
+    }
+    result = PyList_AsTuple(rows);
+done:
+    Py_XDECREF(rows);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_rows", decode_rows, METH_VARARGS,
+     "decode_rows(buf, op, plan_a, plan_b=None) -> tuple of (before, after) pairs.\n\n"
+     "op 0 (insert): (None, A); 1 (delete): (A, None); 2 (update): (A, B), where A and B\n"
+     "are images decoded with plan_a and plan_b. Raises Fallback when the Python\n"
+     "decoder has to decode the body instead (odd values, truncated or corrupt bytes)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pipelines.binlog._speedups",
+    .m_doc = "Compiled row-image decoder (optional; see pipelines/binlog/accel.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *m = NULL, *decimal = NULL;
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL)
+        return NULL;
+    if (PyType_Ready(&PlanType) < 0)
+        return NULL;
+    decimal = PyImport_ImportModule("decimal");
+    if (decimal == NULL)
+        goto error;
+    DecimalType = PyObject_GetAttrString(decimal, "Decimal");
+    Py_CLEAR(decimal);
+    if (DecimalType == NULL)
+        goto error;
+    Comma = PyUnicode_InternFromString(",");
+    if (Comma == NULL)
+        goto error;
+    Fallback = PyErr_NewException("pipelines.binlog._speedups.Fallback", NULL, NULL);
+    if (Fallback == NULL)
+        goto error;
+    m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        goto error;
+    if (PyModule_AddObjectRef(m, "Fallback", Fallback) < 0
+        || PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0)
+        goto error;
+    if (PyModule_AddIntConstant(m, "K_NULL", K_NULL) < 0
+        || PyModule_AddIntConstant(m, "K_INT", K_INT) < 0
+        || PyModule_AddIntConstant(m, "K_FLOAT", K_FLOAT) < 0
+        || PyModule_AddIntConstant(m, "K_DOUBLE", K_DOUBLE) < 0
+        || PyModule_AddIntConstant(m, "K_YEAR", K_YEAR) < 0
+        || PyModule_AddIntConstant(m, "K_DATE", K_DATE) < 0
+        || PyModule_AddIntConstant(m, "K_TIME", K_TIME) < 0
+        || PyModule_AddIntConstant(m, "K_DATETIME", K_DATETIME) < 0
+        || PyModule_AddIntConstant(m, "K_TIMESTAMP", K_TIMESTAMP) < 0
+        || PyModule_AddIntConstant(m, "K_TIME2", K_TIME2) < 0
+        || PyModule_AddIntConstant(m, "K_DATETIME2", K_DATETIME2) < 0
+        || PyModule_AddIntConstant(m, "K_TIMESTAMP2", K_TIMESTAMP2) < 0
+        || PyModule_AddIntConstant(m, "K_NEWDECIMAL", K_NEWDECIMAL) < 0
+        || PyModule_AddIntConstant(m, "K_BIT", K_BIT) < 0
+        || PyModule_AddIntConstant(m, "K_ENUM", K_ENUM) < 0
+        || PyModule_AddIntConstant(m, "K_SET", K_SET) < 0
+        || PyModule_AddIntConstant(m, "K_STR", K_STR) < 0
+        || PyModule_AddIntConstant(m, "C_BYTES", C_BYTES) < 0
+        || PyModule_AddIntConstant(m, "C_UTF8", C_UTF8) < 0
+        || PyModule_AddIntConstant(m, "C_CHARMAP", C_CHARMAP) < 0
+        || PyModule_AddIntConstant(m, "C_CODEC", C_CODEC) < 0)
+        goto error;
+    return m;
+error:
+    Py_XDECREF(m);
+    Py_CLEAR(DecimalType);
+    Py_CLEAR(Comma);
+    Py_CLEAR(Fallback);
+    return NULL;
+}
