@@ -429,6 +429,11 @@ class _Plan:
     cached: DataFrame  # unpersisted after the MERGE
 
 
+def _small_if_local(stored: DataFrame, backend: str) -> DataFrame:
+    """With delta-rs the table was read into driver memory anyway: broadcast it (no shuffle)."""
+    return F.broadcast(stored) if backend == "rs" else stored
+
+
 def _count_by(df: DataFrame, col: str) -> dict[str, int]:
     return {r[col]: int(r["n"]) for r in df.groupBy(col).agg(F.count(F.lit(1)).alias("n")).collect()}
 
@@ -451,7 +456,7 @@ def _plan_keyed(
         F.lit(True).alias(f"{_P}tpresent"),
     )
     cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
-    joined = latest.join(stored, on=cond, how="left")
+    joined = latest.join(_small_if_local(stored, backend), on=cond, how="left")
     present = F.col(f"{_P}tpresent").isNotNull()
     newer = F.col(f"{_P}tseq").isNull() | (F.col(SEQ) > F.col(f"{_P}tseq"))
     upsert = F.col(_ACTION) == _UPSERT
@@ -484,6 +489,13 @@ def _plan_keyed(
     return _Plan(source, schema, _key_on(keys), clauses, counts, classified)
 
 
+def _null_key(keys: Sequence[str]) -> Column:
+    flag = F.lit(False)
+    for k in keys:
+        flag = flag | F.col(quote_ident(k)).isNull()
+    return flag
+
+
 def _plan_scd2(
     spark: SparkSession,
     changes: DataFrame,
@@ -496,72 +508,66 @@ def _plan_scd2(
 ) -> _Plan:
     events = key_events(changes, keys, _value_schema(target), names)
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
+    tmax, tcur = f"{_P}tmax", f"{_P}tcurrent"
     stored = (
         delta_io.read(spark, path, columns=[*keys, SEQ, IS_CURRENT], backend=backend)
         .groupBy(*[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)])
-        .agg(
-            F.max(SEQ).alias(f"{_P}tmax"),
-            F.max(F.when(F.col(IS_CURRENT), F.lit(True))).alias(f"{_P}tcurrent"),
-        )
+        .agg(F.max(SEQ).alias(tmax), F.max(F.when(F.col(IS_CURRENT), F.lit(True))).alias(tcur))
     )
-    cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
-    joined = events.join(stored, on=cond, how="left")
-    fresh = F.col(f"{_P}tmax").isNull() | (F.col(SEQ) > F.col(f"{_P}tmax"))
+    joined = events.join(
+        _small_if_local(stored, backend), on=[F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)], how="left"
+    )
+    fresh = F.col(tmax).isNull() | (F.col(SEQ) > F.col(tmax))
+    # One window over all events of a key: stale events (already in silver) sort before fresh ones.
     by_key = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(F.col(SEQ), F.col(_ACTION))
-    null_key = F.lit(False)
-    for k in keys:
-        null_key = null_key | F.col(quote_ident(k)).isNull()
-    ordered = (
-        joined.where(fresh)
-        .withColumn(_RN, F.row_number().over(by_key))
+    tagged = (
+        joined.withColumn(f"{_P}fresh", fresh)
         .withColumn(VALID_TO, F.lead(COMMIT_TS).over(by_key))
-        .withColumn(f"{_P}last", F.lead(SEQ).over(by_key).isNull())
+        .withColumn(IS_CURRENT, F.lead(SEQ).over(by_key).isNull())
+        .withColumn(f"{_P}first", F.coalesce(~F.lag(f"{_P}fresh").over(by_key), F.lit(True)))
+        .withColumn(VALID_FROM, F.col(COMMIT_TS))
     )
-    version_rows = ordered.where(
-        (F.col(_ACTION) == _UPSERT) | F.lit(delete_mode == "soft")
-    ).select(
-        "*",
-        F.col(COMMIT_TS).alias(VALID_FROM),
-        F.col(f"{_P}last").alias(IS_CURRENT),
-        F.lit("version").alias(_KIND),
+    is_fresh, is_upsert = F.col(f"{_P}fresh"), F.col(_ACTION) == _UPSERT
+    kind = (
+        F.when(_null_key(keys), "null_key")
+        .when(~is_fresh, "unchanged")
+        .when(is_upsert | F.lit(delete_mode == "soft"), "version")
+        .otherwise("delete_event")  # a hard delete: it only closes the current version
     )
-    close_rows = ordered.where((F.col(_RN) == 1) & F.col(f"{_P}tcurrent").isNotNull()).select(
+    rows = tagged.withColumn(_KIND, kind)
+    closes = rows.where(is_fresh & F.col(f"{_P}first") & F.col(tcur).isNotNull()).select(
         *[F.col(quote_ident(k)) for k in keys],
         F.col(SEQ),
         F.col(COMMIT_TS).alias(VALID_TO),
         F.lit("close").alias(_KIND),
+        F.col(_ACTION),
     )
-    # Stats: one pass over the fresh events plus the stale count.
-    tally = joined.select(
-        F.sum(F.when(~fresh, 1).otherwise(0)).alias("stale"),
-        F.sum(F.when(null_key, 1).otherwise(0)).alias("null_key"),
-    ).collect()[0]
-    if tally["null_key"]:
-        raise ValueError(f"{tally['null_key']} change(s) have a NULL in key columns {keys}")
-    src = version_rows.unionByName(close_rows, allowMissingColumns=True).cache()
-    kinds = {
+    src = rows.select(*[F.col(quote_ident(n)) for n in target.fieldNames()], _KIND, _ACTION)
+    src = src.unionByName(closes, allowMissingColumns=True).cache()
+    tally = {
         (r[_KIND], r[_ACTION]): int(r["n"])
         for r in src.groupBy(_KIND, _ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    deletes = ordered.where(F.col(_ACTION) == _DELETE).count()
+    by_kind = {}
+    for (k, _), n in tally.items():
+        by_kind[k] = by_kind.get(k, 0) + n
+    if by_kind.get("null_key"):
+        src.unpersist()
+        raise ValueError(f"{by_kind['null_key']} change(s) have a NULL in key columns {keys}")
     counts = {
-        "inserted": sum(n for (kind, _), n in kinds.items() if kind == "version"),
-        "updated": sum(n for (kind, _), n in kinds.items() if kind == "close"),
-        "deleted": deletes,
-        "unchanged": int(tally["stale"] or 0),
+        "inserted": by_kind.get("version", 0),
+        "updated": by_kind.get("close", 0),
+        "deleted": tally.get(("version", _DELETE), 0) + by_kind.get("delete_event", 0),
+        "unchanged": by_kind.get("unchanged", 0),
     }
-    source, schema = _source(src, target, [_KIND])
+    source, schema = _source(src.where(F.col(_KIND).isin("version", "close")), target, [_KIND])
     on = (
         f"{_key_on(keys)} AND (({_is('s', _KIND, 'close')} AND {qualified('t', IS_CURRENT)} = true "
         f"AND ({qualified('t', SEQ)} IS NULL OR {qualified('t', SEQ)} < {qualified('s', SEQ)})) "
         f"OR ({_is('s', _KIND, 'version')} AND {qualified('t', SEQ)} = {qualified('s', SEQ)}))"
     )
     clauses = [
-        MergeClause(
-            "update",
-            _is("s", _KIND, "close"),
-            {VALID_TO: qualified("s", VALID_TO), IS_CURRENT: "false"},
-        ),
+        MergeClause("update", _is("s", _KIND, "close"), {VALID_TO: qualified("s", VALID_TO), IS_CURRENT: "false"}),
         MergeClause("insert", _is("s", _KIND, "version"), _assign(target.fieldNames())),
     ]
     return _Plan(source, schema, on, clauses, counts, src)
@@ -579,66 +585,66 @@ def _plan_keyless(
 ) -> _Plan:
     values = _value_schema(target)
     op = F.col("op")
+    origin, seq = f"{_P}origin", f"{_P}seq"
+    # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
+    # inserted copies (s, full rows) and the batch's deletes (d).
     inserts = changes.where(op.isin("c", "u")).select(
         *_image_values("after", _struct_fields(changes, "after"), values, names),
         F.col(SEQ),
         _commit_ts(changes).alias(COMMIT_TS),
         op.alias(OP),
         F.lit(False).alias(DELETED),
+        F.lit("s").alias(origin),
     )
     deletes = changes.where(op.isin("d", "u")).select(
         *_image_values("before", _struct_fields(changes, "before"), values, names),
-        _commit_ts(changes).alias(f"{_P}dts"),
+        F.col(SEQ).alias(f"{_P}dseq"),
+        _commit_ts(changes).alias(COMMIT_TS),
+        F.lit("d").alias(origin),
     )
-    # Positional working names: identity columns may carry any name; NULLs group together.
+    # Positional working names: identity columns may carry any name; NULLs must match NULLs.
     ic = [f"{_P}c{i}" for i in range(len(identity))]
-    rename = [F.col(quote_ident(n)).alias(c) for n, c in zip(identity, ic)]
-    groups = (
-        deletes.select(*rename, f"{_P}dts")
-        .groupBy(*ic)
-        .agg(F.count(F.lit(1)).alias(f"{_P}ndel"), F.max(f"{_P}dts").alias(f"{_P}dts"))
+    wanted = F.broadcast(deletes.select(*[F.col(quote_ident(n)).alias(c) for n, c in zip(identity, ic)]))
+    live = (
+        delta_io.read(spark, path, columns=[*identity, SEQ, DELETED], backend=backend)
+        .where(F.col(DELETED).isNull() | ~F.col(DELETED))
+        .join(wanted, [F.col(quote_ident(n)).eqNullSafe(F.col(c)) for n, c in zip(identity, ic)], "left_semi")
+        .select(*[F.col(quote_ident(n)) for n in identity], F.col(SEQ), F.lit("t").alias(origin))
     )
-    live = delta_io.read(spark, path, columns=[*identity, SEQ, DELETED], backend=backend).where(
-        F.col(DELETED).isNull() | ~F.col(DELETED)
-    )
-    tagged = [
-        live.select(*rename, F.col(SEQ).alias(f"{_P}seq"), F.lit("t").alias(f"{_P}origin")),
-        inserts.select(*rename, F.col(SEQ).alias(f"{_P}seq"), F.lit("s").alias(f"{_P}origin")),
-    ]
-    g = F.broadcast(groups.select(*[F.col(c).alias(f"{c}g") for c in ic], f"{_P}ndel", f"{_P}dts"))
-    on_group = [F.col(c).eqNullSafe(F.col(f"{c}g")) for c in ic]
-    copies = tagged[0].join(g, on_group, "inner").unionByName(tagged[1].join(g, on_group, "inner"))
-    group = Window.partitionBy(*ic)
+    rows = inserts.unionByName(live, allowMissingColumns=True).unionByName(deletes, allowMissingColumns=True)
+    group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
+    is_copy = F.col(origin) != "d"
     ranked = (
-        copies.withColumn(f"{_P}n", F.count(F.lit(1)).over(group))
-        .withColumn(f"{_P}keep", F.greatest(F.col(f"{_P}n") - F.col(f"{_P}ndel"), F.lit(0)))
-        .withColumn(_RN, F.row_number().over(group.orderBy(F.col(f"{_P}seq").desc())))
+        rows.withColumn(f"{_P}n", F.sum(is_copy.cast("int")).over(group))
+        .withColumn(f"{_P}ndel", F.sum((~is_copy).cast("int")).over(group))
+        .withColumn(f"{_P}dts", F.max(F.when(~is_copy, F.col(COMMIT_TS))).over(group))
+        # copies newest first, then the deletes: a delete at rank n + j is the group's j-th delete
+        .withColumn(_RN, F.row_number().over(group.orderBy(is_copy.desc(), F.coalesce(F.col(SEQ), F.col(f"{_P}dseq")).desc())))
     )
-    gone = F.col(_RN) > F.col(f"{_P}keep")
-    doomed = ranked.where((F.col(f"{_P}origin") == "t") & gone).select(
-        F.col(f"{_P}seq").alias(SEQ),
-        F.col(f"{_P}dts").alias(COMMIT_TS),
-        F.lit("d").alias(OP),
-        F.lit(True).alias(DELETED),
-        F.lit(_DELETE).alias(_ACTION),
+    keep = F.greatest(F.col(f"{_P}n") - F.col(f"{_P}ndel"), F.lit(0))
+    n, rn = F.col(f"{_P}n"), F.col(_RN)
+    action = (
+        F.when((F.col(origin) == "s") & (rn <= keep), _INSERT)
+        .when((F.col(origin) == "t") & (rn > keep), _DELETE)
+        .when((F.col(origin) == "d") & (rn - n > n), "missing")
     )
-    cancelled = ranked.where((F.col(f"{_P}origin") == "s") & gone).select(F.col(f"{_P}seq").alias(f"{_P}drop"))
-    kept = inserts.join(cancelled, F.col(SEQ) == F.col(f"{_P}drop"), "left_anti").withColumn(_ACTION, F.lit(_INSERT))
-    copy_counts = copies.groupBy(*[F.col(c).alias(f"{c}g") for c in ic]).agg(F.count(F.lit(1)).alias(f"{_P}n"))
-    missing = (
-        groups.join(copy_counts, [F.col(c).eqNullSafe(F.col(f"{c}g")) for c in ic], "left")
-        .select(F.greatest(F.col(f"{_P}ndel") - F.coalesce(F.col(f"{_P}n"), F.lit(0)), F.lit(0)).alias("m"))
-        .agg(F.sum("m").alias("m"))
-        .collect()[0]["m"]
-    )
-    src = kept.unionByName(doomed, allowMissingColumns=True).cache()
+    tagged = ranked.withColumn(_ACTION, action).where(F.col(_ACTION).isNotNull())
+    doomed = F.col(_ACTION) == _DELETE
+    src = tagged.select(
+        *[F.col(quote_ident(f.name)) for f in values.fields],
+        F.col(SEQ),
+        F.when(doomed, F.lit("d")).otherwise(F.col(OP)).alias(OP),
+        F.when(doomed, F.col(f"{_P}dts")).otherwise(F.col(COMMIT_TS)).alias(COMMIT_TS),
+        F.when(doomed, F.lit(True)).otherwise(F.col(DELETED)).alias(DELETED),
+        F.col(_ACTION),
+    ).cache()
     by_action = _count_by(src, _ACTION)
     counts = {
         "inserted": by_action.get(_INSERT, 0),
         "deleted": by_action.get(_DELETE, 0),
-        "missing_deletes": int(missing or 0),
+        "missing_deletes": by_action.get("missing", 0),
     }
-    source, schema = _source(src, target, [_ACTION])
+    source, schema = _source(src.where(F.col(_ACTION) != "missing"), target, [_ACTION])
     is_delete = _is("s", _ACTION, _DELETE)
     if delete_mode == "soft":
         on_delete = MergeClause("update", is_delete, _assign([DELETED, OP, COMMIT_TS]))

@@ -277,6 +277,23 @@ def test_merge_records_transaction_id(spark, delta_backend, tmp_path):
     assert [c.version for c in history] == [1, 0]
 
 
+def test_spark_commit_settings_are_set_for_one_command_then_restored(spark):
+    # merge_spark passes txn ids and user metadata to delta-spark through session settings.
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", "before")
+    try:
+        with delta_io._SparkCommitConf(
+            spark,
+            {"spark.databricks.delta.commitInfo.userMetadata": "during", "spark.databricks.delta.write.txnAppId": "app",
+             "spark.databricks.delta.write.txnVersion": None},
+        ):
+            assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata") == "during"
+            assert spark.conf.get("spark.databricks.delta.write.txnAppId") == "app"
+        assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata") == "before"
+        assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
+    finally:
+        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+
 def test_merge_clause_guards():
     with pytest.raises(ValueError, match="kind must be"):
         MergeClause("upsert")
