@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -128,7 +128,6 @@ class ApplyStats:
     skipped_by_txn: bool = False
     backend: str = ""
     table_path: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +251,8 @@ def silver_table_schema(specs: Sequence[ColumnSpec], *, scd2: bool = False) -> T
 
 
 def _check_reserved(names: Sequence[str]) -> None:
-    clash = [n for n in names if n in RESERVED or n.startswith(_P)]
+    reserved = {r.lower() for r in RESERVED}
+    clash = [n for n in names if n.lower() in reserved or n.lower().startswith(_P)]
     if clash:
         raise SilverSchemaError(
             f"source columns {clash} collide with silver's own columns "
@@ -438,6 +438,13 @@ def _count_by(df: DataFrame, col: str) -> dict[str, int]:
     return {r[col]: int(r["n"]) for r in df.groupBy(col).agg(F.count(F.lit(1)).alias("n")).collect()}
 
 
+def _null_key(keys: Sequence[str]) -> Column:
+    flag = F.lit(False)
+    for k in keys:
+        flag = flag | F.col(quote_ident(k)).isNull()
+    return flag
+
+
 def _plan_keyed(
     spark: SparkSession,
     changes: DataFrame,
@@ -460,11 +467,8 @@ def _plan_keyed(
     present = F.col(f"{_P}tpresent").isNotNull()
     newer = F.col(f"{_P}tseq").isNull() | (F.col(SEQ) > F.col(f"{_P}tseq"))
     upsert = F.col(_ACTION) == _UPSERT
-    null_key = F.lit(False)
-    for k in keys:
-        null_key = null_key | F.col(quote_ident(k)).isNull()
     klass = (
-        F.when(null_key, "null_key")
+        F.when(_null_key(keys), "null_key")
         .when(~present & upsert, "inserted")
         .when(~present, "deleted" if delete_mode == "soft" else "unchanged")
         .when(~newer, "unchanged")
@@ -487,13 +491,6 @@ def _plan_keyed(
     clauses.append(MergeClause("update", f"{is_upsert} AND {_newer()}", _assign(all_cols)))
     clauses.append(MergeClause("insert", None if delete_mode == "soft" else is_upsert, _assign(all_cols)))
     return _Plan(source, schema, _key_on(keys), clauses, counts, classified)
-
-
-def _null_key(keys: Sequence[str]) -> Column:
-    flag = F.lit(False)
-    for k in keys:
-        flag = flag | F.col(quote_ident(k)).isNull()
-    return flag
 
 
 def _plan_scd2(
@@ -712,56 +709,66 @@ def apply_changes(
     elif to_add:
         added = delta_io.add_columns(path, to_add, spark=spark, backend=which)
 
-    watermark = read_watermark(path, spark=spark, backend=which)
-    changes = changes_df if watermark is None else changes_df.where(F.col(SEQ) > F.lit(watermark))
-    has_zero = ZERO_DATES_COL in changes_df.columns
-    overview = changes_df.select(
-        F.count(F.lit(1)).alias("all"),
-        F.sum(F.when(F.lit(watermark).isNull() | (F.col(SEQ) > F.lit(watermark)), 1).otherwise(0)).alias("fresh"),
-        F.max(F.when(F.lit(watermark).isNull() | (F.col(SEQ) > F.lit(watermark)), F.col(SEQ))).alias("max_seq"),
-        F.sum(F.when(F.col(SEQ).isNull(), 1).otherwise(0)).alias("null_seq"),
-        F.sum(F.when(~F.col("op").isin("c", "u", "d") | F.col("op").isNull(), 1).otherwise(0)).alias("bad_op"),
-        (F.sum(F.coalesce(F.col(ZERO_DATES_COL), F.lit(0))) if has_zero else F.lit(0)).alias("zero"),
-    ).collect()[0]
-    if overview["null_seq"] or overview["bad_op"]:
-        raise ValueError(
-            f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
-            f"{overview['bad_op']} with an op other than c/u/d"
-        )
-    base = dict(
-        changes=int(overview["fresh"] or 0),
-        skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
-        zero_dates_nulled=int(overview["zero"] or 0),
-        columns_added=tuple(added),
-        backend=which,
-        table_path=path,
-    )
-    if not overview["fresh"]:
-        return ApplyStats(watermark=watermark, **base)
+    # Source names are the specs'; silver may spell a column in another case (MySQL renames).
+    silver_name = {spec: silver for silver, spec in names.items()}
+    keys = None if keys is None else [silver_name[k] for k in keys]
 
-    if scd2:
-        plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
-    elif keys is not None:
-        plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode)
-    else:
-        identity = [silver for silver in target.fieldNames() if silver in names]
-        plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode)
+    watermark = read_watermark(path, spark=spark, backend=which)
+    fresh_flag = f"{_P}fresh"
+    fresh = F.lit(True) if watermark is None else F.col(SEQ) > F.lit(watermark)
+    marked = changes_df.withColumn(fresh_flag, fresh).cache()  # read by several Spark jobs below
     try:
-        new_mark = overview["max_seq"]
-        delta_io.merge(
-            spark,
-            path,
-            plan.source,
-            plan.on,
-            plan.clauses,
+        zeros = F.col(ZERO_DATES_COL) if ZERO_DATES_COL in changes_df.columns else F.lit(0)
+        overview = marked.select(
+            F.count(F.lit(1)).alias("all"),
+            F.sum(F.col(fresh_flag).cast("int")).alias("fresh"),
+            F.max(F.when(F.col(fresh_flag), F.col(SEQ))).alias("max_seq"),
+            F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
+            F.sum(F.coalesce(~F.col("op").isin("c", "u", "d"), F.lit(True)).cast("int")).alias("bad_op"),
+            F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
+        ).collect()[0]
+        if overview["null_seq"] or overview["bad_op"]:
+            raise ValueError(
+                f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
+                f"{overview['bad_op']} with an op other than c/u/d"
+            )
+        base = dict(
+            changes=int(overview["fresh"] or 0),
+            skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
+            zero_dates_nulled=int(overview["zero"] or 0),
+            columns_added=tuple(added),
             backend=which,
-            txn_app_id=txn_app_id,
-            txn_version=txn_version,
-            user_metadata=_watermark_metadata(new_mark),
-            source_schema=plan.source_schema,
+            table_path=path,
         )
+        if not overview["fresh"]:
+            return ApplyStats(watermark=watermark, **base)
+
+        changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
+        if scd2:
+            plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
+        elif keys is not None:
+            plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode)
+        else:
+            identity = [silver for silver in target.fieldNames() if silver in names]
+            plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode)
+        new_mark = overview["max_seq"]
+        try:
+            delta_io.merge(
+                spark,
+                path,
+                plan.source,
+                plan.on,
+                plan.clauses,
+                backend=which,
+                txn_app_id=txn_app_id,
+                txn_version=txn_version,
+                user_metadata=_watermark_metadata(new_mark),
+                source_schema=plan.source_schema,
+            )
+        finally:
+            plan.cached.unpersist()
     finally:
-        plan.cached.unpersist()
+        marked.unpersist()
     counts = plan.counts
     return ApplyStats(
         inserted=counts.get("inserted", 0),

@@ -249,9 +249,10 @@ def test_add_column_then_drop_column(spark, delta_backend, target):
     assert stats.columns_added == ("score",)
     score = [T.StructField("score", T.IntegerType())]
     assert_table(spark, target, delta_backend, silver(spark, [row((1, "a"), "01", "c") + (None,), row((2, "b"), "02", "c") + (7,)], extra=score))
-    narrower = [SPECS[0], ColumnSpec("score", "int")]  # `name` dropped
+    # `name` dropped; `id` renamed to `ID` (MySQL names are case-insensitive: same silver column)
+    narrower = [ColumnSpec("ID", "int"), ColumnSpec("score", "int")]
     batch = changes(spark, [("03", "u", (2, 8), (2, 7)), ("04", "c", (3, 9), None)], narrower)
-    apply_changes(spark, batch, narrower, target, keys=["id"], backend=delta_backend)
+    apply_changes(spark, batch, narrower, target, keys=["ID"], backend=delta_backend)
     expected = silver(
         spark,
         [row((1, "a"), "01", "c") + (None,), row((2, None), "03", "u") + (8,), row((3, None), "04", "c") + (9,)],
