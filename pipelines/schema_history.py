@@ -359,6 +359,8 @@ def _normalize(sql: str) -> tuple[str, list[str]]:
             drop(i, i + 2)
             i += 2
             continue
+        elif word == "UNSIGNED" and _after_float_type(toks, words, i):
+            drop(i, i + 1)  # FLOAT UNSIGNED (deprecated) only narrows the range; sqlglot rejects it
         elif word == "RENAME" and w(i + 1) == "AS":
             edits.append((toks[i + 1].start, toks[i + 1].end + 1, "TO"))
         elif word in ("MODIFY", "CHANGE") or (word in ("INDEX", "KEY") and w(i - 1) in ("ADD", "DROP", "UNIQUE")):
@@ -433,6 +435,16 @@ def _normalize(sql: str) -> tuple[str, list[str]]:
     for start, end, rep in sorted(edits, reverse=True):
         text = text[:start] + rep + text[end:]
     return " ".join(text.split()) if edits else text, converts
+
+
+def _after_float_type(toks, words, i: int) -> bool:
+    """Is token ``i`` right after ``FLOAT`` / ``REAL`` / ``FLOAT4`` / ``FLOAT8`` (and its ``(M,D)``)?"""
+    j = i - 1
+    if j >= 0 and toks[j].token_type == TokenType.R_PAREN:
+        while j >= 0 and toks[j].token_type != TokenType.L_PAREN:
+            j -= 1
+        j -= 1
+    return j >= 0 and words[j] in ("FLOAT", "REAL", "FLOAT4", "FLOAT8")
 
 
 @contextlib.contextmanager
@@ -1796,17 +1808,12 @@ def inet4_text(raw: bytes) -> str:
 
 
 def uuid_text(raw: bytes) -> str:
-    """UUID text of MariaDB's 16 stored bytes: RFC 4122 UUIDs of versions 1-5 are stored with
-    their segments in reverse order (index-friendly), all others as they are.
+    """UUID text of the 16 bytes MariaDB logs (in text order; trailing zero bytes may be cut).
 
-    >>> uuid_text(bytes.fromhex("426614174000a45612d3e89b123e4567"))
+    >>> uuid_text(bytes.fromhex("123e4567e89b12d3a4564266141740"))
     '123e4567-e89b-12d3-a456-426614174000'
     """
     h = bytes(raw).ljust(16, b"\0").hex()
-    variant, version = int(h[12], 16), int(h[16], 16)
-    if 8 <= variant <= 0xB and 1 <= version <= 5:  # swapped: nnnnnnnnnnnn vsss Vhhh mmmm llllllll
-        n, vsss, vhhh, mmmm, llll = h[0:12], h[12:16], h[16:20], h[20:24], h[24:32]
-        return f"{llll}-{mmmm}-{vhhh}-{vsss}-{n}"
     return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 

@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
+import threading
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -78,6 +80,12 @@ _SEP_FIELD, _SEP_COL = "\x1f", "\x1e"
 _NO_NAME = "\x00"
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
 _UTC = _dt.timezone.utc
+
+
+# Session settings while the step runs (restored after): typing a wide table builds one large
+# expression per column, and Catalyst's constraint propagation grows without bound on such plans
+# (minutes for a 300-column table); it only serves filter inference, which silver does not need.
+_SESSION_CONF = {"spark.sql.constraintPropagation.enabled": "false"}
 
 
 class SilverStepError(RuntimeError):
@@ -217,12 +225,8 @@ def _inet6_sql(h: str) -> str:
 
 
 def _uuid_sql(h: str) -> str:
-    swapped = (f"conv(substr({h}, 13, 1), 16, 10) BETWEEN 8 AND 11 "
-               f"AND conv(substr({h}, 17, 1), 16, 10) BETWEEN 1 AND 5")
-    return (f"CASE WHEN {swapped} THEN concat_ws('-', substr({h}, 25, 8), substr({h}, 21, 4), substr({h}, 17, 4), "
-            f"substr({h}, 13, 4), substr({h}, 1, 12)) "
-            f"ELSE concat_ws('-', substr({h}, 1, 8), substr({h}, 9, 4), substr({h}, 13, 4), substr({h}, 17, 4), "
-            f"substr({h}, 21, 12)) END")
+    return (f"concat_ws('-', substr({h}, 1, 8), substr({h}, 9, 4), substr({h}, 13, 4), substr({h}, 17, 4), "
+            f"substr({h}, 21, 12))")
 
 
 def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
@@ -380,13 +384,21 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     """
     now = _dt.datetime.now(_UTC)
     stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
     try:
+        for k, v in _SESSION_CONF.items():
+            spark.conf.set(k, v)
         _run(spark, cfg, stats)
         stats.status = "ok"
     except BaseException as e:
         stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
         stats.ended_at = _dt.datetime.now(_UTC)
         print(stats.summary(), file=sys.stdout, flush=True)
         try:
@@ -461,61 +473,134 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             pk_idx.setdefault((r["db"], r["table"]), list(r["pk_idx"]))
 
     steps = _plan_steps(history, tables, marks, shape_rows)
-    new_marks: dict[tuple[str, str], str] = {}
-    applied_rows: Counter = Counter()
-    quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
+    state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats)
     try:
-        for step in steps:
-            key = (step.db, step.table)
-            path = silver_table_path(cfg.warehouse, step.db, step.table)
-            info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
-            version = history.version_at(step.db, step.table, step.start) if step.events else (
-                history.version_at(step.db, step.table, min(
-                    (r["min_seq"] for r in shape_rows if (r["db"], r["table"]) == key), default=step.start)))
-            resolution = None
-            if step.shapes:
-                resolution = schema_history.resolve_columns(
-                    step.db, step.table, version, [parse_shape(s) for s in step.shapes],
-                    key_override=cfg.key_override(step.db, step.table), table_map_key_idx=pk_idx.get(key),
-                    db_charset=history.db_charset(step.db))
-            if step.events:
-                new_marks[key] = max(new_marks.get(key, ""), step.start)
-                if _apply_events(spark, cfg, step, path, resolution, version, stats):
-                    # written at once: a replay must not empty the table again
-                    _write_watermarks(spark, cfg, {key: new_marks[key]}, {}, stats.run_id)
-            if resolution is None:
-                continue
-            for shape, reason in resolution.rejected.items():
-                quarantine.append((step.db, step.table, step.start, step.end, shape_key(shape), reason))
-            good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
-            if not good or not resolution.specs:
-                continue
-            rows = bronze.where((F.col("db") == step.db) & (F.col("table") == step.table)
-                                & (F.col("_seq") > step.start) & F.col("_shape").isin(good))
-            if step.end is not None:
-                rows = rows.where(F.col("_seq") < step.end)
-            n_rows = sum(step.shapes[s] for s in good)
-            applied = _apply_segment(spark, cfg, step, path, rows, resolution, stats)
-            stats.segments += 1
-            info["segments"] += 1
-            info["rows"] += n_rows
-            info.update(keys=list(resolution.keys), key_source=resolution.key_source,
-                        name_source=resolution.name_source, columns=resolution.names)
-            applied_rows[key] += n_rows
-            if applied is not None:
-                new_marks[key] = max(new_marks.get(key, ""), applied)
+        lanes = _lanes(steps)
+        workers = max(1, min(len(lanes), SILVER_THREADS))
+        if workers == 1:
+            for lane in lanes:
+                state.lane(lane)
+        else:  # independent tables MERGE side by side: Spark runs their small jobs concurrently
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
+                for future in [pool.submit(state.lane, lane) for lane in lanes]:
+                    future.result()
     finally:
-        if quarantine:
-            stats.quarantined += _write_quarantine(spark, cfg, bronze, quarantine, stats.run_id)
-        _write_watermarks(spark, cfg, new_marks, applied_rows, stats.run_id)
+        if state.quarantine:
+            stats.quarantined += _write_quarantine(spark, cfg, bronze, state.quarantine, stats.run_id)
+        _write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
         if bronze is not None:
             bronze.unpersist()
 
 
+SILVER_THREADS = 2  # tables applied at once (Spark jobs of small MERGEs are CPU-bound on the driver)
+
+
+def _lanes(steps: list[_Step]) -> list[list[_Step]]:
+    """Steps grouped into lanes that can run side by side: tables linked by a rename share a
+    lane; each lane keeps the global ``_seq`` order."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(k):
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    for step in steps:
+        for e in step.events:
+            if e.peer_db is not None:
+                a, b = find((step.db, step.table)), find((e.peer_db, e.peer_table))
+                if a != b:
+                    parent[b] = a
+    lanes: dict[tuple[str, str], list[_Step]] = {}
+    for step in steps:
+        lanes.setdefault(find((step.db, step.table)), []).append(step)
+    return sorted(lanes.values(), key=lambda lane: -len(lane))
+
+
+class _Run:
+    """The state of one run shared by the lanes (updates under a lock)."""
+
+    def __init__(self, spark, cfg, history, bronze, shape_rows, pk_idx, stats):
+        self.spark, self.cfg, self.history, self.bronze, self.stats = spark, cfg, history, bronze, stats
+        self.pk_idx = pk_idx
+        self.first_seq: dict[tuple[str, str], str] = {}
+        for r in shape_rows:
+            k = (r["db"], r["table"])
+            self.first_seq[k] = min(self.first_seq.get(k, r["min_seq"]), r["min_seq"])
+        self.marks: dict[tuple[str, str], str] = {}
+        self.rows: Counter = Counter()
+        self.quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
+        self.lock = threading.Lock()
+
+    def lane(self, steps: list[_Step]) -> None:
+        for step in steps:
+            try:
+                self.step(step)
+            except Exception as e:
+                where = f"_seq {step.start or 'start'} .. {step.end or 'end'}"
+                raise SilverStepError(f"silver {step.db}.{step.table} ({where}): {type(e).__name__}: {e}") from e
+
+    def step(self, step: _Step) -> None:
+        spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
+        key = (step.db, step.table)
+        path = silver_table_path(cfg.warehouse, step.db, step.table)
+        with self.lock:
+            info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
+        at = step.start if step.events else self.first_seq.get(key, step.start)
+        version = history.version_at(step.db, step.table, at)
+        resolution = None
+        if step.shapes:
+            resolution = schema_history.resolve_columns(
+                step.db, step.table, version, [parse_shape(s) for s in step.shapes],
+                key_override=cfg.key_override(step.db, step.table), table_map_key_idx=self.pk_idx.get(key),
+                db_charset=history.db_charset(step.db))
+        if step.events:
+            done = _apply_events(spark, cfg, step, path, resolution, version)
+            with self.lock:
+                self.marks[key] = max(self.marks.get(key, ""), step.start)
+                if done:
+                    stats.resets += done == "reset"
+                    stats.copies += done == "copy"
+                    # written at once: a replay must not empty or copy the table again
+                    _write_watermarks(spark, cfg, {key: step.start}, {}, stats.run_id)
+        if resolution is None:
+            return
+        with self.lock:
+            for shape, reason in resolution.rejected.items():
+                self.quarantine.append((step.db, step.table, step.start, step.end, shape_key(shape), reason))
+        good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
+        if not good or not resolution.specs:
+            return
+        rows = self.bronze.where((F.col("db") == step.db) & (F.col("table") == step.table)
+                                 & (F.col("_seq") > step.start) & F.col("_shape").isin(good))
+        if step.end is not None:
+            rows = rows.where(F.col("_seq") < step.end)
+        # a barrier: the value fixes and typing below may raise on values of other tables, so no
+        # later filter may be evaluated before this segment's own
+        rows = rows.localCheckpoint(eager=True)
+        n_rows = sum(step.shapes[s] for s in good)
+        result = _apply_segment(spark, cfg, step, path, rows, resolution)
+        with self.lock:
+            stats.rows.update(step.ops)
+            stats.segments += 1
+            stats.inserted += result.inserted
+            stats.updated += result.updated
+            stats.deleted += result.deleted
+            stats.zero_dates += result.zero_dates_nulled
+            stats.missing_deletes += result.missing_deletes
+            info["segments"] += 1
+            info["rows"] += n_rows
+            info.update(keys=list(resolution.keys), key_source=resolution.key_source,
+                        name_source=resolution.name_source, columns=resolution.names)
+            self.rows[key] += n_rows
+            if result.watermark is not None:
+                self.marks[key] = max(self.marks.get(key, ""), result.watermark)
+
+
 def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution: Resolution | None,
-                  version: SchemaVersion | None, stats: SilverStats) -> bool:
+                  version: SchemaVersion | None) -> str | None:
     """Empty / replace / copy the silver table for the schema events at ``step.start``, once;
-    True when the silver table was written."""
+    returns ``"reset"``, ``"copy"``, ``"create"`` (what was written) or None."""
     from pipelines import silver
 
     backend = cfg.delta.backend
@@ -523,7 +608,7 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
     exists = delta_io.table_exists(path, spark=spark, backend=backend)
     mark = silver.read_watermark(path, spark=spark, backend=backend) if exists else None
     if mark is not None and mark >= step.start:
-        return False  # silver already holds changes from after these events: done in an earlier run
+        return None  # silver already holds changes from after these events: done in an earlier run
     scd2 = cfg.is_scd2(step.db, step.table)
     copy_from = next((e for e in step.events if e.kind == RENAME_FROM), None)
     if copy_from is not None and copy_from.peer_db is not None:
@@ -531,24 +616,21 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
         if delta_io.table_exists(source, spark=spark, backend=backend):
             delta_io.overwrite(spark, delta_io.read(spark, source, backend=backend), path, overwrite_schema=True,
                                backend=backend)
-            stats.copies += 1
-            return True
+            return "copy"
     if CREATE in kinds:
         specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
         if specs and (exists or resolution is None):
             # replace an older table of that name (its schema too); show a new empty table as empty
             schema = silver.silver_table_schema(specs, scd2=scd2)
             delta_io.overwrite(spark, spark.createDataFrame([], schema), path, overwrite_schema=True, backend=backend)
-            stats.resets += int(exists)
-            return True
+            return "reset" if exists else "create"
         if not exists:
-            return False  # apply_changes creates it with the first rows
+            return None  # apply_changes creates it with the first rows
     if exists and kinds & _RESETS:
         empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
         delta_io.overwrite(spark, empty, path, backend=backend)
-        stats.resets += 1
-        return True
-    return False
+        return "reset"
+    return None
 
 
 def _ddl_specs(version: SchemaVersion | None) -> tuple:
@@ -557,9 +639,8 @@ def _ddl_specs(version: SchemaVersion | None) -> tuple:
     return tuple(schema_history.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
 
 
-def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution,
-                   stats: SilverStats) -> str | None:
-    """MERGE one segment's rows; returns the largest ``_seq`` silver now holds, or None."""
+def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution):
+    """MERGE one segment's rows; returns :class:`pipelines.silver.ApplyStats`."""
     from pipelines import silver
 
     scd2 = cfg.is_scd2(step.db, step.table)
@@ -568,16 +649,9 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
         raise SilverStepError(
             f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
-    stats.rows.update(step.ops)
     changes = silver.changes_from_bronze(complete_values(rows, resolution.fixes), resolution.specs)
-    result = silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
-                                  scd2=scd2, backend=cfg.delta.backend)
-    stats.inserted += result.inserted
-    stats.updated += result.updated
-    stats.deleted += result.deleted
-    stats.zero_dates += result.zero_dates_nulled
-    stats.missing_deletes += result.missing_deletes
-    return result.watermark
+    return silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
+                                scd2=scd2, backend=cfg.delta.backend)
 
 
 def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], run_id: str) -> int:

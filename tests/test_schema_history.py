@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from pipelines import schema_history as sh
 from pipelines.schema_history import (
@@ -501,6 +502,10 @@ def test_conflicting_table_maps_in_one_segment():
         (bytes.fromhex("20010db8000000000000ff0000428329"), "2001:db8::ff00:42:8329"),
         (bytes.fromhex("00000000000000000000ffffc0000201"), "::ffff:192.0.2.1"),
         (bytes.fromhex("fe800000000000000000000000000001"), "fe80::1"),
+        (bytes.fromhex("00000000000000000000000001020304"), "::1.2.3.4"),  # as MariaDB 10.11 prints them
+        (bytes.fromhex("00000000000000000001"), "::1:0:0:0"),
+        (bytes.fromhex("00010000000000010000000000000001"), "1:0:0:1::1"),
+        (bytes.fromhex("0001"), "1::"),
     ],
 )
 def test_inet6_text(raw, text):
@@ -508,13 +513,6 @@ def test_inet6_text(raw, text):
 
 
 # ------------------------------------------------------------------------------------- persistence (Spark + Delta)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pipelines.spark_session import build_session
-
-    return build_session("test_schema_history")
 
 
 def _cfg(tmp_path, **extra):
@@ -533,7 +531,7 @@ def _write_ddl(spark, cfg, statements):
     delta_io.append(spark, spark.createDataFrame(rows, DDL_TABLE_DDL), cfg.pipeline_path("ddl"), backend="rs")
 
 
-def test_history_is_persisted_and_reruns_agree(spark, tmp_path):
+def test_history_is_persisted_and_reruns_agree(spark, tmp_path):  # noqa: F811
     from pipelines import delta_io
 
     seed = tmp_path / "seed" / "shop"
@@ -557,3 +555,59 @@ def test_history_is_persisted_and_reruns_agree(spark, tmp_path):
     got = [(r["table"], r["version"], r["kind"], r["_run_id"]) for r in rows.collect()]
     assert got == [("customers", 0, "seed", "r1"), ("orders", 0, "create", "r1"), ("customers", 1, "alter", "r1"),
                    ("orders", 1, "alter", "r3")]
+
+
+# ------------------------------------------------------------------------------------- value fixes in Spark (silver_step)
+
+IMAGE = "ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>"
+
+
+@pytest.mark.parametrize(
+    "fix, text, raw",
+    [
+        ((sh.FIX_ENUM, ("a", "b''", "c,d")), "2", None),
+        ((sh.FIX_ENUM, ("a",)), "0", None),
+        ((sh.FIX_SET, tuple(f"m{i}" for i in range(64))), str((1 << 63) | 5), None),
+        ((sh.FIX_UNSIGNED, 64), "-1", None),
+        ((sh.FIX_UNSIGNED, 8), "-128", None),
+        ((sh.FIX_UNSIGNED, 32), "7", None),
+        ((sh.FIX_DECODE, "latin1"), None, bytes(range(0x20, 0x100))),
+        ((sh.FIX_DECODE, "utf8mb4"), None, "é😀\\'".encode()),
+        ((sh.FIX_DECODE, "ucs2"), None, "Ωж".encode("utf-16-be")),
+        ((sh.FIX_DECODE, "cp1251"), None, "привет".encode("cp1251")),
+        ((sh.FIX_INET6,), None, bytes(16)),
+        ((sh.FIX_INET6,), None, bytes(15) + b"\x01"),
+        ((sh.FIX_INET6,), None, bytes.fromhex("20010db8000000000000ff0000428329")),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00010000000000000000000000000000")),
+        ((sh.FIX_INET6,), None, bytes.fromhex("20010db8000100000000000100000001")),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00000000000000000000ffffc00002")),  # trailing zero byte stripped
+        ((sh.FIX_INET6,), None, bytes.fromhex("000000000000000000000000c0000201")),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00000000000000000000000000000001")[:16]),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00010000000000010000000000000001")),
+        ((sh.FIX_INET4,), None, b"\xc0\xa8\x01"),
+        ((sh.FIX_UUID,), None, bytes.fromhex("123e4567e89b12d3a4564266141740")),
+        ((sh.FIX_UUID,), None, b"\xff" * 16),
+        ((sh.FIX_UUID,), None, bytes(15) + b"\x01"),
+    ],
+)
+def test_spark_value_fixes_agree_with_python(spark, fix, text, raw):  # noqa: F811
+    from chispa import assert_df_equality
+
+    from pipelines.silver_step import complete_values
+
+    df = spark.createDataFrame([(1, [(3, None, "T", text, raw)], None)], f"k INT, after {IMAGE}, before {IMAGE}")
+    want_text, want_raw = sh.apply_fix(fix, text, raw)
+    expected = spark.createDataFrame([(1, [(3, None, "T", want_text, want_raw)], None)],
+                                     f"k INT, after {IMAGE}, before {IMAGE}")
+    assert_df_equality(complete_values(df, {3: fix}), expected)
+
+
+def test_shape_key_round_trip(spark):  # noqa: F811
+    from pipelines.silver_step import parse_shape, shape_key, with_shape
+
+    df = spark.createDataFrame(
+        [("u", [(1, "b c", "LONG", "1", None)], [(0, None, "VARCHAR(3) utf8mb4", "x", None), (1, "b c", "LONG", "2", None)])],
+        f"op STRING, before {IMAGE}, after {IMAGE}")
+    (key,) = [r["_shape"] for r in with_shape(df).collect()]
+    shape = (IC(0, None, "VARCHAR(3) utf8mb4"), IC(1, "b c", "LONG"))
+    assert parse_shape(key) == shape and shape_key(shape) == key
