@@ -19,6 +19,7 @@ TIME                        StringType, its text (``-12:00:00.5``)
 YEAR                        ShortType
 CHAR/VARCHAR/TEXT/ENUM/SET  StringType (SET as ``a,b``)
 JSON/INET4/INET6/UUID       StringType
+VECTOR / XMLTYPE            StringType (VECTOR as the decoder's JSON array text)
 BINARY/VARBINARY/BLOB       BinaryType (BINARY(n) right-padded with 0x00 to n bytes)
 BIT                         LongType (BIT(64) values >= 2^63 keep their bits: two's complement)
 GEOMETRY (and subtypes)     BinaryType
@@ -196,7 +197,7 @@ _RULES: dict[str, _Rule] = {
         name: _Rule(_fixed(T.StringType()), _convert_text)
         for name in (
             "char", "varchar", "tinytext", "text", "mediumtext", "longtext",
-            "enum", "set", "json", "inet4", "inet6", "uuid",
+            "enum", "set", "json", "inet4", "inet6", "uuid", "vector", "xmltype",
         )
     },
     "binary": _Rule(_fixed(T.BinaryType()), _convert_binary_padded, from_bin=True),

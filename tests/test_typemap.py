@@ -60,6 +60,7 @@ UTC = dt.timezone.utc
         (ColumnSpec("a", "json"), T.StringType()),
         (ColumnSpec("a", "inet6"), T.StringType()),
         (ColumnSpec("a", "uuid"), T.StringType()),
+        (ColumnSpec("a", "vector", length=3), T.StringType()),
         (ColumnSpec("a", "binary", length=4), T.BinaryType()),
         (ColumnSpec("a", "varbinary", length=4), T.BinaryType()),
         (ColumnSpec("a", "blob"), T.BinaryType()),
@@ -75,8 +76,8 @@ def test_spark_type_follows_the_contract(spec, expected):
 
 
 def test_unknown_type_is_rejected_with_the_column_named():
-    with pytest.raises(UnsupportedColumnType, match=r"'v'.*'vector'"):
-        spark_type(ColumnSpec("v", "vector"))
+    with pytest.raises(UnsupportedColumnType, match=r"'v'.*'hyperloglog'"):
+        spark_type(ColumnSpec("v", "hyperloglog"))
 
 
 def test_decimal_outside_mysql_range_is_rejected():
@@ -133,6 +134,7 @@ ALL_TYPES: list[tuple[ColumnSpec, str | None, bytes | None, object]] = [
     (ColumnSpec("js", "json"), '{"a": [1, 2.5]}', None, '{"a": [1, 2.5]}'),
     (ColumnSpec("ip", "inet6"), "::1", None, "::1"),
     (ColumnSpec("u", "uuid"), "123e4567-e89b-12d3-a456-426614174000", None, "123e4567-e89b-12d3-a456-426614174000"),
+    (ColumnSpec("vec", "vector", length=2), "[1.5, -2.0]", None, "[1.5, -2.0]"),
     (ColumnSpec("bn", "binary", length=4), None, b"ab", bytearray(b"ab\x00\x00")),
     (ColumnSpec("vb", "varbinary", length=4), None, b"\x00\xff", bytearray(b"\x00\xff")),
     (ColumnSpec("bl", "blob"), None, b"", bytearray(b"")),
