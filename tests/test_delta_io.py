@@ -187,12 +187,19 @@ def test_append_with_transaction_id_is_idempotent(spark, delta_backend, tmp_path
 
 def test_spark_log_reader_agrees_with_delta_rs_on_txn_versions(spark, tmp_path):
     # The delta-spark backend reads txn versions from the log with plain Spark readers.
+    # Also after a checkpoint, with the commit files it covers cleaned up.
+    import deltalake
+
     path = str(tmp_path / "t")
     df = spark.createDataFrame([(1,)], "id INT")
     for version in (3, 7):
         delta_io.append(spark, df, path, txn_app_id="loader", txn_version=version, backend="rs")
     assert delta_io._spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
     assert delta_io._spark_log_txn_version(spark, path, "nobody") is None
+    deltalake.DeltaTable(path).create_checkpoint()
+    for commit in (tmp_path / "t" / "_delta_log").glob("*.json"):
+        commit.unlink()
+    assert delta_io._spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
 
 
 def test_append_guards(spark, tmp_path):
