@@ -1,0 +1,230 @@
+"""``make bench``: the decoder and the whole pipeline on real binlogs, on this machine.
+
+    .venv/bin/python -m scripts.bench [--quick] [--out .bench/results.json]
+
+1. Decoder: ``python -m pipelines.binlog bench`` (1 and 2 processes, with the C
+   accelerator and with ``BINLOG_DECODER=python``) side by side with
+   ``mariadb-binlog -vvv --base64-output=decode-rows`` on the same file.
+2. Pipeline, by input size: bronze + silver over 1x, 2x and 4x inputs (4x is at
+   least 1 million row changes), reporting rows/s for bronze, silver and end to
+   end, and the peak RSS of the driver process tree (Python driver + JVM +
+   Python workers).
+3. Pipeline, by silver table size: a fixed batch of changes applied to silver
+   tables of growing size.
+
+Binlogs come from a private MariaDB server (``scripts/make_bench_binlog.py``)
+and are cached under ``.bench/``. Results print as a table and are saved as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from mariadb_server import MariaDBServer  # noqa: E402
+
+from scripts.make_bench_binlog import DDL, _insert, generate  # noqa: E402
+
+BENCH = ROOT / ".bench"
+
+
+# -- memory ----------------------------------------------------------------------------
+
+def _tree_rss(pid: int) -> int:
+    """RSS in bytes of ``pid`` and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+class PeakRSS:
+    """Samples the RSS of this process tree every 0.2 s while active."""
+
+    def __enter__(self):
+        self.peak, self._stop = 0, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _tree_rss(os.getpid()))
+            self._stop.wait(0.2)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+# -- inputs ----------------------------------------------------------------------------
+
+def decoder_file() -> Path:
+    path = BENCH / "binlog.000001"
+    if not path.exists():
+        generate(1_000_000, BENCH)
+    return path
+
+
+def pipeline_inputs(rows: int) -> Path:
+    """A folder of binlogs with ``rows`` inserted orders (+ updates/deletes, ~1.55 changes per row)."""
+    d = BENCH / f"pipeline-{rows}"
+    if not (d / "done").exists():
+        shutil.rmtree(d, ignore_errors=True)
+        generate(rows, d)
+        (d / "done").write_text("ok")
+    return d
+
+
+def batch_inputs(base_rows: int, batch: int) -> tuple[Path, Path]:
+    """(base folder: ``base_rows`` inserts, batch file: ``batch`` updates + ``batch`` inserts)."""
+    d = BENCH / f"silver-{base_rows}-{batch}"
+    if not (d / "done").exists():
+        shutil.rmtree(d, ignore_errors=True)
+        (d / "base").mkdir(parents=True)
+        (d / "batch").mkdir()
+        tmp = Path(tempfile.mkdtemp(prefix="bench-mdb-"))
+        try:
+            with MariaDBServer(tmp, extra_args=("--max-binlog-size=1073741824", "--plugin-load-add=ha_sequence")) as srv:
+                srv.sql(DDL)
+                step = 2000
+                for lo in range(1, base_rows + 1, step * 50):
+                    srv.sql("".join(_insert(a, min(a + step - 1, base_rows)) for a in range(lo, min(lo + step * 50, base_rows + 1), step)), db="bench")
+                first_batch_file = srv.flush_logs()  # the batch goes to the new file
+                stride = max(1, base_rows // batch)
+                srv.sql(f"UPDATE orders SET amount = amount + 1, status='shipped' WHERE id % {stride} = 0 LIMIT {batch};", db="bench")
+                srv.sql("".join(_insert(a, min(a + step - 1, base_rows + batch)) for a in range(base_rows + 1, base_rows + batch + 1, step)), db="bench")
+                srv.flush_logs()
+                files = srv.binlog_files()
+                for f in files:
+                    target = "base" if f.name < first_batch_file.name else "batch"
+                    if f.stat().st_size > 1024:
+                        shutil.copyfile(f, d / target / f.name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        (d / "done").write_text("ok")
+    return d / "base", d / "batch"
+
+
+# -- runs ------------------------------------------------------------------------------
+
+def run_decoder(path: Path) -> dict:
+    out = {}
+    t0 = time.perf_counter()
+    subprocess.run(["mariadb-binlog", "-vvv", "--base64-output=decode-rows", str(path)], stdout=subprocess.DEVNULL, check=True)
+    out["mariadb_binlog_s"] = round(time.perf_counter() - t0, 3)
+    out["mariadb_binlog_mb_s"] = round(path.stat().st_size / out["mariadb_binlog_s"] / 1e6, 1)
+    for mode in ("auto", "python"):
+        env = dict(os.environ, BINLOG_DECODER=mode)
+        r = subprocess.run([sys.executable, "-m", "pipelines.binlog", "bench", "--workers", "2", "--json", str(path)],
+                           capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+        out[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _config(binlog_dir: Path, warehouse: Path):
+    from pipelines.config import load_config
+
+    return load_config(ROOT / "conf" / "pipeline.yaml",
+                       {"input": str(binlog_dir), "warehouse": str(warehouse), "progress": False})
+
+
+def run_pipeline(spark, binlog_dir: Path, warehouse: Path) -> dict:
+    from pipelines import bronze, silver_step
+
+    cfg = _config(binlog_dir, warehouse)
+    with PeakRSS() as mem:
+        t0 = time.perf_counter()
+        b = bronze.run(spark, cfg)
+        t1 = time.perf_counter()
+        s = silver_step.run(spark, cfg)
+        t2 = time.perf_counter()
+    rows = sum(b.rows.values())
+    return {
+        "row_changes": rows,
+        "bytes": b.bytes,
+        "bronze_s": round(t1 - t0, 2),
+        "silver_s": round(t2 - t1, 2),
+        "bronze_rows_s": round(rows / (t1 - t0)),
+        "silver_rows_s": round(rows / (t2 - t1)),
+        "end_to_end_rows_s": round(rows / (t2 - t0)),
+        "peak_rss_mb": round(mem.peak / 2**20),
+        "silver_summary": s.summary(),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small inputs (a smoke run, not for BENCHMARKS.md)")
+    p.add_argument("--skip-decoder", action="store_true")
+    p.add_argument("--out", type=Path, default=BENCH / "results.json")
+    a = p.parse_args(argv)
+    BENCH.mkdir(exist_ok=True)
+    results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                           "python": platform.python_version(), "load_before": os.getloadavg()}}
+    if not a.skip_decoder:
+        results["decoder"] = run_decoder(decoder_file())
+        print(json.dumps(results["decoder"], indent=1))
+
+    from pipelines.spark_session import build_session
+
+    spark = build_session("binlog-delta-bench", "local[2]")
+    base = 25_000 if a.quick else 250_000
+    results["by_input_size"] = []
+    for scale in (1, 2, 4):
+        d = pipeline_inputs(base * scale)
+        with tempfile.TemporaryDirectory(prefix="bench-wh-") as wh:
+            r = run_pipeline(spark, d, Path(wh))
+        r["scale"] = scale
+        results["by_input_size"].append(r)
+        print(json.dumps(r))
+    results["by_silver_size"] = []
+    batch = 5_000 if a.quick else 50_000
+    for size in ((20_000, 80_000) if a.quick else (100_000, 400_000, 1_600_000)):
+        base_dir, batch_dir = batch_inputs(size, batch)
+        with tempfile.TemporaryDirectory(prefix="bench-wh-") as wh, tempfile.TemporaryDirectory(prefix="bench-in-") as inp:
+            for f in base_dir.iterdir():
+                shutil.copyfile(f, Path(inp) / f.name)
+            run_pipeline(spark, Path(inp), Path(wh))
+            for f in batch_dir.iterdir():
+                shutil.copyfile(f, Path(inp) / f.name)
+            r = run_pipeline(spark, Path(inp), Path(wh))
+        r["silver_rows_before"] = size
+        results["by_silver_size"].append(r)
+        print(json.dumps(r))
+    spark.stop()
+    results["machine"]["load_after"] = os.getloadavg()
+    a.out.write_text(json.dumps(results, indent=1))
+    print(f"results saved to {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
