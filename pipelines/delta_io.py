@@ -19,6 +19,7 @@ may contain spaces, dots, quotes, backticks, emoji or SQL keywords).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -441,8 +442,15 @@ def _rs_commit_properties(
     )
 
 
+_SPARK_COMMIT_LOCK = threading.Lock()
+
+
 class _SparkCommitConf:
-    """Set delta-spark's txn / userMetadata session settings for one command, then restore them."""
+    """Set delta-spark's txn / userMetadata session settings for one command, then restore them.
+
+    The settings live in the session's shared SQL conf, so commands that use them are serialized
+    (a process-wide lock): two threads MERGE-ing different tables must not swap their watermarks.
+    """
 
     def __init__(self, spark: SparkSession, settings: Mapping[str, str | None]):
         self._spark = spark
@@ -450,16 +458,24 @@ class _SparkCommitConf:
         self._saved: dict[str, str | None] = {}
 
     def __enter__(self) -> None:
-        for key, value in self._settings.items():
-            self._saved[key] = self._spark.conf.get(key, None)
-            self._spark.conf.set(key, value)
+        _SPARK_COMMIT_LOCK.acquire()
+        try:
+            for key, value in self._settings.items():
+                self._saved[key] = self._spark.conf.get(key, None)
+                self._spark.conf.set(key, value)
+        except BaseException:
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc) -> None:
-        for key, value in self._saved.items():
-            if value is None:
-                self._spark.conf.unset(key)
-            else:
-                self._spark.conf.set(key, value)
+        try:
+            for key, value in self._saved.items():
+                if value is None:
+                    self._spark.conf.unset(key)
+                else:
+                    self._spark.conf.set(key, value)
+        finally:
+            _SPARK_COMMIT_LOCK.release()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -739,7 +755,8 @@ def merge_spark(
 
     The transaction identifier and user metadata go through delta-spark's session settings
     (``spark.databricks.delta.write.txnAppId``/``txnVersion``,
-    ``spark.databricks.delta.commitInfo.userMetadata``), set for this command and then restored.
+    ``spark.databricks.delta.commitInfo.userMetadata``), set for this command and then restored;
+    such commands are serialized across threads (the settings are shared by the session).
 
     >>> merge_spark(spark, path, df, "t.`id` = s.`id`", [MergeClause("delete")])  # doctest: +SKIP
     MergeResult(inserted=0, updated=0, deleted=1, backend='spark')
