@@ -290,11 +290,30 @@ def read(
             _check_columns(columns, full.fieldNames(), f"read({path})")
             by_name = {f.name: f for f in full.fields}
             full = T.StructType([by_name[c] for c in columns])
-        table = dt.to_pyarrow_table(columns=list(full.fieldNames()))
-        df = arrow_to_spark(spark, table, full)
+        df = _read_rs_files(spark, dt, full)
+        if df is None:
+            table = dt.to_pyarrow_table(columns=list(full.fieldNames())).combine_chunks()
+            df = arrow_to_spark(spark, table, full)
     if predicate is not None:
         df = df.where(F.expr(predicate) if isinstance(predicate, str) else predicate)
     return df
+
+
+def _read_rs_files(spark: SparkSession, dt, schema: T.StructType) -> DataFrame | None:
+    """Let Spark read the table's live Parquet files itself (distributed, nothing passes
+    through the driver), as delta-rs lists them. ``None`` when the table uses a feature a
+    plain Parquet read would get wrong: partition columns, column mapping or deletion vectors."""
+    meta = dt.metadata()
+    protocol = dt.protocol()
+    features = set(protocol.reader_features or ())
+    if meta.partition_columns or "columnMapping" in features or "deletionVectors" in features:
+        return None
+    if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
+        return None
+    uris = dt.file_uris()
+    if not uris:
+        return spark.createDataFrame([], schema=schema)
+    return spark.read.schema(schema).parquet(*uris)
 
 
 @dataclass(frozen=True)
