@@ -11,13 +11,16 @@ How a run goes
 1. **List** the input folder through the Hadoop FileSystem of the driver's JVM
    (so ``hdfs://``, ``s3a://``, ``file:/`` and plain paths all work). Binlog
    files are ``<prefix>.<digits>``, ordered by the number (``file_seq``);
-   ``*.index`` and every other name is ignored and counted. Two files with the
-   same number, or a hole in the numbering, stop the run (``accept_gaps: true``
-   lets holes through).
+   ``*.index`` and every other name is ignored and counted (a name such as
+   ``binlog.000002.bak`` is compared with ``binlog.000002`` and reported as a
+   copy when the bytes are the same). Two files with the same number stop the run.
 2. **Plan** each file against the manifest ``<warehouse>/_pipeline/manifest``:
 
    * same size and modification time as when it was last processed (and
      finished, quarantined, or still the newest file): skipped without reading it;
+   * a file the manifest does not know yet must continue the sequence (see
+     *Sequence integrity*); the first one that does not, and every file after
+     it, is held back;
    * otherwise the driver streams the file once: the sha256 of the bytes that
      were already processed must be unchanged (else :class:`BronzeError`
      "content changed since it was processed"), then
@@ -28,12 +31,12 @@ How a run goes
    The driver is the only place that reads a whole file; it needs no more
    memory than a read buffer (local files are memory-mapped; other Hadoop
    paths are copied to a driver temp file first).
-3. **Decode** the ranges in Spark tasks, one range per task. A task opens the
-   file itself: a local (or ``file:``) path is memory-mapped; any other path is
-   read with ``pyarrow.fs`` (``s3a://`` is read as ``s3://``), and only the
-   format description and the task's own range are written into a sparse
-   local temp file, so offsets stay file offsets and an executor never holds
-   more than one range. Each ``RowChange`` becomes one bronze row; each
+3. **Decode** the ranges in Spark tasks, one range per task (:func:`decode_range`).
+   A task opens the file itself: a local (or ``file:``) path is memory-mapped;
+   any other path is read with ``pyarrow.fs`` (``s3a://`` is read as ``s3://``),
+   and only the format description and the task's own range are written into a
+   sparse local temp file, so offsets stay file offsets and an executor never
+   holds more than one range. Each ``RowChange`` becomes one bronze row; each
    ``StatementChange`` one row of ``<warehouse>/_pipeline/ddl``.
 4. **Commit** one batch (at most ``parallelism.max_batch_bytes`` of binlog) at
    a time, in this order:
@@ -48,16 +51,81 @@ How a run goes
    appends that had already committed are skipped by Delta's transaction id,
    the others happen now. Nothing is lost or applied twice, even when the file
    grew in the meantime (the redo stops at the recorded ``complete_until``).
-5. **Bad input** (a :class:`~pipelines.binlog.errors.BinlogError`: not a
-   binlog, empty, checksum mismatch, corrupt, unsupported, or truncated in a
-   file that is not the newest): the transactions before the bad event land,
-   the manifest records the file as ``quarantined`` up to that good prefix
-   and ``<warehouse>/_pipeline/quarantine`` gets a row with the file, the
-   offset, the reason and the raw event bytes. ``strict: true`` raises
-   :class:`BronzeError` instead, before anything of that batch is written.
-   A truncated tail in the newest file is normal (the server is writing it):
-   it is left for the next run (status ``partial``).
+5. **Bad input** goes to ``<warehouse>/_pipeline/quarantine`` (one row per bad
+   piece: file, offset, reason naming file and offset, error class, decoder
+   version and the raw bytes) while everything good lands; ``strict: true``
+   raises :class:`BronzeError` instead, before anything of that batch is
+   written. What each kind of damage does:
+
+   * **framing damage** (not a binlog, empty, checksum mismatch, an impossible
+     event length or next position, truncated in a file that is not the
+     newest, an unfinished transaction at the end of a file that is not the
+     newest, anything after a ROTATE or STOP event): the file *stops* there.
+     The transactions before the bad event land, the manifest records the file
+     as ``quarantined`` with ``complete_until`` at the start of the
+     transaction holding the bad event, and the quarantine row keeps the
+     event's bytes (its length field capped by what remains and by
+     ``MAX_RAW_EVENT``; the first ``MAX_RAW_HEAD`` bytes of a file that is not
+     a binlog). Nothing after the bad event lands from that file (later files
+     do): the boundaries after it cannot be trusted. The tail is not lost: the
+     manifest has not moved past it, and a corrected copy of the file (same
+     good prefix) is read on from ``complete_until`` by the next run.
+   * **a transaction that cannot be decoded although its framing is sound**
+     (its checksums verified and the quick pass walked through it: a rows
+     event without its TABLE_MAP, a column count that differs from the table
+     map, a column type the decoder does not support, ...): only that
+     transaction is skipped. Its quarantine row keeps the *whole transaction*
+     (``offset`` = its first byte, ``raw`` = all its events, at most
+     ``MAX_RAW_EVENT`` bytes), the reason names the offset of the event that
+     failed, and the rest of the file lands. A larger transaction stops the
+     file as above instead, so no row is ever lost.
+   * **an unknown event type**: flagged ignorable (``LOG_EVENT_IGNORABLE_F``,
+     0x80) it is skipped and counted (``ignorable_skipped`` in the manifest and
+     the run summary); not ignorable it gets a quarantine row with its bytes
+     (class ``UnknownEvent``) and everything around it lands: the decoder does
+     not know what it means, so it cannot turn it into rows, and it must not
+     vanish silently.
+   * **statement-format DML** cannot be replayed as rows: its statement goes
+     to the ddl table and a quarantine row (``StatementFormat``) says so.
+   * **the newest file** may end in the middle of an event or a transaction
+     (the server is writing it): that tail is left for the next run (status
+     ``partial``) and lands once the file has grown. Only a believable cut
+     waits: a tail after a ROTATE or STOP event, or an event header whose
+     length runs past the end of the file while its next-position field does
+     not agree, is damage and is quarantined even in the newest file.
+
+   Without checksums (``binlog_checksum=NONE``) only damage to the framing and
+   to the structure of events is detected; a flipped bit inside a value lands
+   as a wrong value.
 6. **Log** one row per run in ``<warehouse>/_pipeline/runs`` and print a summary.
+
+Sequence integrity
+------------------
+A file the manifest does not know yet is checked against the file before it
+(the highest-numbered file of the folder or the manifest below it):
+
+* **ROTATE**: when the previous file ends with a ROTATE event, the next file
+  must be the one it names;
+* **numbering**: otherwise the number must be the previous one plus 1;
+* **GTIDs** (when both sides are known): the GTIDs the new file says were
+  logged before it (MariaDB ``GTID_LIST``, MySQL ``PREVIOUS_GTIDS``) must all
+  be known at the end of the previous file (its own list plus the GTIDs of its
+  transactions). Only a definite gap counts: a MariaDB ``domain-server`` whose
+  last ``seq_no`` is higher than where the previous file ended, or a MySQL GTID
+  the previous file never had. Jumps of ``seq_no`` inside a file (``SET
+  gtid_seq_no``) and domains that disappear are not gaps.
+* **copies**: a new file with the same size and sha256 as a file processed
+  before (a re-numbered copy) is never landed twice.
+
+The first file that breaks the sequence and every file after it are *held
+back*: the files before it land, then the run fails with a message naming the
+missing piece ("binlog.000003 is missing between binlog.000002 and
+binlog.000004 ..."). A file that arrives late (``000005`` before ``000004``)
+therefore just waits: the next run after ``000004`` arrived lands both, in
+order. ``accept_gaps: true`` turns each break into a warning and goes on (a
+copy is still skipped, never landed). The first file the pipeline ever sees
+starts the history: files before it are not a gap. A file older than files
+already processed fails the run unless ``accept_gaps`` is set.
 
 Decisions
 ---------
@@ -70,10 +138,9 @@ Decisions
   step can drop the rows of a prepared branch that was rolled back
   (bronze rows of the branch share its ``gtid``).
 * Bronze lands every table; ``tables.include/exclude`` are the silver step's.
-* Statement-format DML (``in_group``) cannot be replayed as rows: its
-  statement goes to the ddl table and a quarantine row says so.
-* Once a file stops at a bad event, nothing after that event lands from that
-  file (later files do): ``_seq`` order within a file would otherwise have a hole.
+* Quarantined bytes can be decoded again after a decoder fix with
+  ``python -m pipelines.quarantine redecode`` (:mod:`pipelines.quarantine`);
+  landing them is not automatic.
 
 Tables (all Delta, written through :mod:`pipelines.delta_io`): see
 ``MANIFEST_DDL``, ``QUARANTINE_DDL``, ``DDL_TABLE_DDL``, ``XA_DDL``, ``RUNS_DDL``.
@@ -98,9 +165,11 @@ from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from pipelines.binlog.changes import RowChange, StatementChange, iter_changes
-from pipelines.binlog.constants import ColumnType, column_type_name
-from pipelines.binlog.errors import BinlogError, NotABinlog, TruncatedEvent
+from pipelines.binlog.constants import COMMON_HEADER_LEN, ColumnType, EventFlag, EventType, column_type_name
+from pipelines.binlog.errors import BinlogError, ChecksumMismatch, CorruptEvent, NotABinlog, TruncatedEvent
+from pipelines.binlog.events import EVENT_DECODERS, GtidListEvent, PreviousGtidsEvent
 from pipelines.binlog.framing import BinlogFile
+from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
 from pipelines.binlog.values import canonical_text
 from pipelines.bronze_schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION, seq_key
@@ -108,13 +177,16 @@ from pipelines.config import PipelineConfig
 
 TXN_APP_ID = "bronze"
 PENDING_APP_ID = "bronze-pending"
-MAX_RAW_EVENT = 16 << 20  # quarantine keeps at most this many raw bytes of a bad event
+MAX_RAW_EVENT = 16 << 20  # quarantine keeps at most this many raw bytes of a bad event (or transaction)
+MAX_RAW_HEAD = 4096  # ... and this many of a file that is not a binlog at all
 _READ_CHUNK = 8 << 20
 
 MANIFEST_DDL = (
     "name STRING, file_seq BIGINT, path STRING, size BIGINT, mtime BIGINT, start_pos BIGINT, "
     "complete_until BIGINT, sha256 STRING, status STRING, phase STRING, batch BIGINT, events BIGINT, "
-    "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP"
+    "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP, "
+    # what the next file is checked against (see "Sequence integrity"); unknown events skipped on purpose
+    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT"
 )
 QUARANTINE_DDL = (
     "file STRING, file_seq BIGINT, offset BIGINT, reason STRING, error_class STRING, "
@@ -163,10 +235,17 @@ class BronzeStats:
     rows: dict[str, int] = field(default_factory=lambda: {"c": 0, "u": 0, "d": 0})
     statements: int = 0
     quarantined: int = 0
+    ignorable_skipped: int = 0  # unknown events flagged ignorable, skipped on purpose
     bytes: int = 0
     batches: int = 0
+    held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
+    warnings: list[str] = field(default_factory=list)
     status: str = "running"
     error: str | None = None
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        print(f"warning: {message}", file=sys.stderr, flush=True)
 
     @property
     def seconds(self) -> float:
@@ -183,8 +262,10 @@ class BronzeStats:
             f"bronze run {self.run_id} {self.status}: {self.files} file(s) read, {self.files_skipped} skipped, "
             f"{self.files_ignored} other name(s) ignored; {self.events} events; "
             f"rows c={r['c']} u={r['u']} d={r['d']}; {self.statements} statement(s); "
-            f"{self.quarantined} quarantined; {self.bytes / 1e6:.2f} MB in {self.seconds:.1f} s "
-            f"({self.mb_per_s:.2f} MB/s)"
+            f"{self.quarantined} quarantined; {self.ignorable_skipped} ignorable event(s) skipped; "
+            + (f"{len(self.held_back)} file(s) held back; " if self.held_back else "")
+            + (f"{len(self.warnings)} warning(s); " if self.warnings else "")
+            + f"{self.bytes / 1e6:.2f} MB in {self.seconds:.1f} s ({self.mb_per_s:.2f} MB/s)"
         )
 
     def run_row(self) -> tuple:
@@ -223,6 +304,13 @@ def list_binlogs(spark, folder: str) -> tuple[list[SourceFile], list[str]]:
 
     Lists through the driver JVM's Hadoop FileSystem, so any Hadoop path works.
     """
+    files, others = list_folder(spark, folder)
+    return files, [o.name for o in others]
+
+
+def list_folder(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
+    """Like :func:`list_binlogs`, with the other entries as :class:`SourceFile`
+    too (``file_seq`` -1), sorted by name."""
     jvm = spark.sparkContext._jvm
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
     path = jvm.org.apache.hadoop.fs.Path(folder)
@@ -235,13 +323,14 @@ def list_binlogs(spark, folder: str) -> tuple[list[SourceFile], list[str]]:
     for st in fs.listStatus(path):
         name = st.getPath().getName()
         m = _BINLOG_NAME.match(name)
+        entry = SourceFile(name, st.getPath().toString(), int(st.getLen()), int(st.getModificationTime()),
+                           int(m.group("seq")) if m is not None else -1)
         if not st.isFile() or m is None or name.startswith("."):
-            ignored.append(name)
+            ignored.append(entry)
             continue
-        files.append(SourceFile(name, st.getPath().toString(), int(st.getLen()), int(st.getModificationTime()),
-                                int(m.group("seq"))))
+        files.append(entry)
     files.sort(key=lambda f: (f.file_seq, f.name))
-    return files, sorted(ignored)
+    return files, sorted(ignored, key=lambda f: f.name)
 
 
 def check_sequence(files: list[SourceFile], known: dict[int, str], accept_gaps: bool) -> None:
@@ -267,6 +356,215 @@ def check_sequence(files: list[SourceFile], known: dict[int, str], accept_gaps: 
             f"{len(missing)} binlog file(s) missing from the sequence, the first between {before} and {after} "
             f"(number {first}); set accept_gaps: true to go on without them"
         )
+
+
+# -- sequence integrity ---------------------------------------------------------------
+#
+# A GTID state is kept as text in the manifest:
+#   MariaDB: the last seq_no of every domain-server, "0-1-42,2-1-7" (what GTID_LIST holds);
+#   MySQL:   a GTID set, "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:7,<uuid>:<tag>:1-3".
+
+MARIADB, MYSQL = "mariadb", "mysql"
+_HEAD_TYPES = frozenset({EventType.FORMAT_DESCRIPTION, EventType.MARIA_GTID_LIST, EventType.PREVIOUS_GTIDS,
+                         EventType.MARIA_BINLOG_CHECKPOINT, EventType.MARIA_START_ENCRYPTION})
+
+
+def _mariadb_state(text: str) -> dict[tuple[int, int], int]:
+    state = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        d, srv, n = part.split("-")
+        state[(int(d), int(srv))] = int(n)
+    return state
+
+
+def _mariadb_text(state: dict[tuple[int, int], int]) -> str:
+    return ",".join(f"{d}-{srv}-{n}" for (d, srv), n in sorted(state.items()))
+
+
+def _merge_intervals(ivs) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(ivs):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _mysql_state(text: str) -> dict[str, list[tuple[int, int]]]:
+    """``uuid[:tag]`` -> inclusive intervals, from MySQL's GTID set text
+    (``uuid:1-5:7:tag:1-3`` applies ``tag`` to the intervals after it)."""
+    state: dict[str, list[tuple[int, int]]] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        bits = part.split(":")
+        key = uuid_ = bits[0].lower()
+        for b in bits[1:]:
+            if b[:1].isdigit():
+                lo, _, hi = b.partition("-")
+                state.setdefault(key, []).append((int(lo), int(hi or lo)))
+            else:
+                key = f"{uuid_}:{b}"
+    return {k: _merge_intervals(v) for k, v in state.items()}
+
+
+def _mysql_text(state: dict[str, list[tuple[int, int]]]) -> str:
+    return ",".join(
+        k + "".join(f":{a}" if a == b else f":{a}-{b}" for a, b in ivs) for k, ivs in sorted(state.items()) if ivs
+    )
+
+
+def advance_gtid_state(flavor: str, start: str, gtids) -> str:
+    """The GTID state after a file: ``start`` (its GTID_LIST / PREVIOUS_GTIDS)
+    plus the GTIDs of its transactions, in file order.
+
+    >>> advance_gtid_state("mariadb", "0-1-3", ["0-1-4", "2-1-1"])
+    '0-1-4,2-1-1'
+    >>> advance_gtid_state("mysql", "a:1-3", ["a:4", "a:5", "b:t:9"])
+    'a:1-5,b:t:9'
+    """
+    if flavor == MARIADB:
+        state = _mariadb_state(start)
+        for g in gtids:
+            d, srv, n = g.split("-")
+            state[(int(d), int(srv))] = int(n)  # the last one logged, as the server keeps it
+        return _mariadb_text(state)
+    state = _mysql_state(start)
+    for g in gtids:
+        key, _, gno = g.rpartition(":")
+        state.setdefault(key.lower(), []).append((int(gno), int(gno)))
+    return _mysql_text({k: _merge_intervals(v) for k, v in state.items()})
+
+
+def gtids_missing(flavor: str, end: str, next_start: str) -> str | None:
+    """The GTIDs the next file says were logged before it that the previous
+    file's end state ``end`` does not have (a definite gap), or None.
+
+    >>> gtids_missing("mariadb", "0-1-4,2-1-1", "0-1-4,2-1-1")
+    >>> gtids_missing("mariadb", "0-1-4", "0-1-9,1-1-2")
+    '0-1-5..9, 1-1-..2'
+    >>> gtids_missing("mysql", "a:1-5", "a:1-9")
+    'a:6-9'
+    """
+    if flavor == MARIADB:
+        have = _mariadb_state(end)
+        out = []
+        for (d, srv), n in sorted(_mariadb_state(next_start).items()):
+            last = have.get((d, srv))
+            if last is None:
+                out.append(f"{d}-{srv}-..{n}")
+            elif n > last:
+                out.append(f"{d}-{srv}-{last + 1}" + (f"..{n}" if n > last + 1 else ""))
+        return ", ".join(out) or None
+    have_sets = _mysql_state(end)
+    missing: dict[str, list[tuple[int, int]]] = {}
+    for key, ivs in _mysql_state(next_start).items():
+        for a, b in ivs:
+            cur = a  # subtract what the previous file had (both lists are sorted and merged)
+            for ha, hb in have_sets.get(key, ()):
+                if hb < cur:
+                    continue
+                if ha > b:
+                    break
+                if ha > cur:
+                    missing.setdefault(key, []).append((cur, ha - 1))
+                cur = hb + 1
+                if cur > b:
+                    break
+            if cur <= b:
+                missing.setdefault(key, []).append((cur, b))
+    return _mysql_text(missing) or None
+
+
+def gtid_head(path: str) -> tuple[str | None, str | None]:
+    """``(flavor, GTID state at the start)`` of a binlog file: MariaDB's
+    GTID_LIST or MySQL's PREVIOUS_GTIDS as text; the state is None when the
+    file has neither (old servers) or cannot be read."""
+    flavor = None
+    try:
+        with EventStream(path, decode_rows=False) as st:
+            flavor = MARIADB if st.format.is_mariadb else MYSQL
+            for ev in st.events():
+                if type(ev) is GtidListEvent:
+                    return MARIADB, _mariadb_text({(d, srv): n for d, srv, n in ev.gtids})
+                if type(ev) is PreviousGtidsEvent:
+                    state = {(u if t is None else f"{u}:{t}").lower(): list(ivs) for u, t, ivs in ev.sids}
+                    return MYSQL, _mysql_text(state)
+                if ev.header.type_code not in _HEAD_TYPES:
+                    break
+    except BinlogError:
+        pass
+    return flavor, None
+
+
+@dataclass(frozen=True)
+class Link:
+    """What the next file of the sequence is checked against."""
+
+    name: str
+    file_seq: int
+    flavor: str | None = None
+    gtid_start: str | None = None
+    gtid_end: str | None = None  # None: unknown (the file stopped at a bad event, or is unfinished)
+    rotate_to: str | None = None
+
+    @classmethod
+    def of_row(cls, r) -> "Link":
+        g = getattr
+        return cls(r.name, r.file_seq, g(r, "flavor", None), g(r, "gtid_start", None), g(r, "gtid_end", None),
+                   g(r, "rotate_to", None))
+
+
+def link_problem(prev: Link | None, f: SourceFile, head: tuple[str | None, str | None]) -> str | None:
+    """Why ``f`` cannot follow ``prev`` (see "Sequence integrity"), or None.
+
+    ``head`` is :func:`gtid_head` of ``f``; ``prev`` None means ``f`` starts the history.
+    """
+    if prev is None:
+        return None
+    if prev.rotate_to:
+        if prev.rotate_to != f.name:
+            m = _BINLOG_NAME.match(prev.rotate_to)
+            hint = (f": {prev.rotate_to} is missing" if m and prev.file_seq < int(m.group("seq")) < f.file_seq
+                    else "")
+            return f"{prev.name} ends with a ROTATE to {prev.rotate_to}, but the next file here is {f.name}{hint}"
+    elif f.file_seq != prev.file_seq + 1:
+        n = f.file_seq - prev.file_seq - 1
+        m = _BINLOG_NAME.match(prev.name)
+        width = len(m.group("seq")) if m else 6
+        first = f"{m.group('prefix')}.{prev.file_seq + 1:0{width}d}" if m else f"number {prev.file_seq + 1}"
+        what = f"{first} is missing" if n == 1 else f"{n} files are missing, from {first}"
+        return f"{what} between {prev.name} and {f.name}"
+    flavor, start = head
+    if prev.gtid_end is not None and start is not None and flavor == prev.flavor:
+        missing = gtids_missing(flavor, prev.gtid_end, start)
+        if missing:
+            event = "GTID_LIST" if flavor == MARIADB else "PREVIOUS_GTIDS"
+            return (f"GTIDs {missing} were logged between {prev.name} and {f.name} but are in neither file "
+                    f"({f.name} starts after {start} by its {event}, {prev.name} ends at {prev.gtid_end or 'nothing'}): "
+                    f"a binlog file is missing")
+    return None
+
+
+def copy_notes(others: list[SourceFile], files: list[SourceFile], paths) -> list[str]:
+    """One note per ignored name that extends a binlog file name
+    (``binlog.000002.bak``, ``binlog.000002~``): a copy (same size and sha256)
+    or not. ``paths(SourceFile)`` opens a local path for a file (a context manager)."""
+    by_name = {f.name: f for f in files}
+    notes = []
+    for o in others:
+        base = next((n for n in sorted(by_name, key=len, reverse=True) if o.name.startswith(n)), None)
+        if base is None or o.name == base:
+            continue
+        b = by_name[base]
+        same = False
+        if o.size == b.size and o.size > 0:
+            with paths(o) as po, paths(b) as pb:
+                same = sha256_prefixes(po, [o.size]) == sha256_prefixes(pb, [b.size])
+        if same:
+            notes.append(f"{o.name} is a copy of {base} (same size and sha256): ignored, {base} is read once")
+        else:
+            notes.append(f"{o.name} is not a binlog name (<prefix>.<digits>) and differs from {base}: ignored")
+    return notes
 
 
 # -- bytes -------------------------------------------------------------------------
@@ -545,44 +843,98 @@ def _sub_index(idx: FileIndex, start: int, end: int) -> FileIndex:
 def decode_range(w: WorkRange) -> Iterator[tuple]:
     """Tagged records of one range: ``("row", bronze row)``, ``("stmt", ddl row)``,
     ``("quar", quarantine row)`` and, last, ``("stat", (name, start, end, events,
-    {op: rows}, error))`` where ``error`` is None or ``(offset, cut, reason, class)``: the
-    range stopped at a bad event at ``offset``; nothing from ``cut`` (the start of
-    its transaction) on may land."""
+    {op: rows}, error, skipped, ignorable))``.
+
+    * ``error`` is None or ``(offset, cut, reason, class)``: the range stopped at
+      a bad event at ``offset``; nothing from ``cut`` (the start of its
+      transaction) on may land.
+    * ``skipped`` lists the ``(begin, end)`` of transactions that could not be
+      decoded although their framing is sound: each has a quarantine row
+      holding all its bytes, and none of its rows or statements may land
+      (``{op: rows}`` already leaves them out).
+    * ``ignorable`` counts the unknown events flagged ignorable that were skipped;
+      an unknown event without the flag gets a quarantine row of its own.
+
+    Raises nothing for bad bytes: every :class:`BinlogError` becomes ``error``
+    or a skipped transaction. Pure apart from reading the file.
+    """
     layouts: dict[int, _TableLayout] = {}
     err = None
-    events = 0
+    events = ignorable = 0
     ops: Counter = Counter()
+    skipped: list[tuple[int, int]] = []
     with _task_bytes(w.uri, w.start, w.end) as buf:
-        try:
-            for ch in iter_changes(buf, w.index, w.start, w.end, name=w.name):
-                if type(ch) is RowChange:
-                    lay = layouts.get(id(ch.table_map))
-                    if lay is None or lay.tm is not ch.table_map:
-                        lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
-                    row = bronze_row(ch, lay, w.file_seq, w.run_id, w.ingested_at)
-                    ops[row[12]] += 1
-                    yield ("row", row)
-                elif type(ch) is StatementChange:
-                    seq = seq_key(w.file_seq, ch.pos, 0)
-                    yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, ch.query, _ts(ch.tx.commit_ts),
-                                    ch.in_group, ch.tx.gtid, ch.server_id, w.run_id))
-                    if ch.in_group:
-                        yield ("quar", (w.name, w.file_seq, ch.pos,
-                                        "statement-format change cannot be replayed as rows: " + ch.query[:500],
-                                        "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,
-                                        w.run_id, w.ingested_at))
-        except BinlogError as e:
-            off = e.offset if e.offset is not None else w.start
-            tx = w.index.tx_at(off)
-            cut = tx.begin_pos if tx is not None else off
-            err = (off, cut, str(e), type(e).__name__)
+        pos = w.start
+        tx_begin, tx_ops = None, Counter()  # rows of the current transaction, counted once it is over
+        while err is None:
+            try:
+                for ch in iter_changes(buf, w.index, pos, w.end, name=w.name):
+                    if ch.tx.begin_pos != tx_begin:
+                        ops.update(tx_ops)
+                        tx_begin, tx_ops = ch.tx.begin_pos, Counter()
+                    if type(ch) is RowChange:
+                        lay = layouts.get(id(ch.table_map))
+                        if lay is None or lay.tm is not ch.table_map:
+                            lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
+                        row = bronze_row(ch, lay, w.file_seq, w.run_id, w.ingested_at)
+                        tx_ops[row[12]] += 1
+                        yield ("row", row)
+                    elif type(ch) is StatementChange:
+                        seq = seq_key(w.file_seq, ch.pos, 0)
+                        yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, ch.query, _ts(ch.tx.commit_ts),
+                                        ch.in_group, ch.tx.gtid, ch.server_id, w.run_id))
+                        if ch.in_group:
+                            yield ("quar", (w.name, w.file_seq, ch.pos,
+                                            "statement-format change cannot be replayed as rows: " + ch.query[:500],
+                                            "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,
+                                            w.run_id, w.ingested_at))
+                break
+            except BinlogError as e:
+                off = e.offset if e.offset is not None else pos
+                tx = w.index.tx_at(off)
+                if tx is not None and tx.begin_pos >= pos and _skippable(e, tx):
+                    # the quick pass verified this transaction's framing: skip it alone, keep all its bytes
+                    skipped.append((tx.begin_pos, tx.end_pos))
+                    if tx.begin_pos == tx_begin:
+                        tx_ops = Counter()
+                    reason = (f"{e} (transaction [{tx.begin_pos}, {tx.end_pos}) skipped and kept whole in this "
+                              f"row; the rest of the file lands)")
+                    yield ("quar", (w.name, w.file_seq, tx.begin_pos, reason, type(e).__name__, DECODER_VERSION,
+                                    bytes(buf[tx.begin_pos : tx.end_pos]), None, w.run_id, w.ingested_at))
+                    pos = tx.end_pos
+                    if pos >= w.end:
+                        break
+                    continue
+                cut = tx.begin_pos if tx is not None else off
+                err = (off, cut, str(e), type(e).__name__)
+        ops.update(tx_ops)  # (emptied when its transaction was skipped)
         stop = err[1] if err else w.end
+        # one framing pass: count the events, find the unknown ones
         try:
             with BinlogFile(buf, name=w.name, verify_checksums=False) as bf:
-                events = sum(1 for _ in bf.events(w.start, stop))
+                for raw in bf.events(w.start, stop):
+                    h = raw.header
+                    events += 1
+                    if h.type_code in EVENT_DECODERS:
+                        continue
+                    if h.flags & EventFlag.IGNORABLE:
+                        ignorable += 1
+                    elif not any(b <= h.pos < e for b, e in skipped):
+                        reason = (f"{w.name}: offset {h.pos}: unknown event type {h.type_code}, not flagged "
+                                  f"ignorable: kept here undecoded, the events around it land")
+                        yield ("quar", (w.name, w.file_seq, h.pos, reason, "UnknownEvent", DECODER_VERSION,
+                                        bytes(buf[h.pos : min(h.end_pos, h.pos + MAX_RAW_EVENT)]), None,
+                                        w.run_id, w.ingested_at))
         except BinlogError:
             pass
-    yield ("stat", (w.name, w.start, w.end, events, dict(ops), err))
+    yield ("stat", (w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable))
+
+
+def _skippable(e: BinlogError, tx) -> bool:
+    """Can the bad event's transaction be skipped alone? Only when its framing is
+    sound (it is a complete transaction of the index, which verified every
+    checksum on the way) and it is small enough to be kept whole."""
+    return not isinstance(e, ChecksumMismatch) and tx.end_pos - tx.begin_pos <= MAX_RAW_EVENT
 
 
 def _decode_partition(items):
@@ -608,6 +960,15 @@ class FilePlan:
     error_offset: int | None = None
     ranges: list[tuple[int, int]] = field(default_factory=list)
     events: int = 0
+    ignorable_skipped: int = 0
+    flavor: str | None = None
+    gtid_start: str | None = None
+    gtid_end: str | None = None
+    rotate_to: str | None = None
+
+    @property
+    def link(self) -> Link:
+        return Link(self.file.name, self.file.file_seq, self.flavor, self.gtid_start, self.gtid_end, self.rotate_to)
 
 
 def split_range(idx: FileIndex, start: int, end: int, target: int) -> list[tuple[int, int]]:
@@ -647,8 +1008,14 @@ def _content_changed(f: SourceFile, prev, actual: str) -> BronzeError:
     )
 
 
-def plan_file(f: SourceFile, prev, path: str, newest: bool, cfg: PipelineConfig) -> FilePlan:
-    """Index ``f`` (a local copy at ``path``) and decide what to process."""
+def plan_file(f: SourceFile, prev, path: str, newest: bool, cfg: PipelineConfig,
+              head: tuple[str | None, str | None] | None = None) -> FilePlan:
+    """Index ``f`` (a local copy at ``path``) and decide what to process.
+
+    ``head`` is :func:`gtid_head` of the file when the caller has it already.
+    Raises :class:`BronzeError` when bytes that were processed before changed,
+    or (strict mode) when the file is bad.
+    """
     start = prev.complete_until if prev is not None else 0
     size = os.path.getsize(path)
     if prev is not None:
@@ -661,6 +1028,7 @@ def plan_file(f: SourceFile, prev, path: str, newest: bool, cfg: PipelineConfig)
         if got != prev.sha256:
             raise _content_changed(f, prev, got)
     plan = FilePlan(f, start, start, DONE)
+    plan.flavor, plan.gtid_start = head if head is not None else gtid_head(path)
     try:
         idx = scan(path, name=f.name)
     except BinlogError as e:
@@ -671,10 +1039,22 @@ def plan_file(f: SourceFile, prev, path: str, newest: bool, cfg: PipelineConfig)
     if idx is not None:
         plan.index = idx
         plan.end = max(idx.complete_until, start)
-    truncated = isinstance(error, TruncatedEvent) or (isinstance(error, NotABinlog) and 0 < size < 4)
-    if error is not None and not (newest and truncated):
+        plan.rotate_to = idx.rotate_to
+        if idx.error is None and idx.incomplete_tail is None and plan.gtid_start is not None:
+            plan.gtid_end = advance_gtid_state(plan.flavor, plan.gtid_start,
+                                               (t.gtid for t in idx.transactions if t.gtid))
+    cls = type(error).__name__ if error is not None else None
+    msg = str(error) if error is not None else None
+    if isinstance(error, TruncatedEvent) and error.offset is not None:
+        with _mapped(path) as buf:
+            why = _not_a_cut(buf, error.offset, idx)
+        if why is not None:
+            cls, msg = "CorruptEvent", f"{f.name}: offset {error.offset}: {why}"
+    if error is not None and newest and (cls == "TruncatedEvent" or (cls == "NotABinlog" and _magic_prefix(path))):
+        plan.status = PARTIAL  # cut where the server is still writing: the rest comes with the next run
+    elif error is not None:
         plan.status = QUARANTINED
-        plan.error, plan.error_class = str(error), type(error).__name__
+        plan.error, plan.error_class = msg, cls
         plan.error_offset = error.offset if error.offset is not None else plan.end
     elif idx is not None and idx.incomplete_tail is not None and not newest:
         plan.status = QUARANTINED
@@ -682,6 +1062,8 @@ def plan_file(f: SourceFile, prev, path: str, newest: bool, cfg: PipelineConfig)
         plan.error_offset = idx.incomplete_tail
         plan.error = (f"{f.name}: offset {idx.incomplete_tail}: unfinished transaction at the end of a file that is "
                       f"not the newest (never committed)")
+    elif error is None and idx is not None and not newest:
+        plan.end = size  # finished; what follows the last transaction are events outside any (e.g. unknown ones)
     elif plan.end < size:
         plan.status = PARTIAL
     if plan.status == QUARANTINED and cfg.strict:
@@ -689,6 +1071,31 @@ def plan_file(f: SourceFile, prev, path: str, newest: bool, cfg: PipelineConfig)
     if idx is not None:
         plan.ranges = split_range(idx, start, plan.end, cfg.parallelism.target_bytes_per_task)
     return plan
+
+
+def _magic_prefix(path: str) -> bool:
+    """A file shorter than the magic that could still become a binlog (the newest one, being written)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    return len(head) < 4 and b"\xfebin".startswith(head)
+
+
+def _not_a_cut(buf, offset: int, idx: FileIndex | None) -> str | None:
+    """Why a file that ends in an incomplete event at ``offset`` is damaged
+    rather than still being written, or None when it may just be cut there."""
+    if idx is not None and (idx.rotate_to is not None or idx.stopped):
+        last = f"a ROTATE to {idx.rotate_to}" if idx.rotate_to is not None else "a STOP event"
+        return (f"{len(buf) - offset} byte(s) after {last}, which ends a binlog file: garbage appended to a "
+                f"finished file")
+    remaining = len(buf) - offset
+    if remaining < COMMON_HEADER_LEN:
+        return None
+    length = int.from_bytes(bytes(buf[offset + 9 : offset + 13]), "little")
+    next_pos = int.from_bytes(bytes(buf[offset + 13 : offset + 17]), "little")
+    if next_pos not in (0, offset + length):
+        return (f"event length {length} runs past the end of the file ({remaining} bytes left) and disagrees "
+                f"with the event's next position {next_pos}: a damaged header, not a file still being written")
+    return None
 
 
 # -- Delta access ----------------------------------------------------------------------
@@ -805,7 +1212,7 @@ def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, n
     return [
         (p.file.name, p.file.file_seq, p.file.uri, p.file.size, p.file.mtime, p.start, p.end, p.sha256, p.status,
          phase, batch, p.events, rows_by_file.get(p.file.name, 0), p.error, p.error_class, p.error_offset, run_id,
-         now)
+         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped)
         for p in plans
     ]
 
@@ -860,32 +1267,44 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
                            f"bronze batch {batch}"):
             small = rdd.filter(lambda r: r[0] != "row").collect()
     op_counts: Counter = Counter()  # (file, op) -> rows
+    skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
     for kind, rec in small:
         if kind != "stat":
             continue
-        name, _s, _e, events, ops, err = rec
-        by_name[name].events += events
+        name, _s, _e, events, ops, err, skipped, ignorable = rec
+        p = by_name[name]
+        p.events += events
+        p.ignorable_skipped += ignorable
+        if skipped:
+            skips.setdefault(name, []).extend(skipped)
         for op, n in ops.items():
             op_counts[(name, op)] += n
         if err is not None and (name not in cuts or err[1] < cuts[name]):
             cuts[name] = err[1]
-            p = by_name[name]
             p.error, p.error_class, p.error_offset = err[2], err[3], err[0]
+    if cfg.strict:
+        bad = [by_name[n].error for n in sorted(cuts, key=lambda n: by_name[n].file.file_seq)]
+        bad += [rec[3] for kind, rec in small if kind == "quar"]
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise BronzeError(f"bad input (strict mode): {bad[0]}{more}")
     for name, cut in cuts.items():
         p = by_name[name]
-        if cfg.strict:
-            raise BronzeError(f"bad input (strict mode): {p.error}")
         p.end, p.status = min(p.end, cut), QUARANTINED
         p.sha256 = sha256_prefixes(copies[name], [p.end])[p.end]
 
     def keep(rec) -> bool:  # rows, statements and quarantine rows all start (file, file_seq, pos, ...)
         return rec[1][2] < cuts.get(rec[1][0], 1 << 62)
 
+    def outside_skips(rec) -> bool:
+        return not any(b <= rec[1][2] < e for b, e in skips.get(rec[1][0], ()))
+
     bronze_df = None
     if rdd is not None:
         rows = rdd.filter(lambda r: r[0] == "row")
+        if cuts or skips:
+            rows = rows.filter(lambda r: keep(r) and outside_skips(r))
         if cuts:
-            rows = rows.filter(keep)
             for name in cuts:  # the cut dropped rows counted by the tasks: count again
                 for key in [k for k in op_counts if k[0] == name]:
                     del op_counts[key]
@@ -893,7 +1312,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
             op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
                              .map(lambda r: (r[1][0], r[1][12])).countByValue())
         bronze_df = spark.createDataFrame(rows.map(lambda r: r[1]), BRONZE_DDL)
-    stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec))]
+    stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec)) and outside_skips((kind, rec))]
     quar_rows = [rec[:7] + (batch,) + rec[8:] for kind, rec in small if kind == "quar" and keep((kind, rec))]
     # the bad events found on the driver or in tasks
     for p in plans:
@@ -901,6 +1320,8 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
             with _mapped(copies[p.file.name]) as buf:
                 if p.error_class == "UnfinishedTransaction":
                     raw = bytes(buf[p.error_offset : p.error_offset + MAX_RAW_EVENT])
+                elif p.error_class == "NotABinlog":
+                    raw = bytes(buf[:MAX_RAW_HEAD])
                 else:
                     raw = cut_event(buf, p.error_offset)
             quar_rows.append((p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
@@ -930,6 +1351,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
             cfg.pipeline_path("manifest"), TXN_APP_ID, batch)
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
+    stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)
     stats.events += sum(p.events for p in plans)
     stats.bytes += sum(p.end - p.start for p in plans)
     stats.batches += 1
@@ -956,6 +1378,8 @@ def _redo_plans(spark, cfg, pending: list, files: dict[str, SourceFile], stack) 
         f = replace(f, size=r.size, mtime=r.mtime)
         p = FilePlan(f, r.start_pos, r.complete_until, r.status, r.sha256, idx, r.error, r.error_class,
                      r.error_offset)
+        link = Link.of_row(r)
+        p.flavor, p.gtid_start, p.gtid_end, p.rotate_to = link.flavor, link.gtid_start, link.gtid_end, link.rotate_to
         p.ranges = split_range(idx, r.start_pos, r.complete_until, cfg.parallelism.target_bytes_per_task)
         plans.append(p)
     return plans, copies
@@ -992,8 +1416,8 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
 
 def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     ship_package(spark)
-    files, ignored = list_binlogs(spark, cfg.input)
-    stats.files_ignored = len(ignored)
+    files, others = list_folder(spark, cfg.input)
+    stats.files_ignored = len(others)
     by_name = {f.name: f for f in files}
     newest_seq = files[-1].file_seq if files else -1
     manifest_path = cfg.pipeline_path("manifest")
@@ -1014,7 +1438,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         manifest = _read_rows(spark, cfg, manifest_path)
 
     latest = _latest(manifest)
-    check_sequence(files, {r.file_seq: r.name for r in latest.values()}, cfg.accept_gaps)
+    check_sequence(files, {r.file_seq: r.name for r in latest.values()}, accept_gaps=True)  # one number, one file
     newest_done = max((r.file_seq for r in latest.values()), default=-1)
     if not cfg.accept_gaps:
         late = [f for f in files if f.name not in latest and f.file_seq < newest_done]
@@ -1023,8 +1447,10 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
                 f"{late[0].name} is older than files already processed (up to number {newest_done}); "
                 f"set accept_gaps: true to ingest it anyway"
             )
+    for note in copy_notes(others, files, lambda f: _driver_copy(spark, f)):
+        stats.warn(note)
 
-    # 2. plan, one batch at a time
+    # 2. plan in file order, one batch at a time; a break in the sequence holds back the rest
     from tqdm import tqdm
 
     todo = []
@@ -1038,16 +1464,43 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             continue
         todo.append((f, prev, newest))
 
+    links = {r.file_seq: Link.of_row(r) for r in latest.values()}
+    finished = {(r.size, r.sha256): r.name for r in latest.values()
+                if r.status != QUARANTINED and r.complete_until == r.size > 0}
+    broken: str | None = None
     batch_plans: list[FilePlan] = []
     batch_bytes = 0
     copies: dict[str, str] = {}
     stack = contextlib.ExitStack()  # driver copies of remote files live until their batch is committed
     try:
         bar = tqdm(todo, desc="bronze: index", unit="file", file=sys.stderr, disable=not _progress_enabled(cfg))
-        for f, prev, newest in bar:
+        for i, (f, prev, newest) in enumerate(bar):
             path = copies[f.name] = stack.enter_context(_driver_copy(spark, f))
-            plan = plan_file(f, prev, path, newest, cfg)
+            head = gtid_head(path)
+            if prev is None:
+                twin = finished.get((f.size, sha256_prefixes(path, [f.size])[f.size])) if (
+                    any(size == f.size for size, _ in finished)) else None
+                if twin is not None:
+                    problem = (f"{f.name} has the same content (size and sha256) as {twin}, which was read "
+                               f"already: a copy under another name is never landed twice")
+                else:
+                    before = max((s for s in links if s < f.file_seq), default=None)
+                    problem = link_problem(links.get(before), f, head)
+                if problem is not None and not cfg.accept_gaps:
+                    broken = problem
+                    stats.held_back = [g.name for g, _p, _n in todo[i:]]
+                    copies.pop(f.name)
+                    break
+                if problem is not None:
+                    stats.warn(f"{problem} (accept_gaps: true: going on" + (", the copy is skipped)" if twin else ")"))
+                    if twin is not None:
+                        copies.pop(f.name)
+                        continue
+            plan = plan_file(f, prev, path, newest, cfg, head)
             plan.sha256 = sha256_prefixes(path, [plan.end])[plan.end]
+            links[f.file_seq] = plan.link
+            if plan.status != QUARANTINED and plan.end == f.size > 0:
+                finished[(f.size, plan.sha256)] = f.name
             stats.files += 1
             batch_plans.append(plan)
             batch_bytes += plan.end - plan.start
@@ -1061,3 +1514,8 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             _run_batch(spark, cfg, batch_plans, next_batch, copies, stats, now)
     finally:
         stack.close()
+    if broken is not None:
+        raise BronzeError(
+            f"{broken}. Held back until the sequence is whole: {', '.join(stats.held_back)} "
+            f"(the files before it landed); set accept_gaps: true to go on without it"
+        )
