@@ -74,39 +74,6 @@ _META1 = {T.FLOAT, T.DOUBLE, T.BLOB, T.GEOMETRY, T.JSON, T.TIMESTAMP2, T.DATETIM
 _META2 = {T.VARCHAR, T.VAR_STRING, T.BIT, T.NEWDECIMAL}
 
 
-def _standin_read_metadata(column_types, buf, off, end):
-    metas = []
-    for t in column_types:
-        if t in _META1:
-            metas.append(buf[off])
-            off += 1
-        elif t in _META2:
-            metas.append(int.from_bytes(buf[off : off + 2], "little"))
-            off += 2
-        elif t in (T.STRING, T.ENUM, T.SET):
-            b0, b1 = buf[off], buf[off + 1]
-            if b0 & 0x30 != 0x30:  # length > 255 folds two bits into the type byte
-                metas.append((b0 | 0x30, b1 | (((b0 & 0x30) ^ 0x30) << 4)))
-            else:
-                metas.append((b0, b1))
-            off += 2
-        else:
-            metas.append(None)
-    if off > end:
-        raise CorruptEvent("metadata overrun")
-    return tuple(metas), off
-
-
-@pytest.fixture(autouse=True)
-def _column_metadata(monkeypatch):
-    try:
-        import pipelines.binlog.columns  # noqa: F401
-    except ImportError:
-        stand_in = types.ModuleType("pipelines.binlog.columns")
-        stand_in.read_metadata = _standin_read_metadata
-        monkeypatch.setitem(sys.modules, "pipelines.binlog.columns", stand_in)
-
-
 def _ctx(kind="mysql80", **kw) -> DecodeContext:
     return DecodeContext(eb.fmt(kind), **kw)
 
