@@ -66,14 +66,6 @@ needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"binlog corpus no
 SID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 
-# ----------------------------------------------------------------------------- column-metadata stand-in
-# columns.read_metadata belongs to the column layer. Until it is in the tree, TABLE_MAP
-# tests use this minimal reader of the per-type metadata sizes (same return shape:
-# STRING/ENUM/SET -> (real_type, length)).
-_META1 = {T.FLOAT, T.DOUBLE, T.BLOB, T.GEOMETRY, T.JSON, T.TIMESTAMP2, T.DATETIME2, T.TIME2, T.VECTOR}
-_META2 = {T.VARCHAR, T.VAR_STRING, T.BIT, T.NEWDECIMAL}
-
-
 def _ctx(kind="mysql80", **kw) -> DecodeContext:
     return DecodeContext(eb.fmt(kind), **kw)
 
