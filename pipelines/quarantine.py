@@ -1,0 +1,244 @@
+"""Look at quarantined input and try it again with the current decoder.
+
+The bronze step (and the silver step, for rows that do not fit their schema)
+write ``<warehouse>/_pipeline/quarantine``: one row per bad piece with the
+file, the byte offset, the reason, the error class, the decoder version and
+the raw bytes (see :mod:`pipelines.bronze`)::
+
+    python -m pipelines.quarantine list --warehouse DIR [--file NAME] [--format table|jsonl]
+    python -m pipelines.quarantine redecode --warehouse DIR [--input DIR] [--file NAME] [--offset N]
+
+``redecode`` runs the current decoder over each row's stored bytes, with the
+format description of the file they came from (read from the file the
+manifest recorded, or from ``--input``/NAME), and reports whether they decode
+now: ``ok`` (with the events and rows found) or ``fails`` (with today's error).
+It lands nothing: a file that stopped at a bad event is read on by the next
+bronze run once a corrected copy replaces it (same good prefix, see
+:mod:`pipelines.bronze`); rows of a skipped transaction or an unknown event
+need a fixed decoder and a re-ingest. Exit status: 0 when every selected row
+decodes, 1 when some still fail, 2 for bad arguments.
+
+From Python:
+
+>>> rows = read_quarantine("/data/wh")                                  # doctest: +SKIP
+>>> redecode(rows[0], source="/data/binlogs/binlog.000002")             # doctest: +SKIP
+Redecoded(ok=False, events=3, rows=0, message='binlog.000002: offset 1790: rows event ...')
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Sequence
+
+from pipelines.binlog.constants import BINLOG_MAGIC, COMMON_HEADER_LEN
+from pipelines.binlog.errors import BinlogError
+from pipelines.binlog.events import RowsEvent, UnknownEvent
+from pipelines.binlog.framing import BinlogFile
+from pipelines.binlog.stream import EventStream
+from pipelines.bronze_schema import DECODER_VERSION
+
+QUARANTINE = "_pipeline/quarantine"
+MANIFEST = "_pipeline/manifest"
+
+
+@dataclass(frozen=True)
+class Redecoded:
+    """The outcome of decoding one quarantine row again.
+
+    ``ok`` is None when it could not be tried (no bytes, source file gone)."""
+
+    ok: bool | None
+    events: int = 0
+    rows: int = 0
+    message: str = ""
+
+
+def _table(warehouse: str, name: str) -> list[dict]:
+    import deltalake
+
+    path = os.path.join(warehouse, name)
+    if not deltalake.DeltaTable.is_deltatable(path):
+        return []
+    return deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+
+
+def read_quarantine(warehouse: str) -> list[dict]:
+    """Every quarantine row of ``warehouse``, in file order (``file_seq``, ``offset``).
+
+    >>> [(r["file"], r["offset"], r["error_class"]) for r in read_quarantine("/data/wh")]  # doctest: +SKIP
+    [('binlog.000002', 1790, 'CorruptEvent')]
+    """
+    rows = _table(warehouse, QUARANTINE)
+    return sorted(rows, key=lambda r: (r["file_seq"] if r["file_seq"] is not None else -1, r["file"] or "",
+                                       r["offset"] if r["offset"] is not None else -1))
+
+
+def source_paths(warehouse: str) -> dict[str, str]:
+    """File name -> the path the manifest last recorded for it (local paths only)."""
+    from pipelines.bronze import local_path
+
+    latest: dict[str, dict] = {}
+    for r in _table(warehouse, MANIFEST):
+        if r["phase"] == "committed" and (r["name"] not in latest or r["batch"] > latest[r["name"]]["batch"]):
+            latest[r["name"]] = r
+    out = {}
+    for name, r in latest.items():
+        p = local_path(r["path"] or "")
+        if p:
+            out[name] = p
+    return out
+
+
+def _format_description(source: str) -> bytes:
+    """The magic and FORMAT_DESCRIPTION event of ``source`` (checked by decoding them)."""
+    with open(source, "rb") as fh:
+        head = fh.read(4 + COMMON_HEADER_LEN)
+        if len(head) < 4 + COMMON_HEADER_LEN:
+            raise BinlogError("too short for a format description", file=source, offset=4)
+        length = int.from_bytes(head[4 + 9 : 4 + 13], "little")
+        fh.seek(0)
+        data = fh.read(4 + min(length, 1 << 16))
+    with BinlogFile(data, name=source):
+        pass
+    return data
+
+
+def _decode(path: str, name: str, start: int, end: int) -> Redecoded:
+    events = rows = 0
+    try:
+        with EventStream(path, name=name, skip_ignorable=True) as st:
+            for ev in st.events(start, end, flatten=True):
+                if type(ev) is UnknownEvent:
+                    return Redecoded(False, events, rows, f"{name}: offset {ev.header.pos}: event type "
+                                                          f"{ev.header.type_code} is still unknown to decoder "
+                                                          f"{DECODER_VERSION}")
+                events += 1
+                if type(ev) is RowsEvent:
+                    rows += len(ev.rows)
+    except BinlogError as e:
+        return Redecoded(False, events, rows, str(e))
+    return Redecoded(True, events, rows, f"decodes with decoder {DECODER_VERSION}: {events} event(s), {rows} row(s)")
+
+
+def redecode(row: dict, source: str | None) -> Redecoded:
+    """Decode the stored bytes of one quarantine row with the current decoder.
+
+    ``source`` is the binlog file the row came from (for its format
+    description); the bytes decoded are the row's ``raw``, at their original
+    offsets, never the file's current content."""
+    raw, name, offset = row.get("raw"), row.get("file") or "?", row.get("offset")
+    if raw is None or offset is None:
+        return Redecoded(None, message=f"no raw bytes to decode ({row.get('error_class')}): "
+                                       "a schema problem of the silver step, not of the decoder")
+    raw = bytes(raw)
+    if offset < 4 + COMMON_HEADER_LEN:  # the file's own start: the bytes are all there is
+        with tempfile.NamedTemporaryFile(prefix="redecode-", suffix=".bin") as tmp:
+            tmp.write(BINLOG_MAGIC[:offset] + raw)
+            tmp.flush()
+            try:
+                with BinlogFile(tmp.name, name=name):
+                    pass
+            except BinlogError as e:
+                return Redecoded(False, message=str(e))
+            return _decode(tmp.name, name, 4, offset + len(raw))
+    if source is None or not os.path.exists(source):
+        return Redecoded(None, message=f"{name}: the source file is not at {source or '(unknown)'}; its format "
+                                       "description is needed (pass --input)")
+    try:
+        head = _format_description(source)
+    except (OSError, BinlogError) as e:
+        return Redecoded(None, message=f"{name}: cannot read the format description of {source}: {e}")
+    if offset < len(head):
+        return Redecoded(False, message=f"{name}: offset {offset} lies inside the format description")
+    with tempfile.NamedTemporaryFile(prefix="redecode-", suffix=".bin") as tmp:
+        tmp.write(head)  # sparse: the format description, a hole, the stored bytes at their offset
+        tmp.seek(offset)
+        tmp.write(raw)
+        tmp.flush()
+        return _decode(tmp.name, name, offset, offset + len(raw))
+
+
+# -- command line ------------------------------------------------------------------------
+
+
+def _select(rows: list[dict], args) -> list[dict]:
+    if args.file:
+        rows = [r for r in rows if r["file"] == args.file]
+    if getattr(args, "offset", None) is not None:
+        rows = [r for r in rows if r["offset"] == args.offset]
+    return rows
+
+
+def _short(text: str | None, n: int = 160) -> str:
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _list(args) -> int:
+    rows = _select(read_quarantine(args.warehouse), args)
+    for r in rows:
+        item = {k: r[k] for k in ("file", "file_seq", "offset", "error_class", "decoder_version", "reason", "run_id")}
+        item["raw_bytes"] = len(r["raw"]) if r["raw"] is not None else None
+        item["ts"] = r["ts"].isoformat() if r.get("ts") is not None else None
+        if args.format == "jsonl":
+            print(json.dumps(item, ensure_ascii=False))
+        else:
+            size = "-" if item["raw_bytes"] is None else f"{item['raw_bytes']} B"
+            print(f"{r['file']}\t{r['offset']}\t{r['error_class']}\t{r['decoder_version']}\t{size}\t"
+                  f"{_short(r['reason'])}")
+    if args.format != "jsonl":
+        print(f"{len(rows)} quarantine row(s)", file=sys.stderr)
+    return 0
+
+
+def _redecode(args) -> int:
+    rows = _select(read_quarantine(args.warehouse), args)
+    sources = source_paths(args.warehouse)
+    failed = 0
+    for r in rows:
+        src = os.path.join(args.input, r["file"]) if args.input else sources.get(r["file"])
+        res = redecode(r, src)
+        word = {True: "ok", False: "fails", None: "skipped"}[res.ok]
+        failed += res.ok is False
+        if args.format == "jsonl":
+            print(json.dumps({"file": r["file"], "offset": r["offset"], "error_class": r["error_class"],
+                              "stored_by": r["decoder_version"], "decoder_version": DECODER_VERSION,
+                              "result": word, "events": res.events, "rows": res.rows, "message": res.message},
+                             ensure_ascii=False))
+        else:
+            print(f"{r['file']}\t{r['offset']}\t{r['error_class']}\t{word}\t{_short(res.message)}")
+    if args.format != "jsonl":
+        print(f"{len(rows)} row(s): {len(rows) - failed} not failing, {failed} still failing "
+              f"(decoder {DECODER_VERSION})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m pipelines.quarantine", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, text in (("list", "show the quarantine rows"),
+                       ("redecode", "decode each row's bytes again with the current decoder")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("--warehouse", required=True, help="the warehouse folder")
+        s.add_argument("--file", help="only rows of this binlog file (base name)")
+        s.add_argument("--format", choices=("table", "jsonl"), default="table")
+        if name == "redecode":
+            s.add_argument("--input", help="folder holding the binlog files (default: the paths in the manifest)")
+            s.add_argument("--offset", type=int, help="only the row at this offset")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not os.path.isdir(args.warehouse):
+        print(f"error: warehouse {args.warehouse} is not a folder", file=sys.stderr)
+        return 2
+    return _list(args) if args.command == "list" else _redecode(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
