@@ -532,8 +532,9 @@ def link_problem(prev: Link | None, f: SourceFile, head: tuple[str | None, str |
         m = _BINLOG_NAME.match(prev.name)
         width = len(m.group("seq")) if m else 6
         first = f"{m.group('prefix')}.{prev.file_seq + 1:0{width}d}" if m else f"number {prev.file_seq + 1}"
-        what = f"{first} is missing" if n == 1 else f"{n} files are missing, from {first}"
-        return f"{what} between {prev.name} and {f.name}"
+        if n == 1:
+            return f"{first} is missing between {prev.name} and {f.name}"
+        return f"{n} files are missing between {prev.name} and {f.name}, the first {first}"
     flavor, start = head
     if prev.gtid_end is not None and start is not None and flavor == prev.flavor:
         missing = gtids_missing(flavor, prev.gtid_end, start)
