@@ -105,6 +105,7 @@ class ColumnDef:
     values: tuple[str, ...] = ()  # ENUM / SET members
     generated: str | None = None  # VIRTUAL | STORED
     invisible: bool = False
+    default: str | None = None  # text of a literal DEFAULT (None: no default, NULL or an expression)
 
     def type_text(self) -> str:
         """MySQL spelling of the type: ``DECIMAL(10,2) UNSIGNED``, ``ENUM('a','b')``.
@@ -185,6 +186,7 @@ class SchemaVersion:
     peer_table: str | None = None
     source_file: str | None = None
     pos: int | None = None
+    renamed: tuple[tuple[str, str], ...] = ()  # ALTER: (old name, new name) of renamed columns
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -717,6 +719,7 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
     key = None
     generated = None
     invisible = False
+    default = None
     explicit_charset = charset is not None
     json_check = False
     binary_attr = False
@@ -734,6 +737,8 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
             generated = "STORED" if k.args.get("persisted") else "VIRTUAL"
         elif isinstance(k, exp.InvisibleColumnConstraint):
             invisible = True
+        elif isinstance(k, exp.DefaultColumnConstraint):
+            default = _literal_text(k.this)
         elif isinstance(k, exp.CharacterSetColumnConstraint):
             charset, explicit_charset = _norm_charset(_ident(k.this)), True
         elif isinstance(k, exp.CollateColumnConstraint):
@@ -759,8 +764,24 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
         mtype = _BINARY_OF[mtype]
     if mtype in _BINARY_TYPES:
         charset = "binary"
-    col = ColumnDef(name, mtype, length, decimals, unsigned, nullable, charset, values, generated, invisible)
+    col = ColumnDef(name, mtype, length, decimals, unsigned, nullable, charset, values, generated, invisible, default)
     return col, key, explicit_charset, json_check
+
+
+def _literal_text(node) -> str | None:
+    """The value of a literal DEFAULT as text (``-3``, ``x'y``, ``5`` for ``b'101'``); None for
+    NULL and for expressions (``CURRENT_TIMESTAMP``, ``NEXTVAL(s)``)."""
+    if isinstance(node, exp.Paren):
+        return _literal_text(node.this)
+    if isinstance(node, exp.Literal):
+        return str(node.this)
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        return "-" + str(node.this.this)
+    if isinstance(node, exp.BitString):
+        return str(int(str(node.this), 2))
+    if isinstance(node, exp.Boolean):
+        return "1" if node.this else "0"
+    return None
 
 
 def _finish_charset(col: ColumnDef, table_charset: str | None) -> ColumnDef:
@@ -1023,7 +1044,7 @@ def parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str, 
             raise DdlError("partition maintenance removes or moves rows without row events")
         system_versioned = kind == "create_table" and bool(
             re.search(r"\bWITH\s+SYSTEM\s+VERSIONING\s*(?:$|[^(\w])", _outside_parens(text), re.IGNORECASE))
-        normalized, converts = _normalize(text)
+        normalized, converts = _normalize(_without_partitioning(text))
         if kind == "alter_table" and re.fullmatch(r"ALTER\s+TABLE\s+(IF\s+EXISTS\s+)?(`[^`]*(``[^`]*)*`|[^\s,]+)"
                                                   r"(\s*\.\s*(`[^`]*(``[^`]*)*`|[^\s,]+))?\s*,?\s*", normalized,
                                                   re.IGNORECASE):
@@ -1072,6 +1093,25 @@ def parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str, 
         return [Unparsed(reason, _guess_tables(text, kind, default_db))]
 
 
+def _without_partitioning(sql: str) -> str:
+    """The statement up to a top-level ``PARTITION BY`` (partitioning never changes the columns)."""
+    try:
+        toks = _MariaDB().tokenize(sql)
+    except Exception:  # noqa: BLE001 - sqlglot will report the problem itself
+        return sql
+    words = _words(toks)
+    depth = 0
+    for i, t in enumerate(toks):
+        if t.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif t.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and (" ".join((words[i] or "").split()) == "PARTITION BY"
+                             or (words[i] == "PARTITION" and i + 1 < len(toks) and words[i + 1] == "BY")):
+            return sql[: t.start].rstrip().rstrip(",")
+    return sql
+
+
 def _outside_parens(text: str) -> str:
     """The statement with every parenthesised part blanked (for table-level options)."""
     out, depth = [], 0
@@ -1093,6 +1133,7 @@ class _Draft:
     """A mutable copy of one table's schema while an ALTER TABLE applies."""
 
     def __init__(self, schema: TableSchema):
+        self.renamed: list[tuple[str, str]] = []  # (old, new), chained renames collapsed
         self.cols = list(schema.columns)
         self.pk = list(schema.primary_key)
         self.uniques = list(schema.unique_keys)
@@ -1120,6 +1161,13 @@ class _Draft:
             self.cols.insert(self.index(position[1], "AFTER column") + 1, col)
 
     def rename_in_keys(self, old: str, new: str) -> None:
+        if old != new:
+            for k, (first, last) in enumerate(self.renamed):
+                if last.lower() == old.lower():
+                    self.renamed[k] = (first, new)
+                    break
+            else:
+                self.renamed.append((old, new))
         low = old.lower()
         self.pk = [new if k.lower() == low else k for k in self.pk]
         self.uniques = [UniqueKey(u.name, tuple(new if k.lower() == low else k for k in u.columns))
@@ -1156,6 +1204,7 @@ class _Draft:
                 self.index(op.name)
             del self.cols[self.index(op.name)]
             self.drop_from_keys(op.name)
+            self.renamed = [(a, b) for a, b in self.renamed if b.lower() != op.name.lower()]
         elif isinstance(op, ChangeColumn):
             i = self.index(op.old_name)
             old = self.cols[i]
@@ -1238,6 +1287,14 @@ class SchemaHistory:
         i = bisect.bisect_right([v.valid_from for v in vs], seq)
         return vs[i - 1] if i else None
 
+    def schema_before(self, db: str, table: str, seq: str) -> TableSchema | None:
+        """The schema in force just before ``seq`` (the versions of ``seq`` itself not applied)."""
+        vs = self._versions.get((db, table))
+        if not vs:
+            return None
+        i = bisect.bisect_left([v.valid_from for v in vs], seq)
+        return vs[i - 1].schema if i else None
+
     def at(self, db: str, table: str, seq: str) -> TableSchema | None:
         """The schema of ``db.table`` for a row change at ``seq`` (None when unknown or dropped)."""
         v = self.version_at(db, table, seq)
@@ -1290,10 +1347,10 @@ class SchemaHistory:
         statements that change no table). Never raises for bad SQL: see ``unparsed``."""
         out: list[SchemaVersion] = []
 
-        def add(db, table, kind, schema, reason=None, peer=None):
+        def add(db, table, kind, schema, reason=None, peer=None, renamed=()):
             out.append(self._add(SchemaVersion(
                 db, table, seq, kind, schema, sql, reason, peer.db if peer else None, peer.table if peer else None,
-                source_file, pos)))
+                source_file, pos, tuple(renamed))))
 
         add.statement = sql
         for action in parse_statement(sql, default_db, self._db_charsets):
@@ -1382,11 +1439,11 @@ class SchemaHistory:
                 return
             new_schema = d.schema()
             if new_schema != cur and not renames:
-                add(n.db, n.table, ALTER, new_schema)
+                add(n.db, n.table, ALTER, new_schema, renamed=d.renamed)
         for r in renames[-1:]:
             if (r.name.db, r.name.table) == (n.db, n.table):
                 if new_schema is not None and new_schema != cur:
-                    add(n.db, n.table, ALTER, new_schema)
+                    add(n.db, n.table, ALTER, new_schema, renamed=d.renamed)
                 continue
             add(n.db, n.table, RENAME_TO, None, peer=r.name)
             add(r.name.db, r.name.table, RENAME_FROM, new_schema,
@@ -1468,7 +1525,7 @@ def load_seeds(history: SchemaHistory, seed_dir) -> list[SchemaVersion]:
 # Matching row images to a schema: names, types, keys (priority: table map > DDL > seed; config keys)
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class ImageColumn:
     """One column as a bronze image shows it: ``idx``, the table map's ``name`` (FULL
     metadata only) and the logged ``type`` text (``LONG UNSIGNED``, ``VARCHAR(40) utf8mb4``)."""
@@ -1476,6 +1533,14 @@ class ImageColumn:
     idx: int
     name: str | None
     type: str
+
+    def sort_key(self) -> tuple:
+        return (self.idx, self.name is not None, self.name or "", self.type)
+
+
+def sorted_shape(shape: Iterable[ImageColumn]) -> tuple[ImageColumn, ...]:
+    """A shape's columns, distinct, in ``idx`` order."""
+    return tuple(sorted(set(shape), key=ImageColumn.sort_key))
 
 
 @dataclass(frozen=True)
@@ -1687,7 +1752,7 @@ def resolve_columns(db: str, table: str, version: SchemaVersion | None, shapes: 
     """
     schema = version.schema if version is not None else None
     ddl_source = "seed" if version is not None and version.kind == SEED else "ddl"
-    shapes = sorted({tuple(sorted(set(s))) for s in shapes}, key=lambda s: (-len(s), s))
+    shapes = sorted({sorted_shape(s) for s in shapes}, key=lambda s: (-len(s), [c.sort_key() for c in s]))
     specs: dict[int, object] = {}
     logged_at: dict[int, BinlogType] = {}
     fixes: dict[int, tuple] = {}
@@ -1817,8 +1882,9 @@ def uuid_text(raw: bytes) -> str:
     return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def apply_fix(fix: tuple, text: str | None, raw: bytes | None) -> tuple[str | None, bytes | None]:
-    """The completed ``(text, bin)`` of one bronze cell.
+def apply_fix(fix: tuple, text: str | None, raw: bytes | None, named: bool = False) -> tuple[str | None, bytes | None]:
+    """The completed ``(text, bin)`` of one bronze cell (``named``: the cell carries a column
+    name, so the table map had FULL metadata and ENUM/SET values are members already).
 
     >>> apply_fix((FIX_ENUM, ("a", "b")), "2", None)
     ('b', None)
@@ -1839,13 +1905,13 @@ def apply_fix(fix: tuple, text: str | None, raw: bytes | None) -> tuple[str | No
                 raise ValueError(f"no text decoding for the MySQL charset {fix[1]!r}")
             return bytes(raw).decode(codec), None
     elif kind == FIX_ENUM:
-        if text is not None and text.isdigit():
+        if text is not None and text.isdigit() and not named:
             i = int(text)
             if i > len(fix[1]):
                 raise ValueError(f"ENUM index {i} but the schema has {len(fix[1])} members {fix[1]}")
             return ("" if i == 0 else fix[1][i - 1]), raw
     elif kind == FIX_SET:
-        if text is not None and text.isdigit():
+        if text is not None and text.isdigit() and not named:
             bits = int(text)
             if bits >> len(fix[1]):
                 raise ValueError(f"SET bits 0x{bits:x} but the schema has {len(fix[1])} members {fix[1]}")
@@ -1867,7 +1933,7 @@ def apply_fix(fix: tuple, text: str | None, raw: bytes | None) -> tuple[str | No
 
 COLUMN_DEF_DDL = (
     "name STRING, type STRING, length INT, decimals INT, unsigned BOOLEAN, nullable BOOLEAN, charset STRING, "
-    "`values` ARRAY<STRING>, generated STRING, invisible BOOLEAN"
+    "`values` ARRAY<STRING>, generated STRING, invisible BOOLEAN, `default` STRING"
 )
 SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
     ("db", "STRING"),
@@ -1881,6 +1947,7 @@ SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
     ("table_charset", "STRING"),
     ("peer_db", "STRING"),  # renames: the other name
     ("peer_table", "STRING"),
+    ("renamed_columns", "ARRAY<STRUCT<old: STRING, new: STRING>>"),  # ALTER: columns renamed by it
     ("statement", "STRING"),  # the DDL text (seed: the SHOW CREATE TABLE text)
     ("reason", "STRING"),  # why an `unparsed` statement could not be applied
     ("source_file", "STRING"),  # binlog file (seed: the seed file)
@@ -1904,13 +1971,14 @@ def versions_to_rows(versions: Sequence[SchemaVersion], first_version: Mapping[t
         s = v.schema
         cols = None if s is None else [
             (c.name, c.type, c.length, c.decimals, c.unsigned, c.nullable, c.charset, list(c.values), c.generated,
-             c.invisible) for c in s.columns]
+             c.invisible, c.default) for c in s.columns]
         rows.append((
             v.db, v.table, v.valid_from, n, v.kind, cols,
             None if s is None else list(s.primary_key),
             None if s is None else [(u.name, list(u.columns)) for u in s.unique_keys],
             None if s is None else s.charset,
-            v.peer_db, v.peer_table, v.statement, v.reason, v.source_file, v.pos, run_id, now,
+            v.peer_db, v.peer_table, [list(p) for p in v.renamed], v.statement, v.reason, v.source_file, v.pos,
+            run_id, now,
         ))
     return rows
 
@@ -1923,12 +1991,13 @@ def rows_to_versions(rows: Iterable) -> list[SchemaVersion]:
         if r["columns"] is not None:
             cols = tuple(ColumnDef(c["name"], c["type"], c["length"], c["decimals"], bool(c["unsigned"]),
                                    bool(c["nullable"]), c["charset"], tuple(c["values"] or ()), c["generated"],
-                                   bool(c["invisible"])) for c in r["columns"])
+                                   bool(c["invisible"]), c["default"]) for c in r["columns"])
             schema = TableSchema(cols, tuple(r["primary_key"] or ()),
                                  tuple(UniqueKey(u["name"], tuple(u["columns"])) for u in r["unique_keys"] or ()),
                                  r["table_charset"])
         out.append(SchemaVersion(r["db"], r["table"], r["valid_from"], r["kind"], schema, r["statement"] or "",
-                                 r["reason"], r["peer_db"], r["peer_table"], r["source_file"], r["pos"]))
+                                 r["reason"], r["peer_db"], r["peer_table"], r["source_file"], r["pos"],
+                                 tuple((p["old"], p["new"]) for p in r["renamed_columns"] or ())))
     return out
 
 

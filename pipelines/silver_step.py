@@ -46,7 +46,7 @@ import threading
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -58,6 +58,7 @@ from pipelines.bronze_schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema_history import (
+    ALTER,
     CREATE,
     DROP,
     DROP_DATABASE,
@@ -175,7 +176,7 @@ def parse_shape(key: str) -> tuple[ImageColumn, ...]:
     for cell in key.split(_SEP_COL):
         idx, name, typ = cell.split(_SEP_FIELD, 2)
         out.append(ImageColumn(int(idx), None if name == _NO_NAME else name, typ))
-    return tuple(sorted(out))
+    return schema_history.sorted_shape(out)
 
 
 # MySQL charset -> Java charset Spark's decode() knows (others: a Python UDF)
@@ -245,11 +246,14 @@ def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
         return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
     if kind == schema_history.FIX_ENUM:
         members = ", ".join(_sql_str(m) for m in ("",) + tuple(fix[1]))
-        return f"CASE WHEN {t} RLIKE '^[0-9]+$' THEN element_at(array({members}), CAST({t} AS INT) + 1) ELSE {t} END", b
+        # only without FULL metadata (no column name): with it the decoder gave the member itself
+        return (f"CASE WHEN {x}.name IS NULL AND {t} RLIKE '^[0-9]+$' "
+                f"THEN element_at(array({members}), CAST({t} AS INT) + 1) ELSE {t} END", b)
     if kind == schema_history.FIX_SET:
         members = ", ".join(_sql_str(m) for m in fix[1])
         pick = f"(m, i) -> substr(reverse(conv({t}, 10, 2)), i + 1, 1) = '1'"
-        return f"CASE WHEN {t} RLIKE '^[0-9]+$' THEN array_join(filter(array({members}), {pick}), ',') ELSE {t} END", b
+        return (f"CASE WHEN {x}.name IS NULL AND {t} RLIKE '^[0-9]+$' "
+                f"THEN array_join(filter(array({members}), {pick}), ',') ELSE {t} END", b)
     if kind == schema_history.FIX_UNSIGNED:
         span = 1 << int(fix[1])
         return (f"CASE WHEN {t} LIKE '-%' THEN CAST(CAST({t} AS DECIMAL(20,0)) + CAST('{span}' AS DECIMAL(21,0)) "
@@ -342,6 +346,7 @@ class _Step:
     events: list[SchemaVersion]
     shapes: dict[str, int] = field(default_factory=dict)  # shape key -> rows
     ops: Counter = field(default_factory=Counter)  # c/u/d -> rows
+    min_image: int | None = None  # fewest columns in an image: partial row images (MINIMAL / NOBLOB)
 
     @property
     def order(self) -> tuple:
@@ -368,6 +373,9 @@ def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks
                 if r["max_seq"] > start and (end is None or r["min_seq"] < end):
                     step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
                     step.ops[r["op"]] += int(r["n"])
+                    sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
+                    if sizes:
+                        step.min_image = min(sizes + ([step.min_image] if step.min_image is not None else []))
             if step.events or step.shapes:
                 steps.append(step)
     return sorted(steps, key=lambda s: s.order)
@@ -441,9 +449,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
 
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     if delta_io.table_exists(bronze_path, spark=spark, backend=backend):
-        low = min(marks.values(), default="")
-        bronze = delta_io.read(spark, bronze_path, predicate=F.col("_seq") > F.lit(low), backend=backend)
-        if marks:
+        bronze = delta_io.read(spark, bronze_path, backend=backend)
+        if marks:  # per table: only above its watermark (a table seen for the first time: everything)
             wm = spark.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
                                        "_wm_db STRING, _wm_table STRING, _wm STRING")
             bronze = (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]),
@@ -456,6 +463,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         shape_rows = (bronze.groupBy("db", "table", "_shape", "op")
                       .agg(F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"),
                            F.count(F.lit(1)).alias("n"),
+                           F.min(F.size("after")).alias("min_after"), F.min(F.size("before")).alias("min_before"),
                            F.first(F.expr("transform(pk, x -> x.idx)"), ignorenulls=True).alias("pk_idx"))
                       .collect())
     else:
@@ -477,16 +485,29 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     try:
         lanes = _lanes(steps)
         workers = max(1, min(len(lanes), SILVER_THREADS))
+        errors: list[BaseException] = []
         if workers == 1:
             for lane in lanes:
-                state.lane(lane)
+                try:
+                    state.lane(lane)
+                except SilverStepError as e:
+                    errors.append(e)
         else:  # independent tables MERGE side by side: Spark runs their small jobs concurrently
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
                 for future in [pool.submit(state.lane, lane) for lane in lanes]:
-                    future.result()
+                    try:
+                        future.result()
+                    except SilverStepError as e:
+                        errors.append(e)
+        if errors:  # every failed table is named; the others were applied
+            raise SilverStepError(f"{len(errors)} table(s) failed:\n" + "\n".join(f"  - {e}" for e in errors)) \
+                from errors[0]
     finally:
-        if state.quarantine:
-            stats.quarantined += _write_quarantine(spark, cfg, bronze, state.quarantine, stats.run_id)
+        if state.quarantine or state.set_aside:
+            n, handled = _write_quarantine(spark, cfg, bronze, state.quarantine, state.set_aside, stats.run_id)
+            stats.quarantined += n
+            for key, seq in handled.items():  # quarantined rows are dealt with: not again next run
+                state.marks[key] = max(state.marks.get(key, ""), seq)
         _write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
         if bronze is not None:
             bronze.unpersist()
@@ -530,6 +551,7 @@ class _Run:
         self.marks: dict[tuple[str, str], str] = {}
         self.rows: Counter = Counter()
         self.quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
+        self.set_aside: list[DataFrame] = []  # bronze rows + _q_reason
         self.lock = threading.Lock()
 
     def lane(self, steps: list[_Step]) -> None:
@@ -555,7 +577,7 @@ class _Run:
                 key_override=cfg.key_override(step.db, step.table), table_map_key_idx=self.pk_idx.get(key),
                 db_charset=history.db_charset(step.db))
         if step.events:
-            done = _apply_events(spark, cfg, step, path, resolution, version)
+            done = _apply_events(spark, cfg, step, path, resolution, version, history)
             with self.lock:
                 self.marks[key] = max(self.marks.get(key, ""), step.start)
                 if done:
@@ -579,8 +601,24 @@ class _Run:
         # later filter may be evaluated before this segment's own
         rows = rows.localCheckpoint(eager=True)
         n_rows = sum(step.shapes[s] for s in good)
+        ncols = len(resolution.specs)
+        if step.min_image is not None and step.min_image < ncols:
+            # binlog_row_image=MINIMAL/NOBLOB: images without every column. Silver's MERGE replaces
+            # whole rows, so such changes would blank the missing columns: set them aside, loudly.
+            keyless = not resolution.keys
+            partial = (((F.col("op") != "d") & (F.size("after") < ncols))
+                       | (F.lit(keyless) & (F.col("op") != "c") & (F.size("before") < ncols)))
+            with self.lock:
+                self.set_aside.append(rows.where(partial).withColumns({
+                    "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB): the change "
+                                       f"lacks some of the {ncols} columns and silver applies whole rows"),
+                    "_q_class": F.lit("PartialRowImage")}))
+            rows = rows.where(~partial)
+        retyped = _retype(spark, cfg, path, resolution.specs)
         result = _apply_segment(spark, cfg, step, path, rows, resolution)
         with self.lock:
+            if retyped:
+                info.setdefault("retyped", []).extend(retyped)
             stats.rows.update(step.ops)
             stats.segments += 1
             stats.inserted += result.inserted
@@ -598,9 +636,9 @@ class _Run:
 
 
 def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution: Resolution | None,
-                  version: SchemaVersion | None) -> str | None:
-    """Empty / replace / copy the silver table for the schema events at ``step.start``, once;
-    returns ``"reset"``, ``"copy"``, ``"create"`` (what was written) or None."""
+                  version: SchemaVersion | None, history: SchemaHistory) -> str | None:
+    """Empty / replace / copy / alter the silver table for the schema events at ``step.start``,
+    once; returns ``"reset"``, ``"copy"``, ``"create"``, ``"alter"`` (what was written) or None."""
     from pipelines import silver
 
     backend = cfg.delta.backend
@@ -630,7 +668,108 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
         empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
         delta_io.overwrite(spark, empty, path, backend=backend)
         return "reset"
+    alters = [e for e in step.events if e.kind == ALTER]
+    if exists and alters:
+        before = history.schema_before(step.db, step.table, step.start)
+        if _alter_silver(spark, cfg, path, before, alters[-1]):
+            return "alter"
     return None
+
+
+def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: SchemaVersion) -> bool:
+    """What ``ALTER TABLE`` did to the rows the server already had, done to silver too (the
+    server logs none of it): a renamed column keeps its values under the new name; an added
+    column gets its DEFAULT (MySQL's implicit default when NOT NULL without one; expression
+    defaults such as ``CURRENT_TIMESTAMP`` stay NULL); a column with a new type is cast. True
+    when silver was rewritten."""
+    from pipelines import typemap
+
+    new = version.schema
+    if before is None or new is None:
+        return False
+    backend = cfg.delta.backend
+    current = delta_io.schema(path, spark=spark, backend=backend)
+    have = {f.name.lower(): f for f in current.fields}
+    specs = {c.name.lower(): schema_history.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}
+    types = {n: typemap.spark_type(sp) for n, sp in specs.items()}
+    renamed = {old.lower(): name for old, name in version.renamed}
+    cols, changed = [], False
+    for f in current.fields:
+        q = F.col(delta_io.quote_ident(f.name))
+        target = renamed.get(f.name.lower())
+        if target is not None and target.lower() not in have and target.lower() in types:
+            cols.append(q.try_cast(types[target.lower()]).alias(target))
+            changed = True
+        elif f.name.lower() in types and types[f.name.lower()] != f.dataType and f.name.lower() not in renamed:
+            cols.append(q.try_cast(types[f.name.lower()]).alias(f.name))
+            changed = True
+        else:
+            cols.append(q)
+    known = {c.name.lower() for c in before.columns} | {n.lower() for n in renamed.values()} | set(have)
+    added = [c for c in new.columns if c.name.lower() not in known and not c.generated]
+    values = _default_values(spark, added, {c.name.lower(): specs[c.name.lower()] for c in added})
+    for c in added:
+        if values.get(c.name) is not None:
+            cols.append(F.lit(values[c.name]).cast(types[c.name.lower()]).alias(c.name))
+            changed = True
+    if not changed:
+        return False
+    df = delta_io.read(spark, path, backend=backend).select(*cols).localCheckpoint(eager=True)
+    delta_io.overwrite(spark, df, path, overwrite_schema=True, backend=backend)
+    return True
+
+
+_IMPLICIT_DEFAULTS = {  # MySQL's value for existing rows of a NOT NULL column added without DEFAULT
+    **{t: "0" for t in ("TINYINT", "SMALLINT", "MEDIUMINT", "INT", "BIGINT", "DECIMAL", "FLOAT", "DOUBLE", "BIT")},
+    **{t: "" for t in ("CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "SET", "BINARY",
+                       "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB")},
+    "TIME": "00:00:00",
+}
+
+
+def _default_values(spark, columns, specs) -> dict:
+    """Silver values of the DEFAULTs of ``columns`` (typed the way :mod:`pipelines.typemap` types
+    bronze text), by column name; None where there is no usable default."""
+    from pipelines import typemap
+
+    cells, use = [], []
+    for c in columns:
+        text = c.default
+        if text is None and not c.nullable:
+            text = c.values[0] if c.type == "ENUM" and c.values else _IMPLICIT_DEFAULTS.get(c.type)
+        if text is None:
+            continue
+        binary = c.type in ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB")
+        cells.append((len(use), c.name, c.type, None if binary else text, text.encode("utf-8") if binary else None))
+        use.append(replace(specs[c.name.lower()], ordinal=len(use)))
+    if not use:
+        return {}
+    df = spark.createDataFrame([(cells,)], T.StructType([T.StructField("after", _IMAGE_TYPE)]))
+    row = typemap.typed_columns(df, use, "after").collect()[0]["after"]
+    return {sp.name: row[sp.name] for sp in use}
+
+
+def _retype(spark, cfg: PipelineConfig, path: str, specs) -> list[str]:
+    """``ALTER TABLE ... MODIFY/CHANGE`` gave columns another silver type: rewrite the silver
+    table with the new types (values cast the way Spark casts them; the server converted its
+    rows without logging them). Returns ``["col: old -> new", ...]``."""
+    from pipelines import typemap
+
+    backend = cfg.delta.backend
+    if not delta_io.table_exists(path, spark=spark, backend=backend):
+        return []
+    current = delta_io.schema(path, spark=spark, backend=backend)
+    wanted = {f.name.lower(): f.dataType for f in typemap.silver_schema(specs).fields}
+    changed = [f for f in current.fields if f.name.lower() in wanted and wanted[f.name.lower()] != f.dataType]
+    if not changed:
+        return []
+    new_types = {f.name: wanted[f.name.lower()] for f in changed}
+    df = delta_io.read(spark, path, backend=backend)
+    cols = [F.col(delta_io.quote_ident(f.name)).try_cast(new_types[f.name]).alias(f.name) if f.name in new_types
+            else F.col(delta_io.quote_ident(f.name)) for f in current.fields]
+    delta_io.overwrite(spark, df.select(*cols).localCheckpoint(eager=True), path, overwrite_schema=True,
+                       backend=backend)
+    return [f"{f.name}: {f.dataType.simpleString()} -> {new_types[f.name].simpleString()}" for f in changed]
 
 
 def _ddl_specs(version: SchemaVersion | None) -> tuple:
@@ -654,26 +793,40 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
                                 scd2=scd2, backend=cfg.delta.backend)
 
 
-def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], run_id: str) -> int:
-    """Rows whose shape did not fit their schema -> ``_pipeline/quarantine`` (bronze's layout)."""
+def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], set_aside: list[DataFrame],
+                      run_id: str) -> tuple[int, dict[tuple[str, str], str]]:
+    """Rows silver cannot apply -> ``_pipeline/quarantine`` (bronze's layout), each with its reason:
+    ``items`` name image shapes that do not fit their schema (``SchemaMismatch``), ``set_aside``
+    are bronze rows with ``_q_reason`` and ``_q_class`` columns. Returns the number of rows and
+    the largest quarantined ``_seq`` per table."""
     from pipelines.bronze import QUARANTINE_DDL
 
-    reasons = spark.createDataFrame(items, "_q_db STRING, _q_table STRING, _q_start STRING, _q_end STRING, "
-                                           "_q_shape STRING, _q_reason STRING")
-    cond = ((bronze["db"] == reasons["_q_db"]) & (bronze["table"] == reasons["_q_table"])
-            & (bronze["_shape"] == reasons["_q_shape"]) & (bronze["_seq"] > reasons["_q_start"])
-            & (reasons["_q_end"].isNull() | (bronze["_seq"] < reasons["_q_end"])))
+    parts = list(set_aside)
+    if items:
+        reasons = spark.createDataFrame(items, "_q_db STRING, _q_table STRING, _q_start STRING, _q_end STRING, "
+                                               "_q_shape STRING, _q_reason STRING")
+        cond = ((bronze["db"] == reasons["_q_db"]) & (bronze["table"] == reasons["_q_table"])
+                & (bronze["_shape"] == reasons["_q_shape"]) & (bronze["_seq"] > reasons["_q_start"])
+                & (reasons["_q_end"].isNull() | (bronze["_seq"] < reasons["_q_end"])))
+        parts.append(bronze.join(F.broadcast(reasons), cond, "inner")
+                     .select(*bronze.columns, "_q_reason", F.lit("SchemaMismatch").alias("_q_class")))
     now = _dt.datetime.now(_UTC)
-    out = bronze.join(F.broadcast(reasons), cond, "inner").select(
-        F.col("source_file").alias("file"), "file_seq", F.col("event_pos").alias("offset"),
-        F.concat(F.lit("silver: "), F.col("db"), F.lit("."), F.col("table"), F.lit(" _seq "), F.col("_seq"),
-                 F.lit(": "), F.col("_q_reason")).alias("reason"),
-        F.lit("SchemaMismatch").alias("error_class"), "decoder_version",
-        F.lit(None).cast("binary").alias("raw"), F.lit(None).cast("bigint").alias("batch"),
-        F.lit(run_id).alias("run_id"), F.lit(now).cast("timestamp").alias("ts"),
-    )
-    out = spark.createDataFrame(out.collect(), QUARANTINE_DDL)
-    n = out.count()
-    if n:
-        delta_io.append(spark, out, cfg.pipeline_path("quarantine"), backend=cfg.delta.backend)
-    return n
+    rows = []
+    for part in parts:
+        rows += part.select(
+            F.col("source_file").alias("file"), "file_seq", F.col("event_pos").alias("offset"),
+            F.concat(F.lit("silver: "), F.col("db"), F.lit("."), F.col("table"), F.lit(" _seq "), F.col("_seq"),
+                     F.lit(": "), F.col("_q_reason")).alias("reason"),
+            F.col("_q_class").alias("error_class"), "decoder_version", "db", "table", "_seq",
+        ).collect()
+    if not rows:
+        return 0, {}
+    handled: dict[tuple[str, str], str] = {}
+    for r in rows:
+        key = (r["db"], r["table"])
+        handled[key] = max(handled.get(key, ""), r["_seq"])
+    data = [(r["file"], r["file_seq"], r["offset"], r["reason"], r["error_class"], r["decoder_version"], None, None,
+             run_id, now) for r in rows]
+    delta_io.append(spark, spark.createDataFrame(data, QUARANTINE_DDL), cfg.pipeline_path("quarantine"),
+                    backend=cfg.delta.backend)
+    return len(data), handled

@@ -57,7 +57,7 @@ CREATE TABLE t_types (
   cu CHAR(5) CHARACTER SET ucs2, txt TEXT, mt MEDIUMTEXT CHARACTER SET latin1,
   bn BINARY(8), vb VARBINARY(20), bl BLOB, lb LONGBLOB,
   e ENUM('a','b','c'), s SET('x','y','z'), j JSON, g GEOMETRY, p POINT,
-  ip6 INET6, ip4 INET4, u UUID
+  ip6 INET6, u UUID, ip4 INET4
 ) ENGINE=InnoDB;
 CREATE TABLE t_cpk (a INT NOT NULL, b VARCHAR(10) NOT NULL, c DATE NOT NULL, v INT, PRIMARY KEY (a, b, c)) ENGINE=InnoDB;
 CREATE TABLE t_nopk (a INT, b VARCHAR(20), c DATETIME(3)) ENGINE=InnoDB;
@@ -102,7 +102,7 @@ INSERT INTO t_nopk VALUES (1,'dup','2020-01-01 00:00:00.000'),(1,'dup','2020-01-
 CHANGES = [
     # updates, a primary-key change, a composite-key change, keyless updates and deletes
     """
-UPDATE t_types SET ti = ti + 1, vc = CONCAT(vc, '!'), biu = 18446744073709551614, e = 'a' WHERE id = 2;
+UPDATE t_types SET ti = ti - 1, vc = CONCAT(vc, '!'), biu = 18446744073709551614, e = 'a' WHERE id = 2;
 UPDATE t_types SET id = 30 WHERE id = 3;
 UPDATE t_cpk SET a = 10 WHERE a = 1 AND b = 'x';
 UPDATE t_cpk SET c = '2030-12-31', v = v + 100 WHERE a = 2;
@@ -164,9 +164,11 @@ def run_phase(srv: MariaDBServer, scripts: list[str], *, first: bool = False) ->
 
 
 def copy_binlogs(srv: MariaDBServer, dest: Path) -> None:
+    """The closed binlog files (every one but the server's current file), as a log shipper would."""
     dest.mkdir(parents=True, exist_ok=True)
-    for f in srv.binlog_files():
-        shutil.copy2(f, dest / f.name)
+    for f in srv.binlog_files()[:-1]:
+        if not (dest / f.name).exists():
+            shutil.copy2(f, dest / f.name)
 
 
 # ---------------------------------------------------------------------------------------------------

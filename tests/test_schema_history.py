@@ -602,6 +602,17 @@ def test_spark_value_fixes_agree_with_python(spark, fix, text, raw):  # noqa: F8
     assert_df_equality(complete_values(df, {3: fix}), expected)
 
 
+def test_enum_members_from_full_metadata_are_kept(spark):  # noqa: F811
+    from pipelines.silver_step import complete_values
+
+    fix = (sh.FIX_ENUM, ("10", "20"))
+    df = spark.createDataFrame([(1, [(0, "e", "ENUM", "10", None)], [(0, None, "ENUM", "2", None)])],
+                               f"k INT, after {IMAGE}, before {IMAGE}")
+    got = complete_values(df, {0: fix}).collect()[0]
+    assert got["after"][0]["text"] == "10" and got["before"][0]["text"] == "20"
+    assert sh.apply_fix(fix, "10", None, named=True) == ("10", None)
+
+
 def test_shape_key_round_trip(spark):  # noqa: F811
     from pipelines.silver_step import parse_shape, shape_key, with_shape
 
