@@ -164,6 +164,31 @@ def test_alter_table_columns(alter, expected):
     assert names(h, "t", at=seq(15)) == ["id", "a", "b"]  # the old version before the ALTER's _seq
 
 
+def test_defaults_and_renamed_columns_are_recorded():
+    h = history("CREATE TABLE t (id INT PRIMARY KEY, a INT DEFAULT -3, b VARCHAR(5) DEFAULT 'x''y', "
+                "c TIMESTAMP NULL DEFAULT CURRENT_TIMESTAMP, d BIT(3) DEFAULT b'101', e INT DEFAULT NULL)")
+    assert [c.default for c in h.current("shop", "t").columns] == [None, "-3", "x'y", None, "5", None]
+    (v,) = h.apply_statement("ALTER TABLE t CHANGE a a2 INT, RENAME COLUMN a2 TO a3, RENAME COLUMN b TO b2, "
+                             "ADD COLUMN f INT NOT NULL DEFAULT 7", "shop", seq(20))
+    assert v.renamed == (("a", "a3"), ("b", "b2"))
+    assert h.current("shop", "t").columns[-1].default == "7"
+    assert h.schema_before("shop", "t", seq(20)).names == ["id", "a", "b", "c", "d", "e"]
+
+
+def test_partitioned_show_create_table_and_float_unsigned():
+    h = history("""CREATE TABLE `t_part` (
+  `id` int(11) NOT NULL,
+  `region` int(11) NOT NULL,
+  `f` float unsigned DEFAULT NULL,
+  PRIMARY KEY (`id`,`region`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci
+ PARTITION BY LIST (`region`)
+(PARTITION `p1` VALUES IN (1) ENGINE = InnoDB,
+ PARTITION `p2` VALUES IN (2) ENGINE = InnoDB)""")
+    assert names(h, "t_part") == ["id", "region", "f"]
+    assert h.current("shop", "t_part").primary_key == ("id", "region")
+
+
 def test_alter_modify_change_types_and_charset():
     h = history("CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10)) DEFAULT CHARSET=latin1",
                 "ALTER TABLE t MODIFY a BIGINT UNSIGNED NOT NULL, CHANGE b b2 VARCHAR(20) CHARACTER SET utf8mb4")
