@@ -111,7 +111,7 @@ def _try_cast_to(spec_type: Callable[[ColumnSpec], T.DataType]) -> Callable[[Col
 def _decimal_type(spec: ColumnSpec) -> T.DataType:
     precision = 10 if spec.precision is None else spec.precision
     scale = 0 if spec.scale is None else spec.scale
-    if not (1 <= precision <= 65 and 0 <= scale <= 30 and scale <= precision):
+    if not (1 <= precision <= 65 and 0 <= scale <= 38 and scale <= precision):
         raise UnsupportedColumnType(
             f"column {spec.name!r}: DECIMAL({precision},{scale}) is outside MySQL's range"
         )

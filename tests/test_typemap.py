@@ -45,6 +45,7 @@ UTC = dt.timezone.utc
         (ColumnSpec("a", "decimal", precision=10, scale=2), T.DecimalType(10, 2)),
         (ColumnSpec("a", "decimal"), T.DecimalType(10, 0)),
         (ColumnSpec("a", "numeric", precision=38, scale=30), T.DecimalType(38, 30)),
+        (ColumnSpec("a", "decimal", precision=38, scale=38), T.DecimalType(38, 38)),  # MariaDB
         (ColumnSpec("a", "decimal", precision=39, scale=0), T.StringType()),
         (ColumnSpec("a", "decimal", precision=65, scale=30), T.StringType()),
         (ColumnSpec("a", "date"), T.DateType()),
