@@ -147,6 +147,7 @@ Tables (all Delta, written through :mod:`pipelines.delta_io`): see
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as _dt
 import hashlib
@@ -213,6 +214,7 @@ PARTIAL = "partial"  # the newest file: an unfinished tail waits for the next ru
 QUARANTINED = "quarantined"  # a bad event stopped the file; the good prefix landed
 
 _BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")
+_COPY_NAME = re.compile(r"\.\d+(?=\D)")  # where a binlog name may end in binlog.000002.bak, binlog.000002~
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
 
@@ -548,23 +550,24 @@ def link_problem(prev: Link | None, f: SourceFile, head: tuple[str | None, str |
 
 def copy_notes(others: list[SourceFile], files: list[SourceFile], paths) -> list[str]:
     """One note per ignored name that extends a binlog file name
-    (``binlog.000002.bak``, ``binlog.000002~``): a copy (same size and sha256)
-    or not. ``paths(SourceFile)`` opens a local path for a file (a context manager)."""
+    (``binlog.000002.bak``, ``binlog.000002~``) and holds the same bytes (size
+    and sha256) as that file: a copy, read once under the binlog name. Other
+    such names (``binlog.000002.txt``) are just ignored and counted.
+    ``paths(SourceFile)`` opens a local path for a file (a context manager)."""
     by_name = {f.name: f for f in files}
     notes = []
     for o in others:
-        base = next((n for n in sorted(by_name, key=len, reverse=True) if o.name.startswith(n)), None)
-        if base is None or o.name == base:
+        bases = [o.name[: m.end()] for m in _COPY_NAME.finditer(o.name)]
+        b = next((by_name[n] for n in reversed(bases) if n in by_name), None)
+        if b is None:
             continue
-        b = by_name[base]
+        base = b.name
         same = False
         if o.size == b.size and o.size > 0:
             with paths(o) as po, paths(b) as pb:
                 same = sha256_prefixes(po, [o.size]) == sha256_prefixes(pb, [b.size])
         if same:
             notes.append(f"{o.name} is a copy of {base} (same size and sha256): ignored, {base} is read once")
-        else:
-            notes.append(f"{o.name} is not a binlog name (<prefix>.<digits>) and differs from {base}: ignored")
     return notes
 
 
@@ -1466,8 +1469,10 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         todo.append((f, prev, newest))
 
     links = {r.file_seq: Link.of_row(r) for r in latest.values()}
+    known = sorted(links)
     finished = {(r.size, r.sha256): r.name for r in latest.values()
                 if r.status != QUARANTINED and r.complete_until == r.size > 0}
+    finished_sizes = {size for size, _sha in finished}
     broken: str | None = None
     batch_plans: list[FilePlan] = []
     batch_bytes = 0
@@ -1479,14 +1484,15 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             path = copies[f.name] = stack.enter_context(_driver_copy(spark, f))
             head = gtid_head(path)
             if prev is None:
-                twin = finished.get((f.size, sha256_prefixes(path, [f.size])[f.size])) if (
-                    any(size == f.size for size, _ in finished)) else None
+                twin = None
+                if f.size in finished_sizes:
+                    twin = finished.get((f.size, sha256_prefixes(path, [f.size])[f.size]))
                 if twin is not None:
                     problem = (f"{f.name} has the same content (size and sha256) as {twin}, which was read "
                                f"already: a copy under another name is never landed twice")
                 else:
-                    before = max((s for s in links if s < f.file_seq), default=None)
-                    problem = link_problem(links.get(before), f, head)
+                    i_before = bisect.bisect_left(known, f.file_seq)
+                    problem = link_problem(links[known[i_before - 1]] if i_before else None, f, head)
                 if problem is not None and not cfg.accept_gaps:
                     broken = problem
                     stats.held_back = [g.name for g, _p, _n in todo[i:]]
@@ -1499,9 +1505,12 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
                         continue
             plan = plan_file(f, prev, path, newest, cfg, head)
             plan.sha256 = sha256_prefixes(path, [plan.end])[plan.end]
+            if f.file_seq not in links:
+                bisect.insort(known, f.file_seq)
             links[f.file_seq] = plan.link
             if plan.status != QUARANTINED and plan.end == f.size > 0:
                 finished[(f.size, plan.sha256)] = f.name
+                finished_sizes.add(f.size)
             stats.files += 1
             batch_plans.append(plan)
             batch_bytes += plan.end - plan.start

@@ -113,14 +113,14 @@ def flat(ids: list[list[int]]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def series(mariadb):
-    return write_series(mariadb, "bad_input", 9)
+    return write_series(mariadb, "bad_input", 10)
 
 
 @pytest.fixture(scope="module")
 def damaged(series):
-    """name -> (damaged bytes, what to expect) for the nine files of the series."""
+    """name -> damaged bytes, and name:what -> what to expect, for the ten files of the series."""
     (n1, d1, _), (n2, d2, _), (n3, _, _), (n4, _, _), (n5, d5, _), (n6, d6, _), (n7, d7, _), (n8, d8, _), \
-        (n9, d9, _) = series
+        (nu, du, _), (n9, d9, _) = series
     assert all(has_checksum(d) for _n, d, _i in series)
     out = {n1: d1}
 
@@ -156,10 +156,19 @@ def damaged(series):
     out[n8] = d8 + bytes.fromhex("deadbeef") * 25  # garbage after the ROTATE
     out[f"{n8}:bad"] = len(d8)
 
-    tx3, evs = tx_events(d9, 2)  # the newest file, cut inside its third transaction
+    tx4, evs = tx_events(du, 3)  # a file that is not the newest ends in the middle of a transaction
+    out[nu] = du[: first_of(evs, EventType.XID).pos]
+    out[f"{nu}:bad"] = tx4.begin_pos
+
+    # the newest file, still being written: first cut inside an event of its third transaction,
+    # then between two events of its fourth one, then whole
+    tx3, evs = tx_events(d9, 2)
     out[n9] = d9[: first_of(evs, *WRITE_ROWS).pos + 7]
-    out[f"{n9}:full"] = d9
     out[f"{n9}:bad"] = tx3.begin_pos
+    tx4, evs = tx_events(d9, 3)
+    out[f"{n9}:more"] = d9[: first_of(evs, EventType.XID).pos]
+    out[f"{n9}:more-until"] = tx4.begin_pos
+    out[f"{n9}:full"] = d9
     return out
 
 
@@ -177,7 +186,7 @@ def fill(folder: Path, files: dict) -> Path:
 def test_every_kind_of_damage_in_one_run(spark, series, damaged, tmp_path):  # noqa: F811
     names = [n for n, _d, _i in series]
     ids = {n: i for n, _d, i in series}
-    n1, n2, n3, n4, n5, n6, n7, n8, n9 = names
+    n1, n2, n3, n4, n5, n6, n7, n8, nu, n9 = names
     folder = fill(tmp_path / "in", damaged)
 
     # strict: the first bad file fails the run before anything is written
@@ -197,12 +206,13 @@ def test_every_kind_of_damage_in_one_run(spark, series, damaged, tmp_path):  # n
         n6: flat(t[n6][1:]),  # all but the transaction without its table map
         n7: flat(t[n7][:2]),  # the transactions before the cut
         n8: flat(t[n8]),  # everything before the garbage
+        nu: flat(t[nu][:3]),  # the committed transactions
         n9: flat(t[n9][:2]),  # the newest file: its complete transactions
     }
-    assert stats.quarantined == 7 and stats.ignorable_skipped == 1 and stats.status == "ok"
+    assert stats.quarantined == 8 and stats.ignorable_skipped == 1 and stats.status == "ok"
 
     q = {r["file"]: r for r in read(cfg.pipeline_path("quarantine"))}
-    assert sorted(q) == sorted([n2, n3, n4, n5, n6, n7, n8])
+    assert sorted(q) == sorted([n2, n3, n4, n5, n6, n7, n8, nu])
     for name, r in q.items():
         data = damaged[name]
         assert r["raw"] == data[r["offset"] : r["offset"] + len(r["raw"])], name
@@ -242,12 +252,24 @@ def test_every_kind_of_damage_in_one_run(spark, series, damaged, tmp_path):  # n
     assert "garbage appended to a finished file" in q[n8]["reason"] and q[n8]["raw"] == damaged[n8][end:]
     assert (m[n8]["status"], m[n8]["complete_until"]) == ("quarantined", end)
 
+    tx_begin = damaged[f"{nu}:bad"]
+    assert (q[nu]["error_class"], q[nu]["offset"]) == ("UnfinishedTransaction", tx_begin)
+    assert "unfinished transaction at the end of a file that is not the newest" in q[nu]["reason"]
+    assert q[nu]["raw"] == damaged[nu][tx_begin:]
+    assert (m[nu]["status"], m[nu]["complete_until"]) == ("quarantined", tx_begin)
+
     assert (m[n9]["status"], m[n9]["complete_until"]) == ("partial", damaged[f"{n9}:bad"])
     assert m[n1]["status"] == "done" and m[n1]["gtid_end"] and m[n1]["rotate_to"] == n2
 
     # nothing is read again: quarantined files until they change, the newest until it grows
     again = bronze.run(spark, cfg)
     assert (again.files, again.quarantined) == (0, 0) and landed_ids(cfg) == got
+
+    (folder / n9).write_bytes(damaged[f"{n9}:more"])
+    more = bronze.run(spark, cfg)
+    assert more.files == 1 and landed_ids(cfg)[n9] == flat(t[n9][:3])
+    assert (manifest(cfg)[n9]["status"], manifest(cfg)[n9]["complete_until"]) == (
+        "partial", damaged[f"{n9}:more-until"])
 
     (folder / n9).write_bytes(damaged[f"{n9}:full"])
     grown = bronze.run(spark, cfg)
@@ -266,7 +288,7 @@ def test_every_kind_of_damage_in_one_run(spark, series, damaged, tmp_path):  # n
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert quarantine.main(["list", "--warehouse", cfg.warehouse, "--format", "jsonl"]) == 0
-    assert out.getvalue().count("\n") == 7
+    assert out.getvalue().count("\n") == 8
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert quarantine.main(["redecode", "--warehouse", cfg.warehouse]) == 1

@@ -152,15 +152,12 @@ def test_the_same_file_twice_and_copies_under_other_names(spark, series, tmp_pat
     # the same name with the same bytes (touched): read past what was done, nothing lands twice
     os.utime(folder / a, ns=(0, (folder / a).stat().st_mtime_ns + 5_000_000_000))
     shutil.copyfile(folder / b, folder / f"{b}.bak")  # a copy under a name that is not a binlog name
-    (folder / f"{a}~").write_bytes(da[:-1] + b"x")  # a different file under such a name
+    (folder / f"{a}~").write_bytes(flip_byte(da, len(da) // 2))  # a different file under such a name
     again = bronze.run(spark, cfg)
 
     assert again.files == 1 and again.files_skipped == 1 and again.files_ignored == 2
     assert landed(cfg) == {a: ia, b: ib}
-    assert sorted(again.warnings) == [
-        f"{a}~ is not a binlog name (<prefix>.<digits>) and differs from {a}: ignored",
-        f"{b}.bak is a copy of {b} (same size and sha256): ignored, {b} is read once",
-    ]
+    assert again.warnings == [f"{b}.bak is a copy of {b} (same size and sha256): ignored, {b} is read once"]
 
     # a re-numbered copy is refused (after the files before it landed)
     (folder / c).write_bytes(dc)
