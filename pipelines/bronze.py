@@ -574,8 +574,12 @@ def copy_notes(others: list[SourceFile], files: list[SourceFile], paths) -> list
 # -- bytes -------------------------------------------------------------------------
 
 
+_IN_USE_FLAG_AT = 4 + 17  # low byte of the format description event's header flags
+
+
 def sha256_prefixes(path: str, cuts: list[int]) -> dict[int, str]:
-    """sha256 hex digests of ``path[0:cut]`` for every cut, in one pass."""
+    """sha256 hex digests of ``path[0:cut]`` for every cut, in one pass (the
+    format description's "file in use" flag does not count)."""
     want = sorted(set(cuts))
     out: dict[int, str] = {}
     h = hashlib.sha256()
@@ -586,6 +590,11 @@ def sha256_prefixes(path: str, cuts: list[int]) -> dict[int, str]:
                 chunk = fh.read(min(_READ_CHUNK, cut - pos))
                 if not chunk:
                     raise BronzeError(f"{path}: ends at byte {pos}, expected at least {cut} bytes")
+                if pos <= _IN_USE_FLAG_AT < pos + len(chunk):
+                    # the server clears LOG_EVENT_BINLOG_IN_USE_F when it closes the file:
+                    # that is not a change of content
+                    chunk = bytearray(chunk)
+                    chunk[_IN_USE_FLAG_AT - pos] &= 0xFE
                 h.update(chunk)
                 pos += len(chunk)
             out[cut] = h.copy().hexdigest()
