@@ -167,7 +167,7 @@ from urllib.parse import unquote, urlparse
 
 from pipelines.binlog.changes import RowChange, StatementChange, iter_changes
 from pipelines.binlog.constants import COMMON_HEADER_LEN, ColumnType, EventFlag, EventType, column_type_name
-from pipelines.binlog.errors import BinlogError, ChecksumMismatch, CorruptEvent, NotABinlog, TruncatedEvent
+from pipelines.binlog.errors import BinlogError, ChecksumMismatch, TruncatedEvent
 from pipelines.binlog.events import EVENT_DECODERS, GtidListEvent, PreviousGtidsEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
@@ -542,8 +542,9 @@ def link_problem(prev: Link | None, f: SourceFile, head: tuple[str | None, str |
         missing = gtids_missing(flavor, prev.gtid_end, start)
         if missing:
             event = "GTID_LIST" if flavor == MARIADB else "PREVIOUS_GTIDS"
+            end = prev.gtid_end or "nothing"
             return (f"GTIDs {missing} were logged between {prev.name} and {f.name} but are in neither file "
-                    f"({f.name} starts after {start} by its {event}, {prev.name} ends at {prev.gtid_end or 'nothing'}): "
+                    f"({f.name} starts after {start} by its {event}, {prev.name} ends at {end}): "
                     f"a binlog file is missing")
     return None
 
