@@ -445,17 +445,18 @@ def test_write_rows_versions(code, kind, v2):
     if code == EventType.PRE_GA_WRITE_ROWS:
         f = eb.with_post_header(f, code, 8)
     ctx = DecodeContext(f, decode_rows=False)
-    decode_event(eb.raw(EventType.TABLE_MAP, eb.table_map(5, "db", "t", [T.LONG] * 3, b"", [True] * 3)), ctx)
+    tm = decode_event(eb.raw(EventType.TABLE_MAP, eb.table_map(5, "db", "t", [T.LONG] * 3, b"", [True] * 3)), ctx)
     body = b"\xf8" + eb.u(1, 4) + eb.u(2, 4) + eb.u(3, 4)
     ev = decode_event(eb.raw(code, eb.rows(5, 3, [1, 1, 1], body, v2=v2)), ctx)
     assert isinstance(ev, RowsEvent) and ev.op == "insert" and ev.stmt_end
     assert (ev.columns_before, ev.columns_after, ev.column_count) == ((), (0, 1, 2), 3)
-    assert ev.rows == () and ev.body == body and ev.table_map is ctx.table_maps[5]
+    assert ev.rows == () and ev.body == body and ev.table_map is tm
+    assert ctx.table_maps == {}  # the statement ended: its table maps are forgotten
 
 
 def test_update_and_delete_bitmaps():
     ctx = _ctx_with_table(decode_rows=False)
-    ev = decode_event(eb.raw(EventType.UPDATE_ROWS, eb.rows(5, 3, [1, 0, 1], b"", present_after=[0, 1, 1])), ctx)
+    ev = decode_event(eb.raw(EventType.UPDATE_ROWS, eb.rows(5, 3, [1, 0, 1], b"", present_after=[0, 1, 1], flags=0)), ctx)
     assert (ev.op, ev.columns_before, ev.columns_after) == ("update", (0, 2), (1, 2))
     ev = decode_event(eb.raw(EventType.DELETE_ROWS, eb.rows(5, 3, [1, 1, 0], b"")), ctx)
     assert (ev.op, ev.columns_before, ev.columns_after) == ("delete", (0, 1), ())
@@ -464,7 +465,7 @@ def test_update_and_delete_bitmaps():
 def test_rows_v2_extra_data_ndb_and_partition():
     ctx = _ctx_with_table(decode_rows=False)
     extra = bytes([0, 4, 1, 0xAA, 0xBB]) + bytes([1]) + eb.u(3, 2) + eb.u(7, 2)
-    ev = decode_event(eb.raw(EventType.UPDATE_ROWS, eb.rows(5, 3, [1] * 3, b"", present_after=[1] * 3, extra=extra)), ctx)
+    ev = decode_event(eb.raw(EventType.UPDATE_ROWS, eb.rows(5, 3, [1] * 3, b"", present_after=[1] * 3, extra=extra, flags=0)), ctx)
     assert ev.extra_data == {"ndb": {"format": 1, "data": b"\xaa\xbb"}, "partition_id": 3, "source_partition_id": 7}
     ev = decode_event(eb.raw(EventType.WRITE_ROWS, eb.rows(5, 3, [1] * 3, b"", extra=bytes([1]) + eb.u(9, 2))), ctx)
     assert ev.extra_data == {"partition_id": 9}
@@ -503,7 +504,7 @@ def test_dummy_stmt_end_rows_event_needs_no_table_map():
 def test_mariadb_compressed_rows_are_decompressed():
     ctx = _ctx_with_table("mariadb", decode_rows=False)
     body = (b"\xf8" + eb.u(1, 4) * 3) * 50
-    ev = decode_event(eb.raw(EventType.MARIA_WRITE_ROWS_COMPRESSED_V1, eb.rows(5, 3, [1] * 3, body, v2=False, compressed=True)), ctx)
+    ev = decode_event(eb.raw(EventType.MARIA_WRITE_ROWS_COMPRESSED_V1, eb.rows(5, 3, [1] * 3, body, v2=False, compressed=True, flags=0)), ctx)
     assert ev.compressed and ev.op == "insert" and ev.body == body
     ev = decode_event(
         eb.raw(EventType.MARIA_UPDATE_ROWS_COMPRESSED, eb.rows(5, 3, [1] * 3, body, present_after=[1] * 3, compressed=True)), ctx
@@ -630,7 +631,8 @@ def test_transaction_payload_unpacks_and_records_table_maps(compression):
     assert ev.compression_type == compression
     assert ev.uncompressed_size == (sum(map(len, inner)) if compression == 0 else None)
     assert [type(e).__name__ for e in ev.events] == ["QueryEvent", "TableMapEvent", "RowsEvent", "XidEvent"]
-    assert ctx.table_maps[70] is ev.events[1] and ev.events[2].table_map is ev.events[1]
+    assert ev.events[2].table_map is ev.events[1]
+    assert 70 not in ctx.table_maps  # forgotten at the end of the statement (STMT_END)
     assert [e.header.inner_pos for e in ev.events] == [0, *itertools.accumulate(map(len, inner[:-1]))]
     for e in ev.events:
         assert e.header.in_payload and e.header.pos == 500 and e.header.end_pos == ev.header.end_pos

@@ -52,7 +52,8 @@ class DecodeContext:
     """State an event decoder may read: the format and the table maps seen so far.
 
     The stream (``stream.py``) owns it. :func:`decode_event` records each
-    TableMapEvent in ``table_maps`` after decoding it.
+    TableMapEvent in ``table_maps`` after decoding it and forgets them all at
+    the end of each statement (a rows event flagged STMT_END).
     """
 
     format: FormatDescription
@@ -2030,4 +2031,8 @@ def decode_event(raw: RawEvent, ctx: DecodeContext) -> Event:
             except BinlogError as e:
                 raise e.at(header.file, header.pos)
         ctx.table_maps[ev.table_id] = ev
+    elif type(ev) is RowsEvent and ev.stmt_end:
+        # Table maps live until the end of their statement (as on a replica): a later
+        # rows event without its own TABLE_MAP must not borrow a stale one.
+        ctx.table_maps.clear()
     return ev
