@@ -8,14 +8,19 @@ project). It also holds the command line every job shares::
     --binlog-dir DIR    overrides ``input``      (contract: other tools use this flag)
     --warehouse DIR     overrides ``warehouse``  (contract: other tools use this flag)
     --no-progress       no progress bars
+    --lock-timeout S    wait up to S seconds for a run in progress on the same warehouse
+                        (default 0: refuse at once); see pipelines/lock.py
+
+Exit codes: 0 done, 1 failed run, 2 bad configuration, 3 the warehouse is locked by another run.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +35,19 @@ def parse_args(description: str | None, argv: Sequence[str] | None = None) -> ar
     p.add_argument("--binlog-dir", help="folder of binlog files (any Hadoop path); overrides 'input'")
     p.add_argument("--warehouse", help="warehouse folder (any Hadoop path); overrides 'warehouse'")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--lock-timeout", type=_seconds, default=0.0, metavar="SECONDS",
+                   help="wait this long for another run on the same warehouse to finish (default 0: refuse at once)")
     return p.parse_args(argv)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def overrides(args: argparse.Namespace) -> dict:
@@ -44,20 +61,33 @@ def overrides(args: argparse.Namespace) -> dict:
 
 def main(job: Callable[[], int]) -> int:
     """Run ``job`` and turn the errors users can fix into one clear line and an exit code:
-    2 for a bad configuration, 1 for a failed run."""
+    2 for a bad configuration, 3 for a warehouse locked by another run, 1 for a failed run."""
     from pipelines.config import ConfigError
+    from pipelines.lock import EXIT_LOCKED, WarehouseLocked
 
     try:
         return job()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except WarehouseLocked as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_LOCKED
     except Exception as e:  # noqa: BLE001 - the message is the report; the traceback goes first
         import traceback
 
         traceback.print_exc()
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def warehouse_lock(cfg, args: argparse.Namespace) -> Iterator[None]:
+    """Hold the warehouse lock (:mod:`pipelines.lock`) for the whole job."""
+    from pipelines.lock import warehouse_lock as lock
+
+    with lock(cfg.warehouse, timeout=args.lock_timeout):
+        yield
 
 
 def session(cfg):

@@ -2,6 +2,7 @@
 """Bronze step: decode the new bytes of the binlog files into <warehouse>/bronze/binlog_changes.
 
     spark-submit jobs/ingest_bronze.py --config conf/pipeline.yaml [--binlog-dir DIR] [--warehouse DIR]
+        [--lock-timeout SECONDS]
 """
 import sys
 
@@ -14,11 +15,12 @@ def main(argv=None) -> int:
 
     args = _bootstrap.parse_args(__doc__, argv)
     cfg = load_config(args.config, _bootstrap.overrides(args))
-    spark = _bootstrap.session(cfg)
-    try:
-        bronze.run(spark, cfg)
-    finally:
-        spark.stop()
+    with _bootstrap.warehouse_lock(cfg, args):  # one run at a time per warehouse
+        spark = _bootstrap.session(cfg)
+        try:
+            bronze.run(spark, cfg)
+        finally:
+            spark.stop()
     return 0
 
 

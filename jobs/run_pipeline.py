@@ -2,6 +2,7 @@
 """The whole pipeline: the bronze step, then the silver step, in one Spark session.
 
     spark-submit jobs/run_pipeline.py --config conf/pipeline.yaml [--binlog-dir DIR] [--warehouse DIR]
+        [--lock-timeout SECONDS]
 """
 import sys
 
@@ -14,14 +15,15 @@ def main(argv=None) -> int:
 
     args = _bootstrap.parse_args(__doc__, argv)
     cfg = load_config(args.config, _bootstrap.overrides(args))
-    spark = _bootstrap.session(cfg)
-    try:
-        bronze.run(spark, cfg)
-        from pipelines import silver_step  # written separately; imported only when needed
+    with _bootstrap.warehouse_lock(cfg, args):  # one run at a time per warehouse
+        spark = _bootstrap.session(cfg)
+        try:
+            bronze.run(spark, cfg)
+            from pipelines import silver_step  # written separately; imported only when needed
 
-        silver_step.run(spark, cfg)
-    finally:
-        spark.stop()
+            silver_step.run(spark, cfg)
+        finally:
+            spark.stop()
     return 0
 
 

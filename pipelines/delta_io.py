@@ -15,19 +15,40 @@ MERGE logic lives in :mod:`pipelines.silver`; this module only offers the MERGE 
 handed to it are SQL text that both Spark SQL and delta-rs (DataFusion) parse the same way;
 quote every column name with :func:`quote_ident` (source column names come from the binlog and
 may contain spaces, dots, quotes, backticks, emoji or SQL keywords).
+
+Every commit (append, merge, overwrite, create, add_columns) goes through :func:`_commit`:
+
+* it passes the fault points of :mod:`pipelines.faults` (``<operation>.<table kind>.before`` /
+  ``.after``, and ``append.<kind>.materialize`` before an append computes its DataFrame);
+* a commit that loses a race with another writer (delta-rs ``CommitFailedError``, delta-spark
+  ``Concurrent*Exception`` / ``MetadataChangedException``) is tried again, the whole operation,
+  up to :data:`COMMIT_ATTEMPTS` times with a growing, jittered pause. Each retry first looks at the
+  table again: an append with a transaction id that is now recorded is skipped, ``create`` finds
+  the table, ``add_columns`` adds only what is still missing, a MERGE is evaluated against the
+  new snapshot (silver's MERGE clauses only apply a change newer than the row's ``_seq``).
+
+With delta-rs, a write with a transaction id checks the id on the very snapshot it commits
+against, so a writer that commits the same id in between makes this commit conflict (and the
+retry skip it); a table that does not exist yet is first created empty, because delta-rs does not
+check two racing creating writes against each other.
 """
 from __future__ import annotations
 
 import json
+import random
+import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from pipelines import faults
 
 Backend = Literal["auto", "spark", "rs"]
 BACKENDS = ("auto", "spark", "rs")
@@ -498,6 +519,104 @@ class _SparkCommitConf:
 
 
 # ---------------------------------------------------------------------------------------------
+# commits: fault points and conflict retries
+
+R = TypeVar("R")
+
+COMMIT_ATTEMPTS = 5  # tries of one commit that keeps losing races with other writers
+_BACKOFF_S = 0.25  # pause before the 2nd try; doubled each time, jittered x0.5..1.5
+
+# delta-spark's conflict exceptions (delta.exceptions / io.delta.exceptions), by class name
+_SPARK_CONFLICTS = (
+    "ConcurrentModificationException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException", "MetadataChangedException",
+    "ProtocolChangedException",
+)
+_retry_lock = threading.Lock()
+_retry_count = 0
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """True when ``error`` says that another writer committed first (the commit did not happen).
+
+    >>> is_commit_conflict(ValueError("bad predicate"))
+    False
+    """
+    names = {c.__name__ for c in type(error).__mro__}
+    if "CommitFailedError" in names or names.intersection(_SPARK_CONFLICTS):
+        return True
+    text = str(error)  # a Py4JJavaError names the Java class in its text
+    return any(f"io.delta.exceptions.{n}" in text for n in _SPARK_CONFLICTS)
+
+
+def conflict_retries() -> int:
+    """How many commits this process has tried again after a conflict (logs, tests)."""
+    return _retry_count
+
+
+def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
+    """Run one commit ``attempt(n)`` (``n`` = 0 for the first try) between the fault points
+    ``<op>.<kind>.before`` and ``.after``, trying again after commit conflicts.
+
+    ``attempt`` must be safe to call again after a conflict: on a retry (``n > 0``) it looks at
+    the table again before writing.
+    """
+    global _retry_count
+    kind = faults.table_kind(path)
+    faults.point(f"{op}.{kind}.before")
+    for n in range(COMMIT_ATTEMPTS):
+        try:
+            result = attempt(n)
+            break
+        except Exception as e:  # noqa: BLE001 - only conflicts are tried again
+            if not is_commit_conflict(e):
+                raise
+            if n + 1 == COMMIT_ATTEMPTS:
+                raise DeltaIOError(
+                    f"{op} {path}: lost {COMMIT_ATTEMPTS} commit races in a row to other writers; last: {e}"
+                ) from e
+            pause = _BACKOFF_S * (2 ** n) * (0.5 + random.random())
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"warning: delta_io: {op} {path}: commit conflict ({first_line}); trying again in "
+                  f"{pause:.2f} s ({n + 2}/{COMMIT_ATTEMPTS})", file=sys.stderr, flush=True)
+            with _retry_lock:
+                _retry_count += 1
+            time.sleep(pause)
+    faults.point(f"{op}.{kind}.after")
+    return result
+
+
+def _rs_snapshot_for_txn(path: str, txn_app_id: str | None, arrow_schema: pa.Schema):
+    """For an idempotent delta-rs write: the table's current snapshot, to check the transaction id
+    on and to commit against (a commit made after it then conflicts, so two writers racing with one
+    txn id cannot both land). A missing table is created first, empty: delta-rs does not check
+    two racing creating writes against each other. None when there is no txn id."""
+    if txn_app_id is None:
+        return None
+    import deltalake
+
+    if not deltalake.DeltaTable.is_deltatable(str(path)):
+        deltalake.DeltaTable.create(str(path), schema=arrow_schema, mode="ignore")
+    return deltalake.DeltaTable(str(path))
+
+
+def _rs_txn_recorded(table, txn_app_id: str | None, txn_version: int | None) -> bool:
+    """True when the delta-rs snapshot ``table`` already holds ``txn_version`` for ``txn_app_id``."""
+    if txn_app_id is None:
+        return False
+    last = table.transaction_version(txn_app_id)
+    return last is not None and last >= txn_version
+
+
+def _txn_recorded(path: str, txn_app_id: str | None, txn_version: int | None, spark, backend: str) -> bool:
+    """True when the table already holds ``txn_version`` (or later) for ``txn_app_id``."""
+    if txn_app_id is None:
+        return False
+    last = last_txn_version(path, txn_app_id, spark=spark, backend=backend)
+    return last is not None and last >= txn_version
+
+
+# ---------------------------------------------------------------------------------------------
 # writing
 
 
@@ -519,16 +638,23 @@ def create_if_missing(
         raise ValueError(f"create_if_missing needs a non-empty StructType, got {table_schema!r}")
     if table_exists(path, spark=spark, backend=backend):
         return False
-    if resolve_backend(spark, backend) == "spark":
-        from delta.tables import DeltaTable
+    which = resolve_backend(spark, backend)
 
-        DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(table_schema).execute()
+    def attempt(n: int) -> bool:
+        if n and table_exists(path, spark=spark, backend=which):
+            return False
+        if which == "spark":
+            from delta.tables import DeltaTable
+
+            DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(table_schema).execute()
+            return True
+        from deltalake import DeltaTable, Schema
+
+        nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
+        DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore")
         return True
-    from deltalake import DeltaTable, Schema
 
-    nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
-    DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore")
-    return True
+    return _commit("create", path, attempt)
 
 
 def _ddl_type(dt: T.DataType) -> str:
@@ -558,27 +684,41 @@ def add_columns(
     ['note']
     """
     fields = list(new_fields.fields if isinstance(new_fields, T.StructType) else new_fields)
-    current = {f.name.lower(): f for f in schema(path, spark=spark, backend=backend).fields}
-    conflicts, to_add = [], []
-    for f in fields:
-        have = current.get(f.name.lower())
-        if have is None:
-            to_add.append(T.StructField(f.name, f.dataType, True))
-        elif have.dataType != f.dataType:
-            conflicts.append(f"{f.name}: table has {have.dataType.simpleString()}, asked {f.dataType.simpleString()}")
-    if conflicts:
-        raise DeltaIOError(f"add_columns({path}): columns exist with other types: {conflicts}")
+    which = resolve_backend(spark, backend)
+
+    def missing() -> list[T.StructField]:
+        current = {f.name.lower(): f for f in schema(path, spark=spark, backend=which).fields}
+        conflicts, to_add = [], []
+        for f in fields:
+            have = current.get(f.name.lower())
+            if have is None:
+                to_add.append(T.StructField(f.name, f.dataType, True))
+            elif have.dataType != f.dataType:
+                conflicts.append(
+                    f"{f.name}: table has {have.dataType.simpleString()}, asked {f.dataType.simpleString()}")
+        if conflicts:
+            raise DeltaIOError(f"add_columns({path}): columns exist with other types: {conflicts}")
+        return to_add
+
+    to_add = missing()
     if not to_add:
         return []
-    if resolve_backend(spark, backend) == "spark":
-        target = "delta." + quote_ident(str(path))
-        cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in to_add)
-        spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
-    else:
-        from deltalake import Field
 
-        _rs_table(path).alter.add_columns([Field.from_json(_delta_field_json(f)) for f in to_add])
-    return [f.name for f in to_add]
+    def attempt(n: int) -> list[str]:
+        adding = missing() if n else to_add
+        if not adding:
+            return []
+        if which == "spark":
+            target = "delta." + quote_ident(str(path))
+            cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in adding)
+            spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
+        else:
+            from deltalake import Field
+
+            _rs_table(path).alter.add_columns([Field.from_json(_delta_field_json(f)) for f in adding])
+        return [f.name for f in adding]
+
+    return _commit("add_columns", path, attempt)
 
 
 def append(
@@ -606,28 +746,41 @@ def append(
         raise ValueError("'df' in append cannot be None")
     check_txn(txn_app_id, txn_version)
     which = resolve_backend(spark, backend)
-    if txn_app_id is not None:
-        last = last_txn_version(path, txn_app_id, spark=spark, backend=which)
-        if last is not None and last >= txn_version:
-            return False
+    if _txn_recorded(path, txn_app_id, txn_version, spark, which):
+        return False
+    faults.point(f"append.{faults.table_kind(path)}.materialize")
     if which == "spark":
         writer = df.write.format("delta").mode("append")
         if schema_evolution:
             writer = writer.option("mergeSchema", "true")
         if txn_app_id is not None:
             writer = writer.option("txnAppId", txn_app_id).option("txnVersion", str(txn_version))
-        writer.save(str(path))
-        return True
+
+        def attempt(n: int) -> bool:
+            if n and _txn_recorded(path, txn_app_id, txn_version, spark, which):
+                return False
+            writer.save(str(path))
+            return True
+
+        return _commit("append", path, attempt)
     from deltalake import write_deltalake
 
-    write_deltalake(
-        str(path),
-        spark_to_arrow(df),
-        mode="append",
-        schema_mode="merge" if schema_evolution else None,
-        commit_properties=_rs_commit_properties(txn_app_id, txn_version, None),
-    )
-    return True
+    data = spark_to_arrow(df)
+
+    def attempt_rs(n: int) -> bool:
+        target = _rs_snapshot_for_txn(path, txn_app_id, data.schema)
+        if target is not None and _rs_txn_recorded(target, txn_app_id, txn_version):
+            return False
+        write_deltalake(
+            str(path) if target is None else target,
+            data,
+            mode="append",
+            schema_mode="merge" if schema_evolution else None,
+            commit_properties=_rs_commit_properties(txn_app_id, txn_version, None),
+        )
+        return True
+
+    return _commit("append", path, attempt_rs)
 
 
 def overwrite(
@@ -648,16 +801,17 @@ def overwrite(
         writer = df.write.format("delta").mode("overwrite")
         if overwrite_schema:
             writer = writer.option("overwriteSchema", "true")
-        writer.save(str(path))
+        _commit("overwrite", path, lambda n: writer.save(str(path)))
         return
     from deltalake import write_deltalake
 
-    write_deltalake(
+    data = spark_to_arrow(df)
+    _commit("overwrite", path, lambda n: write_deltalake(
         str(path),
-        spark_to_arrow(df),
+        data,
         mode="overwrite",
         schema_mode="overwrite" if overwrite_schema else None,
-    )
+    ))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -729,26 +883,33 @@ def merge_rs(
         raise ValueError("'source' in merge cannot be None")
     _check_merge(on, clauses)
     check_txn(txn_app_id, txn_version)
-    builder = _rs_table(path).merge(
-        source,
-        on,
-        source_alias=source_alias,
-        target_alias=target_alias,
-        commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata),
-    )
-    for clause in clauses:
-        updates = (
-            None
-            if clause.assignments is None
-            else {quote_ident(k): v for k, v in clause.assignments.items()}
+
+    def attempt(n: int) -> dict | None:
+        target = _rs_table(path)
+        if _rs_txn_recorded(target, txn_app_id, txn_version):
+            return None
+        builder = target.merge(
+            source,
+            on,
+            source_alias=source_alias,
+            target_alias=target_alias,
+            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata),
         )
-        if clause.kind == "update":
-            builder = builder.when_matched_update(updates, predicate=clause.condition)
-        elif clause.kind == "delete":
-            builder = builder.when_matched_delete(predicate=clause.condition)
-        else:
-            builder = builder.when_not_matched_insert(updates, predicate=clause.condition)
-    metrics = builder.execute()
+        for clause in clauses:
+            updates = (
+                None
+                if clause.assignments is None
+                else {quote_ident(k): v for k, v in clause.assignments.items()}
+            )
+            if clause.kind == "update":
+                builder = builder.when_matched_update(updates, predicate=clause.condition)
+            elif clause.kind == "delete":
+                builder = builder.when_matched_delete(predicate=clause.condition)
+            else:
+                builder = builder.when_not_matched_insert(updates, predicate=clause.condition)
+        return builder.execute()
+
+    metrics = _commit("merge", path, attempt) or {}
     return MergeResult(
         inserted=int(metrics.get("num_target_rows_inserted", 0)),
         updated=int(metrics.get("num_target_rows_updated", 0)),
@@ -786,30 +947,36 @@ def merge_spark(
     check_txn(txn_app_id, txn_version)
     from delta.tables import DeltaTable
 
-    builder = (
-        DeltaTable.forPath(spark, str(path))
-        .alias(target_alias)
-        .merge(source.alias(source_alias), on)
-    )
-    for clause in clauses:
-        values = (
-            None
-            if clause.assignments is None
-            else {quote_ident(k): v for k, v in clause.assignments.items()}
-        )
-        if clause.kind == "update":
-            builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
-        elif clause.kind == "delete":
-            builder = builder.whenMatchedDelete(condition=clause.condition)
-        else:
-            builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
     settings = {
         _SPARK_TXN_APP_ID: txn_app_id,
         _SPARK_TXN_VERSION: None if txn_version is None else str(txn_version),
         _SPARK_USER_METADATA: user_metadata,
     }
-    with _SparkCommitConf(spark, settings):
-        metrics_df = builder.execute()
+
+    def attempt(n: int) -> DataFrame | None:
+        if n and _txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
+            return None
+        builder = (
+            DeltaTable.forPath(spark, str(path))
+            .alias(target_alias)
+            .merge(source.alias(source_alias), on)
+        )
+        for clause in clauses:
+            values = (
+                None
+                if clause.assignments is None
+                else {quote_ident(k): v for k, v in clause.assignments.items()}
+            )
+            if clause.kind == "update":
+                builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+            elif clause.kind == "delete":
+                builder = builder.whenMatchedDelete(condition=clause.condition)
+            else:
+                builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
+        with _SparkCommitConf(spark, settings):
+            return builder.execute()
+
+    metrics_df = _commit("merge", path, attempt)
     counts = {"inserted": 0, "updated": 0, "deleted": 0}
     if metrics_df is not None:
         rows = metrics_df.collect()

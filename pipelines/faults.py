@@ -1,0 +1,177 @@
+"""Named fault points for crash and failure tests: at the n-th time a point is reached, SIGKILL
+the process or raise :class:`InjectedFault`.
+
+One environment variable arms them, read when this module is imported::
+
+    BINLOG_DELTA_FAULT="<point>[#<n>]:kill"    # SIGKILL this process the n-th time (default 1st)
+    BINLOG_DELTA_FAULT="<point>[#<n>]:raise"   # raise InjectedFault there instead
+    BINLOG_DELTA_FAULT="trace:<file>"          # append every point reached to <file>:
+                                               # "<point>\t<unix time>\t<pid>" per line
+
+``<point>`` is a point name or a glob over names (``merge.silver.*``); ``#<n>`` counts the times a
+matching point is reached in this process. Unset (or empty), :func:`point` returns at once.
+
+The points are in :mod:`pipelines.delta_io`, around every commit, named
+``<operation>.<table kind>.<when>``:
+
+* operation: ``append``, ``merge``, ``overwrite``, ``create``, ``add_columns``;
+* table kind (:func:`table_kind`): ``bronze``, ``silver``, or the name of a ``_pipeline`` table
+  (``manifest``, ``quarantine``, ``ddl``, ``xa``, ``runs``, ``schema_history``, ``watermarks``);
+* when: ``before`` (about to commit), ``after`` (committed), and for appends ``materialize``
+  (before the DataFrame is computed: for bronze, where the Spark tasks' decoded rows are pulled).
+
+A run with the trace mode lists every point a job reaches, which is how ``tests/test_faults.py``
+enumerates them:
+
+>>> parse("merge.silver.after#2:kill")
+FaultSpec(pattern='merge.silver.after', nth=2, action='kill', trace_file=None)
+>>> table_kind("/wh/_pipeline/silver_watermarks")
+'watermarks'
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+ENV = "BINLOG_DELTA_FAULT"
+ACTIONS = ("kill", "raise")
+_FORMAT = "<point>[#<n>]:<kill|raise> or trace:<file>"
+
+# ``_pipeline/<name>`` tables whose kind is spelled shorter than their folder
+_KIND_ALIASES = {"silver_watermarks": "watermarks"}
+
+
+class InjectedFault(RuntimeError):
+    """Raised at an armed fault point (``BINLOG_DELTA_FAULT=<point>:raise``)."""
+
+
+class FaultSpecError(ValueError):
+    """``BINLOG_DELTA_FAULT`` does not parse."""
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """What ``BINLOG_DELTA_FAULT`` asks for: a fault (``pattern``, ``nth``, ``action``) or a trace."""
+
+    pattern: str | None
+    nth: int
+    action: str  # kill | raise | trace
+    trace_file: str | None = None
+
+
+def parse(text: str) -> FaultSpec:
+    """Parse a ``BINLOG_DELTA_FAULT`` value.
+
+    >>> parse("append.bronze.before:raise")
+    FaultSpec(pattern='append.bronze.before', nth=1, action='raise', trace_file=None)
+    >>> parse("trace:/tmp/points.txt").trace_file
+    '/tmp/points.txt'
+    """
+    text = text.strip()
+    if text.startswith("trace:"):
+        path = text[len("trace:"):]
+        if not path:
+            raise FaultSpecError(f"{ENV}={text!r}: trace needs a file, expected {_FORMAT}")
+        return FaultSpec(None, 0, "trace", path)
+    where, sep, action = text.rpartition(":")
+    if not sep or not where or action not in ACTIONS:
+        raise FaultSpecError(f"{ENV}={text!r}: expected {_FORMAT}")
+    pattern, sep, count = where.partition("#")
+    nth = 1
+    if sep:
+        if not count.isdigit() or int(count) < 1:
+            raise FaultSpecError(f"{ENV}={text!r}: the count after '#' must be an integer >= 1, got {count!r}")
+        nth = int(count)
+    if not pattern:
+        raise FaultSpecError(f"{ENV}={text!r}: the point name is empty, expected {_FORMAT}")
+    return FaultSpec(pattern, nth, action)
+
+
+class _Armed:
+    """The armed spec of this process and how often its pattern was reached (thread safe)."""
+
+    def __init__(self, spec: FaultSpec):
+        self.spec = spec
+        self.seen = 0
+        self.lock = threading.Lock()
+
+    def reach(self, name: str) -> None:
+        spec = self.spec
+        if spec.action == "trace":
+            fd = os.open(spec.trace_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:  # one write per line: a kill right after cannot lose or tear it
+                os.write(fd, f"{name}\t{time.time():.3f}\t{os.getpid()}\n".encode())
+            finally:
+                os.close(fd)
+            return
+        if not fnmatch.fnmatchcase(name, spec.pattern):
+            return
+        with self.lock:
+            self.seen += 1
+            hit = self.seen == spec.nth
+        if not hit:
+            return
+        where = f"{name} (#{spec.nth} of {spec.pattern})"
+        if spec.action == "kill":
+            print(f"fault: SIGKILL at {where}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise InjectedFault(f"injected fault at {where}")
+
+
+def _from_env() -> _Armed | None:
+    text = os.environ.get(ENV, "").strip()
+    return _Armed(parse(text)) if text else None
+
+
+_armed: _Armed | None = _from_env()
+
+
+def point(name: str) -> None:
+    """A fault point: nothing unless ``BINLOG_DELTA_FAULT`` arms it (or traces).
+
+    >>> point("append.bronze.before")  # unarmed: returns at once
+    """
+    if _armed is None:
+        return
+    _armed.reach(name)
+
+
+def configure(text: str | None) -> FaultSpec | None:
+    """Arm (or with None/"" disarm) the points of this process, as ``BINLOG_DELTA_FAULT`` would;
+    the count starts again. Returns the parsed spec.
+
+    >>> configure(None)
+    """
+    global _armed
+    _armed = _Armed(parse(text)) if text and text.strip() else None
+    return None if _armed is None else _armed.spec
+
+
+def armed() -> FaultSpec | None:
+    """The spec in force, or None."""
+    return None if _armed is None else _armed.spec
+
+
+def table_kind(path: str) -> str:
+    """The kind of Delta table at ``path`` (for point names): ``bronze``, ``silver``, the name of a
+    ``<warehouse>/_pipeline/<name>`` table (``silver_watermarks`` is ``watermarks``), else ``table``.
+
+    >>> table_kind("s3a://b/wh/silver/shop/orders"), table_kind("/wh/bronze/binlog_changes")
+    ('silver', 'bronze')
+    >>> table_kind("/wh/_pipeline/manifest"), table_kind("/tmp/somewhere")
+    ('manifest', 'table')
+    """
+    parts = [p for p in str(path).rstrip("/").split("/") if p]
+    if len(parts) >= 3 and parts[-3] == "silver":
+        return "silver"
+    if len(parts) >= 2 and parts[-2] == "_pipeline":
+        return _KIND_ALIASES.get(parts[-1], parts[-1])
+    if len(parts) >= 2 and parts[-2] == "bronze":
+        return "bronze"
+    return "table"
