@@ -63,3 +63,9 @@ clean:
 
 fuzz: setup
 	$(PY) -m scripts.fuzz --seconds $(or $(SECONDS),120)
+
+# Load test: the pipeline over a 1 GB binlog file (LOAD_ARGS="--mode folder --gb 5" for a 5 GB folder);
+# peak RSS of driver JVM / Python driver / workers, wall time, rows/s -> .bench/load.json.
+.PHONY: load
+load: setup
+	$(PY) -m scripts.load_test $(LOAD_ARGS)
