@@ -150,6 +150,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime as _dt
+import functools
 import hashlib
 import mmap
 import os
@@ -172,7 +173,7 @@ from pipelines.binlog.events import EVENT_DECODERS, GtidListEvent, PreviousGtids
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
-from pipelines.binlog.values import canonical_text
+from pipelines.binlog.values import canonical_text, datetime_text, decimal_text
 from pipelines.bronze_schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION, seq_key
 from pipelines.config import PipelineConfig
 
@@ -785,7 +786,7 @@ def column_type_text(tm, i: int) -> str:
 class _TableLayout:
     """What the rows of one table map need, computed once per table map."""
 
-    __slots__ = ("tm", "names", "types", "fsps", "key")
+    __slots__ = ("tm", "names", "types", "fsps", "key", "heads")
 
     def __init__(self, tm):
         n = tm.column_count
@@ -795,6 +796,7 @@ class _TableLayout:
         self.types = tuple(column_type_text(tm, i) for i in range(n))
         self.fsps = tuple(column_fsp(tm, i) for i in range(n))
         self.key = tuple(c for c, _prefix in tm.primary_key) if tm.primary_key else None
+        self.heads = tuple((i, self.names[i], self.types[i]) for i in range(n))  # a cell's first fields
 
     def cell(self, i: int, v) -> tuple:
         if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
@@ -802,13 +804,41 @@ class _TableLayout:
         return (i, self.names[i], self.types[i], canonical_text(v, self.fsps[i]), None)
 
     def image(self, cols, values) -> list | None:
+        """The cells of one row image: :meth:`cell` of each value, with the common types
+        (str, int, NULL, bytes) done inline; this loop runs once per logged value."""
         if values is None:
             return None
-        return [self.cell(i, v) for i, v in zip(cols, values)]
+        heads = self.heads
+        out = []
+        add = out.append
+        for i, v in zip(cols, values):
+            t = type(v)
+            if t is str:
+                add(heads[i] + (v, None))
+            elif v is None:
+                add(heads[i] + _NULL_CELL)
+            elif t is int:
+                add(heads[i] + (str(v), None))
+            elif t is bytes:
+                add(heads[i] + (None, v))
+            elif t is _dt.datetime:
+                add(heads[i] + (datetime_text(v, self.fsps[i]), None))
+            elif t is Decimal:
+                add(heads[i] + (decimal_text(v), None))
+            else:
+                add(self.cell(i, v))
+        return out
 
 
+_NULL_CELL = (None, None)
+
+
+@functools.lru_cache(maxsize=4096)
 def _ts(epoch: int | None) -> _dt.datetime | None:
     return _dt.datetime.fromtimestamp(epoch, _UTC) if epoch is not None else None
+
+
+_basename = functools.lru_cache(maxsize=256)(os.path.basename)
 
 
 def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, ingested_at) -> tuple:
@@ -825,7 +855,7 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
             pk = [cells[c] for c in layout.key]
     tx = ch.tx
     return (
-        os.path.basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
+        _basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
         ch.server_id, tx.gtid, Decimal(tx.xid) if tx.xid is not None else None,
         _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, _OPS[ch.op], before, after, pk,
         DECODER_VERSION, run_id, ingested_at,
@@ -954,6 +984,62 @@ def _skippable(e: BinlogError, tx) -> bool:
 def _decode_partition(items):
     for w in items:
         yield from decode_range(w)
+
+
+@dataclass(frozen=True)
+class StageTarget:
+    """Where tasks write bronze Parquet files themselves (the delta-rs backend)."""
+
+    table_uri: str
+    schema: object  # pyarrow.Schema of the bronze table
+
+
+STATS_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op")
+
+
+def stage_range(w: WorkRange, target: StageTarget) -> Iterator[tuple]:
+    """:func:`decode_range` with the bronze rows written to Parquet files in the bronze table's
+    folder instead of returned: yields the small records, then ``("files", (name, start,
+    [StagedFile, ...]))``; the ``stat`` record's op counts are those of the rows in the files.
+
+    Rows that must not land (from the transaction of the range's bad event on, and those of
+    skipped transactions) were written before the range knew; the files are rewritten without
+    them at the end (rare: bad input only)."""
+    from pipelines.delta_io import ParquetStager
+
+    stager = ParquetStager(target.table_uri, target.schema, stats_columns=STATS_COLUMNS)
+    ops: Counter = Counter()
+    try:
+        for rec in decode_range(w):
+            kind = rec[0]
+            if kind == "row":
+                row = rec[1]
+                ops[row[12]] += 1
+                stager.add(row)
+                continue
+            if kind == "stat":
+                name, start, end, events, _ops, err, skipped, ignorable = rec[1]
+                drop = list(skipped) + ([(err[1], 1 << 62)] if err else [])
+                files = stager.close()
+                if drop and stager.drop_rows("event_pos", drop):
+                    ops = Counter()
+                    for f in stager.files:
+                        ops.update(stager.read(f, ["op"]).column("op").to_pylist())
+                    files = stager.files
+                yield ("files", (name, start, files))
+                rec = ("stat", (name, start, end, events, dict(ops), err, skipped, ignorable))
+            yield rec
+    except BaseException:
+        stager.abort()
+        raise
+
+
+def _stage_partition(target: StageTarget):
+    def run(items):
+        for w in items:
+            yield from stage_range(w, target)
+
+    return run
 
 
 # -- planning ------------------------------------------------------------------------
@@ -1121,6 +1207,12 @@ def _delta():
     return delta_io
 
 
+def _bronze_struct():
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(BRONZE_DDL)
+
+
 def _read_rows(spark, cfg: PipelineConfig, path: str) -> list:
     d = _delta()
     if not d.table_exists(path, spark=spark, backend=cfg.delta.backend):
@@ -1273,18 +1365,26 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     cuts: dict[str, int] = {}
     rdd = None
     small: list = []
+    d = _delta()
+    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
+    staged = d.resolve_backend(spark, cfg.delta.backend) == "rs"  # tasks write the Parquet files
+    bronze_struct = _bronze_struct()
     if work:
-        rdd = (spark.sparkContext.parallelize(work, len(work)).mapPartitions(_decode_partition)
-               .persist(StorageLevel.MEMORY_AND_DISK))
-        cached.append(rdd)
+        if staged:
+            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct))
+            job = spark.sparkContext.parallelize(work, len(work)).mapPartitions(_stage_partition(target))
+        else:
+            rdd = (spark.sparkContext.parallelize(work, len(work)).mapPartitions(_decode_partition)
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+            cached.append(rdd)
+            job = rdd.filter(lambda r: r[0] != "row")
         with _TaskProgress(spark, f"bronze-{run_id}-{batch}", len(work), _progress_enabled(cfg),
                            f"bronze batch {batch}"):
-            small = rdd.filter(lambda r: r[0] != "row").collect()
+            small = job.collect()
     op_counts: Counter = Counter()  # (file, op) -> rows
     skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
-    for kind, rec in small:
-        if kind != "stat":
-            continue
+    stats_of_ranges = [rec for kind, rec in small if kind == "stat"]
+    for rec in stats_of_ranges:
         name, _s, _e, events, ops, err, skipped, ignorable = rec
         p = by_name[name]
         p.events += events
@@ -1314,6 +1414,23 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
         return not any(b <= rec[1][2] < e for b, e in skips.get(rec[1][0], ()))
 
     bronze_df = None
+    staged_files: list = []
+    if staged and work:
+        # ranges from a file's cut on land nothing (the range holding the bad event dropped its
+        # own rows past the cut); count again from the ranges that land
+        for name in cuts:
+            for key in [k for k in op_counts if k[0] == name]:
+                del op_counts[key]
+        for name, start, _e, _ev, ops, *_rest in stats_of_ranges:
+            if name in cuts and start < cuts[name]:
+                for op, n in ops.items():
+                    op_counts[(name, op)] += n
+        dropped = []
+        for kind, rec in small:
+            if kind == "files":
+                name, start, files = rec
+                (dropped if start >= cuts.get(name, 1 << 62) else staged_files).extend(files)
+        d.discard_staged(bronze_path, dropped)
     if rdd is not None:
         rows = rdd.filter(lambda r: r[0] == "row")
         if cuts or skips:
@@ -1346,7 +1463,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
             cfg.pipeline_path("manifest"), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
-        _append(spark, cfg, bronze_df, cfg.warehouse_path(BRONZE_TABLE), TXN_APP_ID, batch)
+        _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
+    elif staged and work:
+        d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
     if stmts:
         _append(spark, cfg, spark.createDataFrame(stmts, DDL_TABLE_DDL), cfg.pipeline_path("ddl"), TXN_APP_ID, batch)
     xa = _xa_rows(plans, run_id)

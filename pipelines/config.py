@@ -25,7 +25,7 @@ Layout of the YAML file (every key but ``input`` and ``warehouse`` is optional):
     schema_seed: null                  # folder of SHOW CREATE TABLE files
     progress: true                     # tqdm progress bars (only when stderr is a terminal)
     parallelism:
-      target_bytes_per_task: 67108864  # bytes of binlog per Spark task (64 MiB)
+      target_bytes_per_task: 16777216  # bytes of binlog per Spark task (16 MiB)
       max_batch_bytes: 2147483648      # bytes of binlog per bronze commit (2 GiB)
     delta:
       backend: auto                    # auto | spark | rs
@@ -93,7 +93,7 @@ class TableFilter:
 
 @dataclass(frozen=True)
 class Parallelism:
-    target_bytes_per_task: int = 64 << 20
+    target_bytes_per_task: int = 16 << 20
     max_batch_bytes: int = 2 << 30
 
 

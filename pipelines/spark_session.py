@@ -17,6 +17,7 @@ static settings (jars, driver memory, master) cannot change once the JVM runs.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -131,6 +132,11 @@ def build_session(
     if active is not None:
         return active
     local = not _launched_by_spark_submit() and (master is None or master.startswith("local"))
+    if local:
+        # local Python workers run this interpreter (its venv has pyarrow and the decoder's C
+        # accelerator), not whatever ``python3`` is first on PATH; PySpark reads the variable
+        # when it starts the context
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

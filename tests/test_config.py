@@ -36,7 +36,7 @@ def test_minimal_file_gets_defaults_and_relative_paths_resolve_against_the_file(
     assert cfg.warehouse == str(tmp_path / "conf" / "wh")
     assert cfg.tables == TableFilter()
     assert cfg.time_zone == "UTC"
-    assert cfg.parallelism.target_bytes_per_task == 64 << 20
+    assert cfg.parallelism.target_bytes_per_task == 16 << 20
     assert cfg.source == str(p)
 
 

@@ -308,3 +308,65 @@ def test_merge_clause_guards():
         MergeClause("insert")
     with pytest.raises(ValueError, match="takes no assignments"):
         MergeClause("delete", None, {"a": "s.`a`"})
+
+
+# ---------------------------------------------------------------------------------------------
+# staged appends: tasks write Parquet files, the driver commits them (delta-rs)
+
+
+def _stage_in_tasks(spark, path: str, rows: list, *, file_rows: int = 2, batch_rows: int = 1):
+    """Stage ``rows`` from two Spark tasks, as bronze does; the StagedFiles they return."""
+    arrow_schema = delta_io.prepare_staging(path, TYPED)
+
+    def task(part):
+        stager = delta_io.ParquetStager(path, arrow_schema, stats_columns=["id"], batch_rows=batch_rows,
+                                        file_rows=file_rows)
+        for row in part:
+            stager.add(row)
+        yield from stager.close()
+
+    return spark.sparkContext.parallelize(rows, 2).mapPartitions(task).collect()
+
+
+def test_staged_files_commit_once_with_exact_types_and_stats(spark, tmp_path):
+    path = str(tmp_path / "staged")
+    rows = TYPED_ROWS + [(i, i, i, None, None, None, None, None, None, None, []) for i in range(3, 8)]
+    files = _stage_in_tasks(spark, path, rows)
+    assert len(files) >= 4 and sum(f.rows for f in files) == len(rows)  # files rolled at 2 rows
+    assert not delta_io.table_exists(path, backend="rs")  # nothing visible before the commit
+    assert delta_io.commit_staged(path, files, TYPED, txn_app_id="bronze", txn_version=0) is True
+    assert_equal_sorted_by(delta_io.read(spark, path, backend="rs"), spark.createDataFrame(rows, TYPED), "id")
+    # a second commit of the same batch (a re-run after a crash) adds nothing
+    again = _stage_in_tasks(spark, path, rows)
+    assert delta_io.commit_staged(path, again, TYPED, txn_app_id="bronze", txn_version=0) is False
+    assert delta_io.read(spark, path, backend="rs").count() == len(rows)
+    import deltalake
+
+    adds = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    assert sum(a["num_records"] for a in adds) == len(rows)
+    assert min(a["min.id"] for a in adds) == 1 and max(a["max.id"] for a in adds) == 7
+
+
+def test_staged_drop_rows_rewrites_files_and_abort_deletes_them(tmp_path):
+    path = str(tmp_path / "staged")
+    schema = T.StructType([T.StructField("pos", T.LongType()), T.StructField("image", T.ArrayType(ELEMENT))])
+    arrow_schema = delta_io.prepare_staging(path, schema)
+    stager = delta_io.ParquetStager(path, arrow_schema, stats_columns=["pos"], batch_rows=3, file_rows=4)
+    for pos in range(10):
+        stager.add((pos, [(0, "a", bytes([pos]))]))
+    assert stager.drop_rows("pos", [(2, 4), (8, 1 << 62)]) == 4  # 2, 3, 8, 9
+    kept = sorted(v for f in stager.files for v in stager.read(f, ["pos"]).column("pos").to_pylist())
+    assert kept == [0, 1, 4, 5, 6, 7]
+    assert delta_io.commit_staged(path, stager.files, schema) is True
+    import deltalake
+
+    table = deltalake.DeltaTable(path).to_pyarrow_table()
+    assert sorted(table.column("pos").to_pylist()) == kept
+    assert {r["pos"]: r["image"][0]["bin"] for r in table.to_pylist()}[7] == b"\x07"
+    on_disk = {n for n in os.listdir(path) if n.endswith(".parquet")}
+    assert on_disk == {f.path for f in stager.files}  # the rewritten originals are gone
+    other = delta_io.ParquetStager(path, arrow_schema)
+    other.add((1, None))
+    other.close()
+    other.abort()
+    assert {n for n in os.listdir(path) if n.endswith(".parquet")} == on_disk

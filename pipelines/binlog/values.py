@@ -43,17 +43,17 @@ def time_text(td: _dt.timedelta, fsp: int | None = None) -> str:
 
 def datetime_text(v: _dt.datetime, fsp: int | None = None) -> str:
     if v.tzinfo is not None:
-        v = v.astimezone(_UTC)
-    text = f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+        v = (v if v.tzinfo is _UTC else v.astimezone(_UTC)).replace(tzinfo=None)
     if fsp is None:
         fsp = 6 if v.microsecond else 0
-    if fsp:
-        text += "." + f"{v.microsecond:06d}"[:fsp]
-    return text
+    if not fsp:
+        return v.isoformat(" ", "seconds")  # C-level formatting; years are zero-padded to 4 digits
+    return v.isoformat(" ", "microseconds")[: 20 + fsp]
 
 
 def decimal_text(v: Decimal) -> str:
-    return format(v, "f")
+    text = str(v)  # exponent-free for all but very small or scaled-up values
+    return format(v, "f") if "E" in text else text
 
 
 def canonical_text(value, fsp: int | None = None) -> str | None:
