@@ -16,6 +16,9 @@ The ``changes_df`` contract (one source table per call; :func:`changes_from_bron
                tables without a key); used for deletes and key-changing updates
 ``_commit_ts`` TIMESTAMP, optional (required for SCD2): the commit time of the change
 ``_zero_dates`` INT, optional: zero dates nulled by typemap, summed into the stats
+``_present``   STRUCT of BOOLEAN, optional: one flag per spec, true where the after image
+               carries the column (``binlog_row_image`` MINIMAL/NOBLOB log only some); absent
+               or NULL: the after image is whole.  Inserts are always whole rows.
 =============  =====================================================================
 
 The silver table
@@ -45,6 +48,15 @@ Rules
   applied in ``_seq`` order (the bronze watermark does this upstream).  Optionally
   ``txn_app_id``/``txn_version`` add a Delta transaction identifier to the commit and skip the
   batch when the table already has that version.
+* Partial row images (``_present``, tables with a key, SCD2 too): an update changes only the
+  columns its after image carries.  Per key, in ``_seq`` order, a missing column takes the value
+  the row had just before the change: from the latest earlier change of the batch that carries
+  it (an insert carries all), else from silver's stored row, else NULL (a row silver never saw).
+  A key-changing update brings the other columns along from its old key.  The result is a
+  whole row per event, so the ``_seq`` rules above (and SCD2 versions) apply unchanged
+  (:func:`fill_partial`).  In a batch with partial images, a silver column the specs lack keeps
+  its stored value on update (it may just not have been logged), unlike the DROP COLUMN rule
+  below.  A table without a key cannot take partial images (ValueError).
 * Tables without a key (``keys=None``): rows are a multiset identified by their values; each silver
   row's ``_seq`` is the change that inserted it (its identity).  ``c`` adds one row, ``d`` removes
   exactly one row with the before image's values (the oldest copy), ``u`` does both.  Per batch,
@@ -98,6 +110,8 @@ DELETE_MODES = ("hard", "soft")
 _P = "__silver_"  # prefix of internal working columns
 _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
+_MOVED = f"{_P}moved"
+PRESENT = "_present"
 
 
 class SilverSchemaError(ValueError):
@@ -134,20 +148,60 @@ class ApplyStats:
 # building changes_df from bronze
 
 
-def changes_from_bronze(bronze_df: DataFrame, specs: Sequence[ColumnSpec]) -> DataFrame:
+def changes_from_bronze(
+    bronze_df: DataFrame,
+    specs: Sequence[ColumnSpec],
+    defaults: dict[str, object] | None = None,
+) -> DataFrame:
     """Bronze rows of one table -> the ``changes_df`` that :func:`apply_changes` takes.
+
+    Partial row images (``binlog_row_image`` MINIMAL/NOBLOB log only some columns) also get the
+    ``_present`` flags of their after image.  An INSERT is always a whole row: the columns its
+    image lacks take ``defaults`` (spec name -> silver value, e.g. the DDL's ``DEFAULT``; the
+    binlog does not carry defaults), else NULL.
 
     >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
     >>> changes.columns  # doctest: +SKIP
-    ['_seq', 'op', '_commit_ts', 'after', 'before', '_zero_dates']
+    ['_seq', 'op', '_commit_ts', 'after', 'before', '_present', '_zero_dates']
     """
     missing = [c for c in ("_seq", "op", "commit_ts", "before", "after") if c not in bronze_df.columns]
     if missing:
         raise SilverSchemaError(f"bronze rows lack {missing}; present: {bronze_df.columns}")
     df = bronze_df.select(
-        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before"
+        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before", _presence(specs).alias(PRESENT)
     )
-    return typed_columns(typed_columns(df, specs, "after"), specs, "before")
+    typed = typed_columns(typed_columns(df, specs, "after"), specs, "before")
+    whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
+    return typed.withColumns({
+        "after": _with_defaults(specs, defaults or {}),
+        PRESENT: F.when(F.col("op") == "c", whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
+    })
+
+
+def _presence(specs: Sequence[ColumnSpec]) -> Column:
+    """Bronze after image -> STRUCT of one flag per spec: does the image carry the column?"""
+    ordinals = [i if s.ordinal is None else s.ordinal for i, s in enumerate(specs)]
+    whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
+    flags = F.struct(*[F.expr(f"exists(after, x -> x.idx = {o})").alias(s.name)
+                       for s, o in zip(specs, ordinals)])
+    return (F.when(F.col("after").isNull(), F.lit(None))
+            .when(F.size("after") >= len(specs), whole)
+            .otherwise(flags))
+
+
+def _with_defaults(specs: Sequence[ColumnSpec], defaults: dict[str, object]) -> Column:
+    """The typed after image with the columns an INSERT's image lacks set to their ``defaults``."""
+    if not any(defaults.get(s.name) is not None for s in specs):
+        return F.col("after")
+    after = F.col("after")
+    fields = []
+    for s, f in zip(specs, silver_schema(specs).fields):
+        value = after.getField(s.name)
+        if defaults.get(s.name) is not None:
+            absent = (F.col("op") == "c") & ~F.col(PRESENT).getField(s.name)
+            value = F.when(absent, F.lit(defaults[s.name]).cast(f.dataType)).otherwise(value)
+        fields.append(value.alias(s.name))
+    return F.when(after.isNull(), F.lit(None)).otherwise(F.struct(*fields))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,24 +247,59 @@ def key_events(
     internal ``__silver_action``.  ``source_names`` maps silver column -> image field name (default:
     the same name).
 
+    When ``changes`` has a ``_present`` column (partial row images), an update's key columns that
+    its after image lacks are taken from its before image (the key did not change), and the
+    events also carry one presence flag per value column (``__silver_p0`` ...: true where the
+    event has the value; always true for inserts and key columns; false for a silver column the
+    specs lack, so an update keeps its stored value) and ``__silver_moved`` (the upsert of a
+    key-changing update); see :func:`fill_partial`.
+
     >>> key_events(changes, ["id"], T.StructType([T.StructField("id", T.IntegerType())])).show()  # doctest: +SKIP
     """
     source_names = source_names or {f.name: f.name for f in value_schema.fields}
     after_fields = _struct_fields(changes, "after")
     before_fields = _struct_fields(changes, "before")
-    same_key = F.lit(True)
+    partial = PRESENT in changes.columns
+    present = _struct_fields(changes, PRESENT) if partial else {}
+    after_key = {}
     for k in keys:
         src = source_names[k]
-        same_key = same_key & F.col("before").getField(src).eqNullSafe(F.col("after").getField(src))
+        value = F.col("after").getField(src)
+        if src in present:
+            value = F.when(F.col(PRESENT).getField(src), value).otherwise(F.col("before").getField(src))
+        after_key[k] = value
+    same_key = F.lit(True)
+    for k in keys:
+        same_key = same_key & F.col("before").getField(source_names[k]).eqNullSafe(after_key[k])
     key_changed = F.col("before").isNotNull() & ~same_key
     op = F.col("op")
     tail = [F.col(SEQ), _commit_ts(changes).alias(COMMIT_TS)]
+    after_values = [
+        after_key[f.name].cast(f.dataType).alias(f.name) if f.name in after_key else c
+        for f, c in zip(value_schema.fields, _image_values("after", after_fields, value_schema, source_names))
+    ]
+    flags: list[Column] = []
+    deletes_flags: list[Column] = []
+    if partial:
+        for i, f in enumerate(value_schema.fields):
+            src = source_names.get(f.name)
+            if f.name in after_key or (src is not None and src not in present):
+                flag = F.lit(True)
+            elif src is None:  # a silver column the specs lack: not logged here (or dropped): kept
+                flag = op == "c"
+            else:
+                flag = (op == "c") | F.coalesce(F.col(PRESENT).getField(src), F.lit(False))
+            flags.append(flag.alias(_flag(i)))
+            deletes_flags.append(F.lit(False).alias(_flag(i)))
+        flags.append(((op == "u") & key_changed).alias(_MOVED))
+        deletes_flags.append(F.lit(False).alias(_MOVED))
     upserts = changes.where(op.isin("c", "u")).select(
-        *_image_values("after", after_fields, value_schema, source_names),
+        *after_values,
         *tail,
         op.alias(OP),
         F.lit(False).alias(DELETED),
         F.lit(_UPSERT).alias(_ACTION),
+        *flags,
     )
     deletes = changes.where((op == "d") | ((op == "u") & key_changed)).select(
         *_image_values("before", before_fields, value_schema, source_names),
@@ -218,8 +307,96 @@ def key_events(
         F.lit("d").alias(OP),
         F.lit(True).alias(DELETED),
         F.lit(_DELETE).alias(_ACTION),
+        *deletes_flags,
     )
     return upserts.unionByName(deletes)
+
+
+def _flag(i: int) -> str:
+    return f"{_P}p{i}"
+
+
+def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
+    """Give every upsert of partial row images (``binlog_row_image`` MINIMAL/NOBLOB) a full row.
+
+    ``events`` come from :func:`key_events` with presence flags; ``stored`` holds the rows silver
+    has now (the key and value columns; tombstones left out).  The rules, per key in ``_seq``
+    order: a column an upsert lacks takes the value the row had just before it: from the latest
+    earlier event of that key that carries the column (an insert carries all), else from the
+    stored row, else NULL (a delete in between means there was no row: NULL).  The upsert of a
+    key-changing update takes the missing columns from its old key's row just before the change,
+    so the values move with the row; chains of key changes (k1 -> k2 -> k3) are followed one link
+    per round.  Deletes keep their own values.  Flags are dropped from the result.
+
+    >>> fill_partial(key_events(changes, ["id"], schema, names), stored, ["id"], schema)  # doctest: +SKIP
+    """
+    n = len(value_schema.fields)
+    values = [f.name for f in value_schema.fields]
+    flags = [_flag(i) for i in range(n)]
+    order = f"{_P}order"
+    rows = events.withColumn(order, F.lit(1)).unionByName(
+        stored.select(
+            *[F.col(quote_ident(v)) for v in values],
+            F.lit("").alias(SEQ),
+            F.lit("stored").alias(_ACTION),
+            F.lit(0).alias(order),
+            *[F.lit(True).alias(p) for p in flags],
+            F.lit(False).alias(_MOVED),
+        ),
+        allowMissingColumns=True,
+    )
+    before = (
+        Window.partitionBy(*[F.col(quote_ident(k)) for k in keys])
+        .orderBy(F.col(order), F.col(SEQ), F.col(_ACTION).desc())
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    all_present = F.lit(True)
+    for p in flags:
+        all_present = all_present & F.col(p)
+    pending = f"{_P}pending"
+
+    def previous(i: int, v: str) -> Column:
+        """The value column ``v`` had before each row (NULL when it was deleted or never known)."""
+        provides = (
+            F.when(F.col(_ACTION) == _DELETE, F.struct(F.lit(None).cast(value_schema[i].dataType).alias("v")))
+            .when(F.col(flags[i]), F.struct(F.col(quote_ident(v)).alias("v")))
+        )
+        return F.last(provides, ignorenulls=True).over(before).getField("v")
+
+    def resolved(df: DataFrame) -> DataFrame:
+        """Each upsert's missing columns filled from the row before it (one pass, no key moves)."""
+        return df.select(
+            *[F.when(F.col(_ACTION) == _DELETE, F.col(quote_ident(v)))
+              .when(F.col(flags[i]), F.col(quote_ident(v)))
+              .otherwise(previous(i, v)).alias(v) for i, v in enumerate(values)],
+            *[F.col(c) for c in df.columns if c not in values],
+        )
+
+    rows = rows.withColumn(pending, F.col(_MOVED) & ~all_present).localCheckpoint(eager=True)
+    for _ in range(rows.where(F.col(pending)).count()):  # at least one move is settled per round
+        blocked = F.max(F.col(pending).cast("int")).over(before)
+        # a delete's row just before it: what a key-changing update takes to its new key
+        moved_out = (
+            rows.select(F.col(SEQ), F.col(_ACTION),
+                        *[previous(i, v).alias(f"{_P}from{i}") for i, v in enumerate(values)],
+                        F.coalesce(blocked, F.lit(0)).alias(f"{_P}blocked"))
+            .where((F.col(_ACTION) == _DELETE) & (F.col(f"{_P}blocked") == 0))
+            .drop(_ACTION, f"{_P}blocked")
+        )
+        take = F.col(pending) & F.col(f"{_P}from_seq").isNotNull()
+        joined = rows.join(moved_out.withColumnRenamed(SEQ, f"{_P}from_seq"),
+                           F.col(SEQ) == F.col(f"{_P}from_seq"), "left")
+        rows = joined.select(
+            *[F.when(take & ~F.col(flags[i]), F.col(f"{_P}from{i}")).otherwise(F.col(quote_ident(v))).alias(v)
+              for i, v in enumerate(values)],
+            *[F.col(c) for c in rows.columns if c not in values and c not in flags and c != pending],
+            *[(F.col(p) | take).alias(p) for p in flags],
+            (F.col(pending) & ~take).alias(pending),
+        ).localCheckpoint(eager=True)
+        if not rows.where(F.col(pending)).limit(1).count():
+            break
+    out = resolved(rows).where(F.col(order) == 1)
+    return out.drop(order, pending, _MOVED, *flags)
 
 
 def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
@@ -307,11 +484,30 @@ def _check_changes(
         ]
         if wrong:
             problems.append(f"{image!r} fields with types other than the specs give: {wrong}")
+    if PRESENT in changes_df.columns:
+        dt = changes_df.schema[PRESENT].dataType
+        if not isinstance(dt, T.StructType) or any(f.dataType != T.BooleanType() for f in dt.fields):
+            problems.append(f"{PRESENT!r} must be a STRUCT of BOOLEAN flags, is {dt.simpleString()}")
+        else:
+            unknown = [f.name for f in dt.fields if f.name not in expected]
+            if unknown:
+                problems.append(f"{PRESENT!r} has flags {unknown} for columns the specs do not have")
     if problems:
         raise SilverSchemaError(
             "changes_df does not follow the contract: " + "; ".join(problems)
             + f". Columns present: {changes_df.columns}"
         )
+
+
+def _partial_update(changes_df: DataFrame) -> Column:
+    """True for an update whose after image lacks columns (``_present`` has a false flag)."""
+    if PRESENT not in changes_df.columns:
+        return F.lit(False)
+    flags = [F.coalesce(F.col(PRESENT).getField(n), F.lit(False)) for n in _struct_fields(changes_df, PRESENT)]
+    lacks = F.lit(False)
+    for f in flags:
+        lacks = lacks | ~f
+    return (F.col("op") == "u") & lacks
 
 
 def _plan_schema(
@@ -445,6 +641,27 @@ def _null_key(keys: Sequence[str]) -> Column:
     return flag
 
 
+def _stored_rows(
+    spark: SparkSession,
+    path: str,
+    backend: str,
+    keys: Sequence[str],
+    values: T.StructType,
+    events: DataFrame,
+    where: Column | None = None,
+) -> DataFrame:
+    """Silver's live rows (no tombstones; ``where`` narrows further) of the keys ``events`` touch."""
+    live = F.col(DELETED).isNull() | ~F.col(DELETED)
+    if where is not None:
+        live = live & where
+    stored = delta_io.read(spark, path, backend=backend).where(live).select(
+        *[F.col(quote_ident(f.name)) for f in values.fields]
+    )
+    touched = events.select(*[F.col(quote_ident(k)) for k in keys]).distinct()
+    return stored.join(touched, on=[stored[quote_ident(k)].eqNullSafe(touched[quote_ident(k)]) for k in keys],
+                       how="left_semi")
+
+
 def _plan_keyed(
     spark: SparkSession,
     changes: DataFrame,
@@ -455,7 +672,11 @@ def _plan_keyed(
     backend: str,
     delete_mode: str,
 ) -> _Plan:
-    latest = latest_per_key(key_events(changes, keys, _value_schema(target), names), keys)
+    values = _value_schema(target)
+    events = key_events(changes, keys, values, names)
+    if PRESENT in changes.columns:
+        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events), keys, values)
+    latest = latest_per_key(events, keys)
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
     stored = delta_io.read(spark, path, columns=[*keys, SEQ], backend=backend).select(
         *[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)],
@@ -503,7 +724,11 @@ def _plan_scd2(
     backend: str,
     delete_mode: str,
 ) -> _Plan:
-    events = key_events(changes, keys, _value_schema(target), names)
+    values = _value_schema(target)
+    events = key_events(changes, keys, values, names)
+    if PRESENT in changes.columns:
+        current = F.col(IS_CURRENT)
+        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events, current), keys, values)
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
     tmax, tcur = f"{_P}tmax", f"{_P}tcurrent"
     stored = (
@@ -726,6 +951,7 @@ def apply_changes(
             F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
             F.sum(F.coalesce(~F.col("op").isin("c", "u", "d"), F.lit(True)).cast("int")).alias("bad_op"),
             F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
+            F.sum(F.when(F.col(fresh_flag), _partial_update(changes_df).cast("int"))).alias("partial"),
         ).collect()[0]
         if overview["null_seq"] or overview["bad_op"]:
             raise ValueError(
@@ -744,6 +970,14 @@ def apply_changes(
             return ApplyStats(watermark=watermark, **base)
 
         changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
+        if PRESENT in changes.columns and not overview["partial"]:
+            changes = changes.drop(PRESENT)  # full images only: nothing to fill
+        if PRESENT in changes.columns and keys is None:
+            raise ValueError(
+                f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "
+                "but the table has no key: its rows are identified by all their values, so a partial "
+                "image cannot be matched"
+            )
         if scd2:
             plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
         elif keys is not None:

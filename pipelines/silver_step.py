@@ -25,7 +25,10 @@ How a run goes
    the reason. Values the decoder could not finish without the schema (no table-map
    metadata: charsets, signedness, ENUM/SET names; INET6/INET4/UUID) are completed, then
    :func:`pipelines.silver.changes_from_bronze` types them and
-   :func:`pipelines.silver.apply_changes` MERGEs them.
+   :func:`pipelines.silver.apply_changes` MERGEs them. Partial row images
+   (``binlog_row_image=MINIMAL``/``NOBLOB``) are merged column by column; the columns a
+   MINIMAL INSERT leaves out take their DDL ``DEFAULT``; on a table without a key, updates
+   and deletes with partial images go to quarantine (``PartialRowImage``).
 5. **Schema events** at a segment start: ``truncate``/``drop``/``create``/``rename_to``
    empty the silver table (``create`` also replaces its schema); ``rename_from`` copies
    the old name's silver rows. Each is done once: not when silver already holds a later
@@ -601,21 +604,24 @@ class _Run:
         # later filter may be evaluated before this segment's own
         rows = rows.localCheckpoint(eager=True)
         n_rows = sum(step.shapes[s] for s in good)
+        resolution = _with_unlogged_columns(resolution, version)
         ncols = len(resolution.specs)
-        if step.min_image is not None and step.min_image < ncols:
-            # binlog_row_image=MINIMAL/NOBLOB: images without every column. Silver's MERGE replaces
-            # whole rows, so such changes would blank the missing columns: set them aside, loudly.
-            keyless = not resolution.keys
-            partial = (((F.col("op") != "d") & (F.size("after") < ncols))
-                       | (F.lit(keyless) & (F.col("op") != "c") & (F.size("before") < ncols)))
+        partial = step.min_image is not None and step.min_image < ncols
+        if partial and not resolution.keys:
+            # binlog_row_image=MINIMAL/NOBLOB on a table without a key: its rows are identified by all
+            # their values, so an update or delete that lacks columns matches no row: set aside, loudly.
+            lacks = (((F.col("op") == "u") & (F.size("after") < ncols))
+                     | ((F.col("op") != "c") & (F.size("before") < ncols)))
             with self.lock:
-                self.set_aside.append(rows.where(partial).withColumns({
-                    "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB): the change "
-                                       f"lacks some of the {ncols} columns and silver applies whole rows"),
+                self.set_aside.append(rows.where(lacks).withColumns({
+                    "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB) on a table "
+                                       f"without a key: the change lacks some of the {ncols} columns, and a "
+                                       f"keyless row is identified by all of them"),
                     "_q_class": F.lit("PartialRowImage")}))
-            rows = rows.where(~partial)
+            rows = rows.where(~lacks)
+        defaults = _insert_defaults(spark, version, resolution.specs) if partial else {}
         retyped = _retype(spark, cfg, path, resolution.specs)
-        result = _apply_segment(spark, cfg, step, path, rows, resolution)
+        result = _apply_segment(spark, cfg, step, path, rows, resolution, defaults)
         with self.lock:
             if retyped:
                 info.setdefault("retyped", []).extend(retyped)
@@ -778,8 +784,40 @@ def _ddl_specs(version: SchemaVersion | None) -> tuple:
     return tuple(schema_history.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
 
 
-def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution):
-    """MERGE one segment's rows; returns :class:`pipelines.silver.ApplyStats`."""
+def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None) -> Resolution:
+    """Partial images named by the table map show only the columns they logged: add the columns
+    the DDL declares that no image of the segment carried (so an INSERT gets their defaults and
+    silver has them), when the DDL agrees with every logged column's name at its position."""
+    if resolution.name_source != "table_map" or version is None or version.schema is None:
+        return resolution
+    columns = version.schema.columns
+    by_idx = {s.ordinal: s for s in resolution.specs}
+    if None in by_idx or any(i >= len(columns) or columns[i].name.lower() != s.name.lower()
+                             for i, s in by_idx.items()):
+        return resolution
+    added = {i: schema_history.spec_from_ddl(c, i) for i, c in enumerate(columns) if i not in by_idx}
+    if not added:
+        return resolution
+    return replace(resolution, specs=tuple(({**by_idx, **added})[i] for i in sorted({**by_idx, **added})))
+
+
+def _insert_defaults(spark, version: SchemaVersion | None, specs) -> dict:
+    """Spec name -> the silver value of the column's DDL ``DEFAULT`` (literal defaults only; MySQL's
+    implicit one for NOT NULL columns without a DEFAULT): what an INSERT whose partial image
+    (binlog_row_image=MINIMAL) leaves out has on the server. Empty when the DDL is unknown."""
+    if version is None or version.schema is None:
+        return {}
+    by_name = {c.name.lower(): c for c in version.schema.columns}
+    columns = [by_name[s.name.lower()] for s in specs if s.name.lower() in by_name]
+    values = _default_values(spark, columns, {s.name.lower(): s for s in specs})
+    names = {s.name.lower(): s.name for s in specs}
+    return {names[n.lower()]: v for n, v in values.items() if v is not None}
+
+
+def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution,
+                   defaults: dict | None = None):
+    """MERGE one segment's rows (``defaults``: see :func:`_insert_defaults`); returns
+    :class:`pipelines.silver.ApplyStats`."""
     from pipelines import silver
 
     scd2 = cfg.is_scd2(step.db, step.table)
@@ -788,7 +826,7 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
         raise SilverStepError(
             f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
-    changes = silver.changes_from_bronze(complete_values(rows, resolution.fixes), resolution.specs)
+    changes = silver.changes_from_bronze(complete_values(rows, resolution.fixes), resolution.specs, defaults)
     return silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend)
 

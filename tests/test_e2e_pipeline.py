@@ -429,12 +429,8 @@ CORPUS_EXCEPTIONS = {  # (db, table) -> why replaying the binlogs cannot give fi
     ("corpus", "t_recreate"): "dropped and re-created in 03_ddl",
     ("corpus", "t_aria"): "emptied by a multi-table DELETE",
 }
-# Our own open gaps (named in the closing note, not hidden): these tables are quarantined by
-# silver today instead of being merged.
+# Our own open gaps (named in the closing note, not hidden).
 KNOWN_GAPS = {
-    ("corpus", "t_min"): "MINIMAL row images: silver quarantines partial images (no partial MERGE yet)",
-    ("corpus", "t_noblob"): "NOBLOB row images: partial images are quarantined (no partial MERGE yet)",
-    ("corpus", "t_blob"): "logged with NOBLOB images in part of the stream: quarantined as partial",
     ("corpus", "t_oldtime"): "MariaDB 5.3 temporal precision is not yet passed from the schema history to the decoder",
 }
 CORPUS_NOT_APPLIED = ["corpus.t_ddl", "corpus.t_ddl_renamed", "corpus.t_like", "corpus.t_dropme", "tmpdb.*"]  # gone
