@@ -192,6 +192,23 @@ def test_scd2_versions_carry_the_columns_a_partial_image_lacks(spark, delta_back
     ], scd2=True)
 
 
+def test_soft_deletes_and_partial_updates(spark, delta_backend, target):
+    apply(spark, [("01", "c", (1, 10, "x"), None, None), ("02", "c", (2, 20, "y"), None, None)], target, delta_backend,
+          delete_mode="soft")
+    batch = [
+        upd("03", 1, (None, 11, None), (False, True, False)),
+        ("04", "d", None, (2, None, None), None),
+        ("05", "c", (2, 21, None), None, None),  # revives the tombstone as a whole row
+        upd("06", 2, (None, None, "y2"), (False, False, True)),
+        ("07", "d", None, (1, None, None), None),
+    ]
+    apply(spark, batch, target, delta_backend, delete_mode="soft")
+    expected = [row((1, 10, "x"), "07", "d", deleted=True), row((2, 21, "y2"), "06", "u")]
+    assert_table(spark, target, delta_backend, expected)
+    apply(spark, batch, target, delta_backend, delete_mode="soft")
+    assert_table(spark, target, delta_backend, expected)
+
+
 def test_keyless_tables_refuse_partial_images(spark, delta_backend, target):
     batch = changes(spark, [("01", "c", (1, 10, "x"), None, None)])
     apply_changes(spark, batch, SPECS, target, keys=None, backend=delta_backend)
