@@ -167,9 +167,10 @@ from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from pipelines.binlog.changes import RowChange, StatementChange, iter_changes
+from pipelines.binlog.columns import override_metas
 from pipelines.binlog.constants import COMMON_HEADER_LEN, ColumnType, EventFlag, EventType, column_type_name
 from pipelines.binlog.errors import BinlogError, ChecksumMismatch, TruncatedEvent
-from pipelines.binlog.events import EVENT_DECODERS, GtidListEvent, PreviousGtidsEvent
+from pipelines.binlog.events import EVENT_DECODERS, DecodeContext, GtidListEvent, PreviousGtidsEvent, decode_event
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
@@ -738,7 +739,8 @@ def column_fsp(tm, i: int) -> int | None:
         m = _ints(tm.column_metas[i])
         return m[0] if m else 0
     if code in (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP):
-        return 0
+        m = _ints(tm.column_metas[i])  # MariaDB 5.3 fractional types: digits from TemporalPrecision
+        return m[0] if m else 0
     return None
 
 
@@ -877,6 +879,42 @@ class WorkRange:
     index: FileIndex  # only the transactions of this range
     run_id: str
     ingested_at: _dt.datetime
+    precision: "TemporalPrecision | None" = None  # MariaDB 5.3 temporal precision, when needed
+
+
+_LEGACY_TEMPORAL = (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP)
+
+
+@dataclass(frozen=True)
+class TemporalPrecision:
+    """A ``table_map_hook``: the fractional-second digits of MariaDB 5.3 TIME/DATETIME/TIMESTAMP(n)
+    columns (``mysql56_temporal_format=OFF``), which their table maps do not carry, from the
+    schema history (``{(db, table): {column index: digits}}``). Only columns logged with the old
+    type codes and no metadata are completed."""
+
+    by_table: dict
+
+    def __call__(self, tm):
+        digits = self.by_table.get((tm.schema, tm.table))
+        if not digits:
+            return tm
+        use = {i: d for i, d in digits.items()
+               if i < tm.column_count and tm.column_types[i] in _LEGACY_TEMPORAL and not tm.column_metas[i]}
+        return override_metas(tm, use) if use else tm
+
+    @classmethod
+    def of_history(cls, history) -> "TemporalPrecision":
+        """The latest precision of every table of ``history`` with fractional temporal columns."""
+        by_table = {}
+        for db, table in history.tables():
+            schema = history.current(db, table)
+            if schema is None:
+                continue
+            digits = {i: c.decimals for i, c in enumerate(schema.columns)
+                      if c.type in ("TIME", "DATETIME", "TIMESTAMP") and c.decimals}
+            if digits:
+                by_table[(db, table)] = digits
+        return cls(by_table)
 
 
 def _sub_index(idx: FileIndex, start: int, end: int) -> FileIndex:
@@ -912,7 +950,7 @@ def decode_range(w: WorkRange) -> Iterator[tuple]:
         tx_begin, tx_ops = None, Counter()  # rows of the current transaction, counted once it is over
         while err is None:
             try:
-                for ch in iter_changes(buf, w.index, pos, w.end, name=w.name):
+                for ch in iter_changes(buf, w.index, pos, w.end, name=w.name, table_map_hook=w.precision):
                     if ch.tx.begin_pos != tx_begin:
                         ops.update(tx_ops)
                         tx_begin, tx_ops = ch.tx.begin_pos, Counter()
@@ -1336,6 +1374,49 @@ def _xa_rows(plans: list[FilePlan], run_id: str) -> list:
     return out
 
 
+def batch_statements(path: str, file_seq: int, start: int, end: int) -> list[tuple[str, str | None, str]]:
+    """``(query, default db, _seq)`` of the DDL-like QUERY events in ``[start, end)`` of a local
+    file: a framing walk that decodes nothing but those events (bronze needs them before its
+    tasks run, for :class:`TemporalPrecision`)."""
+    out = []
+    with _mapped(path) as buf:
+        if len(buf) < 4:
+            return out
+        try:
+            with BinlogFile(buf, name=os.path.basename(path), verify_checksums=False) as bf:
+                ctx = DecodeContext(bf.format, {}, False, None)
+                for raw in bf.events(max(start, 4), end):
+                    if raw.header.type_code not in _QUERY_TYPES:
+                        continue
+                    ctx.format = bf.format
+                    ev = decode_event(raw, ctx)
+                    query = getattr(ev, "query", None)
+                    if isinstance(query, str) and _DDL_START.match(query):
+                        out.append((query, getattr(ev, "schema", None) or None, seq_key(file_seq, raw.header.pos, 0)))
+        except BinlogError:
+            pass  # the tasks meet the same bad bytes and report them
+    return out
+
+
+_QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
+_DDL_START = re.compile(r"\s*(?:/\*.*?\*/\s*)*(CREATE|ALTER|RENAME|DROP)\b", re.I | re.S)
+
+
+def _precision_for(spark, cfg: PipelineConfig, plans: list, copies: dict[str, str]) -> "TemporalPrecision | None":
+    """MariaDB 5.3 temporal precision for this batch's tasks, from the schema history (persisted,
+    ``_pipeline/ddl``, seeds) and the DDL in the batch itself; None when no table needs it."""
+    from pipelines import schema_history
+
+    stmts = []
+    for p in plans:
+        for s, e in p.ranges:
+            stmts += batch_statements(copies[p.file.name], p.file.file_seq, s, e)
+    stmts.sort(key=lambda t: t[2])
+    history, _added, _next = schema_history.build_history(spark, cfg, stmts)
+    precision = TemporalPrecision.of_history(history)
+    return precision if precision.by_table else None
+
+
 def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
                stats: BronzeStats, now) -> None:
     cached: list = []
@@ -1357,8 +1438,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     from pyspark import StorageLevel
 
     run_id = stats.run_id
+    precision = _precision_for(spark, cfg, plans, copies) if any(p.ranges for p in plans) else None
     work = [
-        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, _sub_index(p.index, s, e), run_id, now)
+        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, _sub_index(p.index, s, e), run_id, now, precision)
         for p in plans for s, e in p.ranges
     ]
     by_name = {p.file.name: p for p in plans}

@@ -2,7 +2,9 @@
 
 * ``"spark"``: delta-spark on the JVM (clusters; locally when ``DELTA_JARS`` names the jars).
 * ``"rs"``: delta-rs (the ``deltalake`` package) on the driver, with Arrow between it and Spark.
-  Everything it reads or writes passes through the driver, so it suits local runs and tests.
+  Reads are Spark Parquet reads of the files delta-rs lists; MERGE sources and small appends pass
+  through the driver as Arrow; big appends (bronze) are staged: Spark tasks write the Parquet files
+  into the table folder (:class:`ParquetStager`) and the driver commits them (:func:`commit_staged`).
 * ``"auto"``: ``"spark"`` when :func:`pipelines.spark_session.delta_spark_available`, else ``"rs"``.
 
 Both backends write the same Delta protocol, so a table written by one is read by the other.

@@ -2013,6 +2013,23 @@ def update_history(spark, cfg, run_id: str | None = None) -> tuple[SchemaHistory
     >>> history.at("shop", "orders", row_seq).names  # doctest: +SKIP
     ['order_id', 'line', 'qty']
     """
+    history, added, next_version = build_history(spark, cfg)
+    if added:
+        from pipelines import delta_io
+
+        now = _dt.datetime.now(_dt.timezone.utc)
+        rows = versions_to_rows(added, next_version, run_id, now)
+        delta_io.append(spark, spark.createDataFrame(rows, SCHEMA_HISTORY_DDL), cfg.pipeline_path(SCHEMA_HISTORY),
+                        backend=cfg.delta.backend)
+    return history, added
+
+
+def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] = ()
+                  ) -> tuple[SchemaHistory, list[SchemaVersion], dict[tuple[str, str], int]]:
+    """The schema history as :func:`update_history` would make it, written nowhere:
+    ``(history, versions added to the persisted ones, next version number per table)``.
+    ``statements`` (``(query, default db, _seq)``, in ``_seq`` order) are applied after those of
+    ``_pipeline/ddl``: bronze passes the DDL of the batch it has not committed yet."""
     from pipelines import delta_io
 
     backend = cfg.delta.backend
@@ -2036,8 +2053,7 @@ def update_history(spark, cfg, run_id: str | None = None) -> tuple[SchemaHistory
                  .orderBy("_seq").collect())
         for r in stmts:
             added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])
-    if added:
-        now = _dt.datetime.now(_dt.timezone.utc)
-        rows = versions_to_rows(added, next_version, run_id, now)
-        delta_io.append(spark, spark.createDataFrame(rows, SCHEMA_HISTORY_DDL), path, backend=backend)
-    return history, added
+    for query, db, seq in statements:
+        if seq > history.last_seq:
+            added += history.apply_statement(query, db, seq)
+    return history, added, next_version
