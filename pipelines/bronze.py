@@ -965,7 +965,8 @@ def decode_range(w: WorkRange) -> Iterator[tuple]:
                         seq = seq_key(w.file_seq, ch.pos, 0)
                         yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, ch.query, _ts(ch.tx.commit_ts),
                                         ch.in_group, ch.tx.gtid, ch.server_id, w.run_id))
-                        if ch.in_group:
+                        if ch.in_group and not _DDL_START.match(ch.query):
+                            # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
                             yield ("quar", (w.name, w.file_seq, ch.pos,
                                             "statement-format change cannot be replayed as rows: " + ch.query[:500],
                                             "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,

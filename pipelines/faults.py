@@ -18,7 +18,8 @@ The points are in :mod:`pipelines.delta_io`, around every commit, named
 * table kind (:func:`table_kind`): ``bronze``, ``silver``, or the name of a ``_pipeline`` table
   (``manifest``, ``quarantine``, ``ddl``, ``xa``, ``runs``, ``schema_history``, ``watermarks``);
 * when: ``before`` (about to commit), ``after`` (committed), and for appends ``materialize``
-  (before the DataFrame is computed: for bronze, where the Spark tasks' decoded rows are pulled).
+  (before the DataFrame is computed; for bronze with delta-rs: the tasks have staged their Parquet
+  files, the driver has not committed them).
 
 A run with the trace mode lists every point a job reaches, which is how ``tests/test_faults.py``
 enumerates them:

@@ -500,7 +500,7 @@ def assert_all_ok(outcomes: list[Outcome]) -> None:
 # The CI subset: (point, occurrence) per mode. One bronze batch per file, so with the workload's
 # files: manifest #1/#2 are batch 1's pending/committed rows, #3/#4 batch 2's, ...
 CI_KILL = [
-    ("append.bronze.materialize", 1),  # decoded rows being pulled from the Spark tasks
+    ("append.bronze.materialize", 1),  # the tasks staged their Parquet files, not yet committed
     ("append.bronze.after", 2),  # a later batch
     ("append.manifest.before", 1),  # the write-ahead (pending) rows of batch 1
     ("append.manifest.after", 4),  # batch 2's committed rows
