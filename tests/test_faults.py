@@ -473,9 +473,14 @@ def run_cases(workload: Workload, cases: list[Case], folder: Path) -> list[Outco
 
     jobs = max(1, int(os.environ.get("FAULTS_JOBS", "2")))
     started = time.monotonic()
+    def one(i: int, case: Case) -> Outcome:
+        outcome = run_case(workload, case, folder / f"case{i:03d}")
+        if os.environ.get("FAULTS_REPORT"):  # as each case ends: a long run interrupted still reports
+            report(f"[{i + 1}/{len(cases)}] {outcome.line()}")
+        return outcome
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        outcomes = list(pool.map(lambda ic: run_case(workload, ic[1], folder / f"case{ic[0]:03d}"),
-                                 enumerate(cases)))
+        outcomes = list(pool.map(lambda ic: one(*ic), enumerate(cases)))
     lines = [o.line() for o in outcomes]
     lines.append(f"{len(cases)} case(s) ({sum(c.mode == 'kill' for c in cases)} kill, "
                  f"{sum(c.mode == 'raise' for c in cases)} raise) in {time.monotonic() - started:.0f} s, "
