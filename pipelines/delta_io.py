@@ -1224,6 +1224,9 @@ def merge_spark(
     return MergeResult(backend="spark", **counts)
 
 
+MERGE_CHUNK_ROWS = 1_000_000  # delta-rs: source rows per MERGE commit (see merge)
+
+
 def merge(
     spark: SparkSession,
     path: str,
@@ -1238,11 +1241,19 @@ def merge(
     txn_version: int | None = None,
     user_metadata: str | None = None,
     source_schema: T.StructType | None = None,
+    split_by: Sequence[str] | None = None,
+    source_rows: int | None = None,
 ) -> MergeResult:
     """MERGE ``source`` into the table at ``path`` with the chosen backend (same clauses for both).
 
     For delta-rs the source goes to the driver as Arrow, typed by ``source_schema`` (default: its
-    own schema), which should carry the target's column types.
+    own schema), which should carry the target's column types. A source of more than
+    :data:`MERGE_CHUNK_ROWS` rows (``source_rows``, when the caller knows it) is MERGEd in parts
+    that split it by a hash of the ``split_by`` columns (the MERGE key: a key's rows stay in one
+    part), so the driver holds one part at a time. The parts are separate commits and only the
+    last carries ``user_metadata`` and the transaction id: the clauses must be idempotent (silver's
+    apply a change only when it is newer than the row), so that a run that dies between parts
+    can simply be done again.
 
     >>> merge(spark, path, df, "t.`id` = s.`id`",
     ...       [MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}),
@@ -1254,8 +1265,26 @@ def merge(
             source_alias=source_alias, target_alias=target_alias,
             txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
         )
-    return merge_rs(
-        path, spark_to_arrow(source, source_schema), on, clauses,
-        source_alias=source_alias, target_alias=target_alias,
-        txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
-    )
+    parts = 1
+    if split_by and source_rows is not None and source_rows > MERGE_CHUNK_ROWS:
+        parts = -(-source_rows // MERGE_CHUNK_ROWS)
+    if parts == 1:
+        return merge_rs(
+            path, spark_to_arrow(source, source_schema), on, clauses,
+            source_alias=source_alias, target_alias=target_alias,
+            txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
+        )
+    if txn_app_id is not None and _txn_recorded(path, txn_app_id, txn_version, spark, "rs"):
+        return MergeResult(0, 0, 0, "rs")
+    bucket = F.pmod(F.xxhash64(*[F.col(quote_ident(c)) for c in split_by]), F.lit(parts))
+    totals = [0, 0, 0]
+    for part in range(parts):
+        last = part == parts - 1
+        r = merge_rs(
+            path, spark_to_arrow(source.where(bucket == part), source_schema), on, clauses,
+            source_alias=source_alias, target_alias=target_alias,
+            txn_app_id=txn_app_id if last else None, txn_version=txn_version if last else None,
+            user_metadata=user_metadata if last else None,
+        )
+        totals = [totals[0] + r.inserted, totals[1] + r.updated, totals[2] + r.deleted]
+    return MergeResult(*totals, backend="rs")

@@ -998,6 +998,10 @@ def apply_changes(
                 txn_version=txn_version,
                 user_metadata=_watermark_metadata(new_mark),
                 source_schema=plan.source_schema,
+                # big batches of a keyed table MERGE in parts (by key hash) with delta-rs
+                split_by=keys if keys is not None and not scd2 else None,
+                source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
+                             if keys is not None and not scd2 else None),
             )
         finally:
             plan.cached.unpersist()

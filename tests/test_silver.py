@@ -417,3 +417,34 @@ def test_null_key_and_bad_op_fail_fast(spark, delta_backend, target):
         apply_changes(spark, changes(spark, [("01", "c", (None, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
     with pytest.raises(ValueError, match="op other than c/u/d"):
         apply_changes(spark, changes(spark, [("02", "x", (1, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
+
+
+def test_big_batch_merges_in_parts_by_key_and_a_crash_between_parts_is_harmless(spark, target, monkeypatch):
+    """delta-rs: a source above MERGE_CHUNK_ROWS goes in parts (bounded driver memory); only the
+    last part records the watermark, so a run that dies after some parts is simply done again."""
+    apply_changes(spark, changes(spark, [(f"{i:02d}", "c", (i, "old"), None) for i in range(1, 9)]), SPECS, target,
+                  keys=["id"], backend="rs")
+    before = delta_io.history(target, backend="rs", limit=1)[0].version
+    batch = changes(spark, [(f"{10 + i}", "u", (i, "new"), (i, "old")) for i in range(1, 7)]
+                    + [("20", "d", None, (7, "old")), ("21", "c", (9, "nine"), None), ("22", "u", (10, "old"), (8, "old"))])
+    expected = silver(spark, [row((i, "new"), f"{10 + i}", "u") for i in range(1, 7)]
+                      + [row((9, "nine"), "21", "c"), row((10, "old"), "22", "u")])
+    monkeypatch.setattr(delta_io, "MERGE_CHUNK_ROWS", 3)
+    real_merge_rs, calls = delta_io.merge_rs, []
+
+    def dies_after_two_parts(*args, **kwargs):
+        calls.append(kwargs.get("user_metadata"))
+        if len(calls) == 3:
+            raise RuntimeError("killed between parts")
+        return real_merge_rs(*args, **kwargs)
+
+    monkeypatch.setattr(delta_io, "merge_rs", dies_after_two_parts)
+    with pytest.raises(RuntimeError, match="between parts"):
+        apply_changes(spark, batch, SPECS, target, keys=["id"], backend="rs")
+    assert calls[:2] == [None, None]  # the parts before the last carry no watermark
+    assert read_watermark(target, backend="rs") == "08"
+    monkeypatch.setattr(delta_io, "merge_rs", real_merge_rs)
+    stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend="rs")  # the re-run
+    assert_table(spark, target, "rs", expected)
+    assert stats.watermark == "22" and read_watermark(target, backend="rs") == "22"
+    assert delta_io.history(target, backend="rs", limit=1)[0].version - before >= 4  # 2 + 4 parts (11 rows / 3)
