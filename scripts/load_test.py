@@ -437,6 +437,7 @@ def main(argv=None) -> int:
         print(json.dumps(meta, indent=2))
         return 0
     warehouse = work / "warehouse"
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     run = run_job(work / "binlogs", warehouse, a.config, work / "job.log", a.interval)
     checks = verify(warehouse, meta)  # also after a failed job: what did land?
     if not a.keep_warehouse:
@@ -446,8 +447,7 @@ def main(argv=None) -> int:
     result = {
         "name": name,
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True).stdout.strip(),
+        "git": git,  # the commit the job started on
         "config": str(a.config),
         "cpus": os.cpu_count(),
         "input_files": len(meta["files"]),
