@@ -437,7 +437,8 @@ def main(argv=None) -> int:
         print(json.dumps(meta, indent=2))
         return 0
     warehouse = work / "warehouse"
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                         text=True).stdout.strip()
     run = run_job(work / "binlogs", warehouse, a.config, work / "job.log", a.interval)
     checks = verify(warehouse, meta)  # also after a failed job: what did land?
     if not a.keep_warehouse:
