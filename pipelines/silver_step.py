@@ -463,11 +463,15 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         xa_path = cfg.pipeline_path("xa")
         xa = delta_io.read(spark, xa_path, backend=backend) if delta_io.table_exists(xa_path, spark=spark, backend=backend) else None
         bronze = with_shape(drop_rolled_back_xa(bronze, xa)).cache()
-        shape_rows = (bronze.groupBy("db", "table", "_shape", "op")
+        # narrow columns first: the aggregate must not copy whole rows (images may hold 100 MB values)
+        narrow = bronze.select("db", "table", "_shape", "op", "_seq", F.size("after").alias("_n_after"),
+                               F.size("before").alias("_n_before"),
+                               F.expr("transform(pk, x -> x.idx)").alias("_pk_idx"))
+        shape_rows = (narrow.groupBy("db", "table", "_shape", "op")
                       .agg(F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"),
                            F.count(F.lit(1)).alias("n"),
-                           F.min(F.size("after")).alias("min_after"), F.min(F.size("before")).alias("min_before"),
-                           F.first(F.expr("transform(pk, x -> x.idx)"), ignorenulls=True).alias("pk_idx"))
+                           F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
+                           F.first("_pk_idx", ignorenulls=True).alias("pk_idx"))
                       .collect())
     else:
         bronze, shape_rows = None, []

@@ -36,7 +36,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "2",
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.memory": "2g",
+    "spark.driver.memory": "4g",  # local mode: the executors live in this JVM too
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",

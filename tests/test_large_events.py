@@ -95,11 +95,6 @@ def _bronze_ops(spark, warehouse: Path, db: str, table: str) -> dict:  # noqa: F
     return ops
 
 
-@pytest.mark.xfail(raises=AssertionError, strict=False,
-                   reason="open gap: silver needs more than the 2g driver heap for a 100 MB value (passes with 4g): "
-                          "silver_step._run caches all of bronze and its shape aggregate (SortAggregate) copies whole "
-                          "rows with the 100/200 MB images (UnsafeRow.copy); with that projected away, "
-                          "silver.apply_changes' cached overview OOMs in BufferHolder.grow")
 def test_100mb_blob_row(server, tmp_path):
     server.sql(
         f"""

@@ -114,11 +114,15 @@ def _stamp(ts: int) -> str:
     return t.strftime("%y%m%d %H:%M:%S").replace(" 0", "  ", 1) if t.hour < 10 else t.strftime("%y%m%d %H:%M:%S")
 
 
+# printable ASCII stays, every other byte (and the quote and backslash) is spelled \xNN
+_BYTE_ESCAPES = {b: f"\\x{b:02x}" for b in range(256) if not (32 <= b < 127 and b not in (39, 92))}
+
+
 def _text_value(v, fsp) -> str:
     if v is None:
         return "NULL"
     if isinstance(v, (bytes, bytearray)):
-        return "'" + "".join(chr(b) if 32 <= b < 127 and b not in (39, 92) else f"\\x{b:02x}" for b in v) + "'"
+        return "'" + bytes(v).decode("latin-1").translate(_BYTE_ESCAPES) + "'"
     j = json_value(v, fsp)
     if isinstance(j, str):
         return "'" + j.replace("\\", "\\\\").replace("'", "\\'") + "'"
