@@ -26,6 +26,9 @@ Environment:
 
 * ``FAULTS_FULL=1``: every point and every occurrence the trace lists, in both modes, and 8 random
   kills (about 180 cases: over an hour on two cores);
+* ``FAULTS_MODES=kill,raise``: with ``FAULTS_FULL``, the modes to run (default both);
+* ``FAULTS_SKIP=<n>``: with ``FAULTS_FULL``, leave out the first ``n`` cases of the full list (resume
+  a long run that was stopped: its report names the cases done);
 * ``FAULTS_JOBS=<n>``: cases run at a time (default 2);
 * ``FAULTS_REPORT=<file>``: append the per-case report (exit codes, seconds, rows lost/duplicated);
 * ``FAULTS_SEED=<n>``: the seed of the random kills (printed by every run).
@@ -524,8 +527,12 @@ CI_RAISE = [
 
 def chosen_cases(trace: Trace) -> list[Case]:
     if os.environ.get("FAULTS_FULL") == "1":
-        return [Case(name, n, mode) for mode in ("kill", "raise") for name in trace.names()
-                for n in range(1, trace.count(name) + 1)]
+        modes = os.environ.get("FAULTS_MODES", "kill,raise").split(",")
+        unknown = set(modes) - set(EXPECTED_RC)
+        assert not unknown, f"FAULTS_MODES: unknown modes {sorted(unknown)} (known: {sorted(EXPECTED_RC)})"
+        every = [Case(name, n, mode) for mode in ("kill", "raise") for name in trace.names()
+                 for n in range(1, trace.count(name) + 1)]
+        return [c for c in every[int(os.environ.get("FAULTS_SKIP", "0")):] if c.mode in modes]
     cases = [Case(p, n, "kill") for p, n in CI_KILL] + [Case(p, n, "raise") for p, n in CI_RAISE]
     missing = [c.spec for c in cases if trace.count(c.point) < c.nth]
     assert not missing, f"the clean run never reached {missing}; points reached: {trace.names()}"
