@@ -941,72 +941,71 @@ def apply_changes(
     watermark = read_watermark(path, spark=spark, backend=which)
     fresh_flag = f"{_P}fresh"
     fresh = F.lit(True) if watermark is None else F.col(SEQ) > F.lit(watermark)
-    marked = changes_df.withColumn(fresh_flag, fresh).cache()  # read by several Spark jobs below
-    try:
-        zeros = F.col(ZERO_DATES_COL) if ZERO_DATES_COL in changes_df.columns else F.lit(0)
-        overview = marked.select(
-            F.count(F.lit(1)).alias("all"),
-            F.sum(F.col(fresh_flag).cast("int")).alias("fresh"),
-            F.max(F.when(F.col(fresh_flag), F.col(SEQ))).alias("max_seq"),
-            F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
-            F.sum(F.coalesce(~F.col("op").isin("c", "u", "d"), F.lit(True)).cast("int")).alias("bad_op"),
-            F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
-            F.sum(F.when(F.col(fresh_flag), _partial_update(changes_df).cast("int"))).alias("partial"),
-        ).collect()[0]
-        if overview["null_seq"] or overview["bad_op"]:
-            raise ValueError(
-                f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
-                f"{overview['bad_op']} with an op other than c/u/d"
-            )
-        base = dict(
-            changes=int(overview["fresh"] or 0),
-            skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
-            zero_dates_nulled=int(overview["zero"] or 0),
-            columns_added=tuple(added),
-            backend=which,
-            table_path=path,
+    # Not cached: the overview below reads only what it counts (Spark prunes the typing it does not
+    # need), and the plans cache what their MERGE reads, so each value is typed once.
+    marked = changes_df.withColumn(fresh_flag, fresh)
+    zeros = F.col(ZERO_DATES_COL) if ZERO_DATES_COL in changes_df.columns else F.lit(0)
+    overview = marked.select(
+        F.count(F.lit(1)).alias("all"),
+        F.sum(F.col(fresh_flag).cast("int")).alias("fresh"),
+        F.max(F.when(F.col(fresh_flag), F.col(SEQ))).alias("max_seq"),
+        F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
+        F.sum(F.coalesce(~F.col("op").isin("c", "u", "d"), F.lit(True)).cast("int")).alias("bad_op"),
+        F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
+        F.sum(F.when(F.col(fresh_flag), _partial_update(changes_df).cast("int"))).alias("partial"),
+    ).collect()[0]
+    if overview["null_seq"] or overview["bad_op"]:
+        raise ValueError(
+            f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
+            f"{overview['bad_op']} with an op other than c/u/d"
         )
-        if not overview["fresh"]:
-            return ApplyStats(watermark=watermark, **base)
+    base = dict(
+        changes=int(overview["fresh"] or 0),
+        skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
+        zero_dates_nulled=int(overview["zero"] or 0),
+        columns_added=tuple(added),
+        backend=which,
+        table_path=path,
+    )
+    if not overview["fresh"]:
+        return ApplyStats(watermark=watermark, **base)
 
-        changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
-        if PRESENT in changes.columns and not overview["partial"]:
-            changes = changes.drop(PRESENT)  # full images only: nothing to fill
-        if PRESENT in changes.columns and keys is None:
-            raise ValueError(
-                f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "
-                "but the table has no key: its rows are identified by all their values, so a partial "
-                "image cannot be matched"
-            )
-        if scd2:
-            plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
-        elif keys is not None:
-            plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode)
-        else:
-            identity = [silver for silver in target.fieldNames() if silver in names]
-            plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode)
-        new_mark = overview["max_seq"]
-        try:
-            delta_io.merge(
-                spark,
-                path,
-                plan.source,
-                plan.on,
-                plan.clauses,
-                backend=which,
-                txn_app_id=txn_app_id,
-                txn_version=txn_version,
-                user_metadata=_watermark_metadata(new_mark),
-                source_schema=plan.source_schema,
-                # big batches of a keyed table MERGE in parts (by key hash) with delta-rs
-                split_by=keys if keys is not None and not scd2 else None,
-                source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
-                             if keys is not None and not scd2 else None),
-            )
-        finally:
-            plan.cached.unpersist()
+    changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
+    if PRESENT in changes.columns and not overview["partial"]:
+        changes = changes.drop(PRESENT)  # full images only: nothing to fill
+    if PRESENT in changes.columns and keys is None:
+        raise ValueError(
+            f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "
+            "but the table has no key: its rows are identified by all their values, so a partial "
+            "image cannot be matched"
+        )
+    if scd2:
+        plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
+    elif keys is not None:
+        plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode)
+    else:
+        identity = [silver for silver in target.fieldNames() if silver in names]
+        plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode)
+    new_mark = overview["max_seq"]
+    try:
+        delta_io.merge(
+            spark,
+            path,
+            plan.source,
+            plan.on,
+            plan.clauses,
+            backend=which,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
+            user_metadata=_watermark_metadata(new_mark),
+            source_schema=plan.source_schema,
+            # big batches of a keyed table MERGE in parts (by key hash) with delta-rs
+            split_by=keys if keys is not None and not scd2 else None,
+            source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
+                         if keys is not None and not scd2 else None),
+        )
     finally:
-        marked.unpersist()
+        plan.cached.unpersist()
     counts = plan.counts
     return ApplyStats(
         inserted=counts.get("inserted", 0),

@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -157,12 +157,51 @@ def with_shape(bronze: DataFrame) -> DataFrame:
     >>> with_shape(bronze).select("_shape").distinct().count()  # doctest: +SKIP
     2
     """
-    cell = (f"x -> concat(cast(x.idx AS STRING), '{_SEP_FIELD}', coalesce(x.name, '{_NO_NAME}'), "
-            f"'{_SEP_FIELD}', x.type)")
-    before = f"coalesce(transform(before, {cell}), array())"
-    after = f"coalesce(transform(after, {cell}), array())"
-    expr = f"array_join(array_sort(array_distinct(concat({before}, {after}))), '{_SEP_COL}')"
-    return bronze.withColumn("_shape", F.expr(expr))
+    return bronze.withColumn("_shape", shape_column())
+
+
+def shape_column(before: tuple[str, str, str] = ("before.idx", "before.name", "before.type"),
+                 after: tuple[str, str, str] = ("after.idx", "after.name", "after.type")) -> Column:
+    """The ``_shape`` expression of :func:`with_shape`, from the images' ``idx``, ``name`` and
+    ``type`` arrays (SQL expressions; by default the images' own fields, ``before.idx`` ...).
+    Only those fields are read, never a whole element, so Spark's nested schema pruning leaves
+    the values (``text``/``bin``, up to 1 GB a cell) unread."""
+    def cells(idx: str, name: str, typ: str) -> str:
+        named = f"zip_with({idx}, {name}, (i, n) -> concat(cast(i AS STRING), '{_SEP_FIELD}', coalesce(n, '{_NO_NAME}')))"
+        return f"coalesce(zip_with({named}, {typ}, (c, t) -> concat(c, '{_SEP_FIELD}', t)), array())"
+    return F.expr(f"array_join(array_sort(array_distinct(concat({cells(*before)}, {cells(*after)}))), "
+                  f"'{_SEP_COL}')")
+
+
+_SHAPE_FIELDS = [(image, field) for image in ("before", "after") for field in ("idx", "name", "type")]
+
+
+def shape_counts(bronze: DataFrame) -> DataFrame:
+    """Per ``db``, ``table``, ``_shape`` (see :func:`with_shape`) and ``op``: ``min_seq``, ``max_seq``,
+    ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
+    the table map's key column indexes (``pk_idx``).
+
+    Rows are first grouped by a 64-bit hash of their images' ``idx``/``name``/``type`` arrays, so the
+    shape text is built once per group, not once per row; only those fields and narrow columns are
+    read (nested schema pruning: the values stay on disk).
+
+    >>> shape_counts(bronze).collect()  # doctest: +SKIP
+    """
+    arrays = {f"_s_{i}_{f}": F.col(f"{i}.{f}") for i, f in _SHAPE_FIELDS}
+    rows = bronze.select(
+        "db", "table", "op", "_seq", F.xxhash64(*arrays.values()).alias("_fp"),
+        F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
+        F.col("pk.idx").alias("_pk_idx"), *[c.alias(n) for n, c in arrays.items()])
+    groups = rows.groupBy("db", "table", "op", "_fp").agg(
+        F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
+        F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
+        F.first("_pk_idx", ignorenulls=True).alias("pk_idx"), *[F.first(n).alias(n) for n in arrays])
+    names = list(arrays)
+    shaped = groups.withColumn("_shape", shape_column(tuple(names[:3]), tuple(names[3:])))
+    return shaped.groupBy("db", "table", "_shape", "op").agg(
+        F.min("min_seq").alias("min_seq"), F.max("max_seq").alias("max_seq"), F.sum("n").alias("n"),
+        F.min("min_after").alias("min_after"), F.min("min_before").alias("min_before"),
+        F.first("pk_idx", ignorenulls=True).alias("pk_idx"))
 
 
 def shape_key(shape: Iterable[ImageColumn]) -> str:
@@ -462,17 +501,12 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
                       .drop("_wm_db", "_wm_table", "_wm"))
         xa_path = cfg.pipeline_path("xa")
         xa = delta_io.read(spark, xa_path, backend=backend) if delta_io.table_exists(xa_path, spark=spark, backend=backend) else None
-        bronze = with_shape(drop_rolled_back_xa(bronze, xa)).cache()
-        # narrow columns first: the aggregate must not copy whole rows (images may hold 100 MB values)
-        narrow = bronze.select("db", "table", "_shape", "op", "_seq", F.size("after").alias("_n_after"),
-                               F.size("before").alias("_n_before"),
-                               F.expr("transform(pk, x -> x.idx)").alias("_pk_idx"))
-        shape_rows = (narrow.groupBy("db", "table", "_shape", "op")
-                      .agg(F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"),
-                           F.count(F.lit(1)).alias("n"),
-                           F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
-                           F.first("_pk_idx", ignorenulls=True).alias("pk_idx"))
-                      .collect())
+        # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
+        # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
+        # own rows (with pushed-down filters) into a checkpoint.
+        bronze = drop_rolled_back_xa(bronze, xa)
+        shape_rows = shape_counts(bronze).collect()
+        bronze = with_shape(bronze)  # per row, only where shapes go to quarantine
     else:
         bronze, shape_rows = None, []
 
@@ -516,10 +550,11 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             for key, seq in handled.items():  # quarantined rows are dealt with: not again next run
                 state.marks[key] = max(state.marks.get(key, ""), seq)
         _write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
-        if bronze is not None:
-            bronze.unpersist()
 
 
+# The bronze columns a segment reads: the change itself, and where it came from (for quarantine).
+_SEGMENT_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "commit_ts", "before",
+                    "after", "decoder_version")
 SILVER_THREADS = 2  # tables applied at once (Spark jobs of small MERGEs are CPU-bound on the driver)
 
 
@@ -601,9 +636,12 @@ class _Run:
         if not good or not resolution.specs:
             return
         rows = self.bronze.where((F.col("db") == step.db) & (F.col("table") == step.table)
-                                 & (F.col("_seq") > step.start) & F.col("_shape").isin(good))
+                                 & (F.col("_seq") > step.start))
+        if len(good) < len(step.shapes):  # some shapes go to quarantine
+            rows = rows.where(F.col("_shape").isin(good))
         if step.end is not None:
             rows = rows.where(F.col("_seq") < step.end)
+        rows = rows.select(*_SEGMENT_COLUMNS)  # what silver and its quarantine use (not pk, gtid, _shape ...)
         # a barrier: the value fixes and typing below may raise on values of other tables, so no
         # later filter may be evaluated before this segment's own
         rows = rows.localCheckpoint(eager=True)

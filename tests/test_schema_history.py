@@ -647,3 +647,34 @@ def test_shape_key_round_trip(spark):  # noqa: F811
     (key,) = [r["_shape"] for r in with_shape(df).collect()]
     shape = (IC(0, None, "VARCHAR(3) utf8mb4"), IC(1, "b c", "LONG"))
     assert parse_shape(key) == shape and shape_key(shape) == key
+
+
+def test_shape_counts_equal_the_per_row_shapes(spark):  # noqa: F811
+    """shape_counts groups by a hash of the images' idx/name/type arrays first; the result must be
+    what grouping every row by its own with_shape gives (same shapes, counts, bounds, sizes)."""
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    from pipelines.silver_step import shape_counts, with_shape
+
+    a = [(0, "id", "LONG", "1", None), (1, "v", "VARCHAR(3) utf8mb4", "x", None)]
+    a_minimal = [(0, "id", "LONG", "1", None)]  # MINIMAL image: fewer columns, another shape
+    a_unnamed = [(0, None, "LONG", "1", None), (1, None, "VARCHAR(3) utf8mb4", None, None)]
+    pk = [(0, "id", "LONG", "1", None)]
+    rows = [
+        ("s", "t", "c", "01", None, a, pk), ("s", "t", "c", "02", None, a, pk),
+        ("s", "t", "u", "03", a_minimal, a, pk), ("s", "t", "u", "04", a, a, pk),
+        ("s", "t", "d", "05", a, None, pk), ("s", "t", "c", "06", None, a_unnamed, None),
+        ("s", "u", "c", "07", None, a, pk), ("s", "t", "u", "08", a, a_minimal, pk),
+    ]
+    df = spark.createDataFrame(rows, f"db STRING, `table` STRING, op STRING, _seq STRING, before {IMAGE}, "
+                                     f"after {IMAGE}, pk {IMAGE}")
+    expected = (with_shape(df).groupBy("db", "table", "_shape", "op").agg(
+        F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
+        F.min(F.size("after")).alias("min_after"), F.min(F.size("before")).alias("min_before"),
+        F.first(F.col("pk.idx"), ignorenulls=True).alias("pk_idx")))
+    got = shape_counts(df).withColumn("n", F.col("n").cast("long"))
+    # (t, c) x 2 shapes, (t, d), (u, c), and (t, u) once: its three hash groups (a MINIMAL before or
+    # after image beside a whole one) have one shape, the union of their columns
+    assert got.count() == 5
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
