@@ -11,8 +11,9 @@ How a run goes
    versions in ``_pipeline/schema_history``.
 2. **What is new**: per table, the largest ``_seq`` already applied is in
    ``_pipeline/silver_watermarks`` (layout :data:`WATERMARKS_DDL`; append-only, the
-   max per table counts). Bronze rows above their table's watermark are read once;
-   rows of XA branches that were prepared and then rolled back (``_pipeline/xa``) are
+   max per table counts). Bronze rows above their table's watermark are counted per image
+   shape (:func:`shape_counts`: narrow columns only), then each segment reads its own; rows
+   of XA branches that were prepared and then rolled back (``_pipeline/xa``) are
    dropped; tables outside ``tables.include``/``exclude`` are skipped.
 3. **Segments**: each table's new rows are cut at its schema events (DDL positions), so an
    ``ADD COLUMN`` mid-stream, a ``TRUNCATE`` or a ``DROP``/``CREATE`` apply in order. All
