@@ -894,7 +894,9 @@ def apply_changes(
 
     ``specs`` describe the source table's columns as of this batch (their order is the image
     ``idx`` order); ``keys`` its primary key (None: no key).  The table is created when missing and
-    its schema evolved before the MERGE.
+    its schema evolved before the MERGE.  ``changes_df`` is evaluated more than once (an overview,
+    then the plan), so it must give the same rows each time: a table, a file or a checkpoint
+    (the silver step passes a checkpoint), not a query over data that may change meanwhile.
 
     >>> stats = apply_changes(spark, changes, specs, f"{warehouse}/silver/shop/orders", keys=["id"])  # doctest: +SKIP
     >>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP
