@@ -182,21 +182,20 @@ def shape_counts(bronze: DataFrame) -> DataFrame:
     ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
     the table map's key column indexes (``pk_idx``).
 
-    Rows are first grouped by a 64-bit hash of their images' ``idx``/``name``/``type`` arrays, so the
-    shape text is built once per group, not once per row; only those fields and narrow columns are
-    read (nested schema pruning: the values stay on disk).
+    Rows are first grouped by their images' ``idx``/``name``/``type`` arrays themselves, so the shape
+    text is built once per group, not once per row; only those fields and narrow columns are read
+    (nested schema pruning: the values stay on disk).
 
     >>> shape_counts(bronze).collect()  # doctest: +SKIP
     """
     arrays = {f"_s_{i}_{f}": F.col(f"{i}.{f}") for i, f in _SHAPE_FIELDS}
     rows = bronze.select(
-        "db", "table", "op", "_seq", F.xxhash64(*arrays.values()).alias("_fp"),
-        F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
+        "db", "table", "op", "_seq", F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
         F.col("pk.idx").alias("_pk_idx"), *[c.alias(n) for n, c in arrays.items()])
-    groups = rows.groupBy("db", "table", "op", "_fp").agg(
+    groups = rows.groupBy("db", "table", "op", *arrays).agg(
         F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
         F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
-        F.first("_pk_idx", ignorenulls=True).alias("pk_idx"), *[F.first(n).alias(n) for n in arrays])
+        F.first("_pk_idx", ignorenulls=True).alias("pk_idx"))
     names = list(arrays)
     shaped = groups.withColumn("_shape", shape_column(tuple(names[:3]), tuple(names[3:])))
     return shaped.groupBy("db", "table", "_shape", "op").agg(
