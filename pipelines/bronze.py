@@ -150,7 +150,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime as _dt
-import functools
 import hashlib
 import mmap
 import os
@@ -162,19 +161,18 @@ import threading
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
-from pipelines.binlog.changes import RowChange, StatementChange, iter_changes
+from pipelines.binlog.changes import RowChange, RowsBatch, StatementChange, iter_change_batches, iter_changes
 from pipelines.binlog.columns import override_metas
-from pipelines.binlog.constants import COMMON_HEADER_LEN, ColumnType, EventFlag, EventType, column_type_name
+from pipelines.binlog.constants import COMMON_HEADER_LEN, ColumnType, EventFlag, EventType
 from pipelines.binlog.errors import BinlogError, ChecksumMismatch, TruncatedEvent
 from pipelines.binlog.events import EVENT_DECODERS, DecodeContext, GtidListEvent, PreviousGtidsEvent, decode_event
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
-from pipelines.binlog.values import canonical_text, datetime_text, decimal_text
+from pipelines.bronze_rows import _OPS, ArrowRowsBuilder, _TableLayout, _ts, bronze_row
 from pipelines.bronze_schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION, seq_key
 from pipelines.config import PipelineConfig
 
@@ -217,7 +215,6 @@ QUARANTINED = "quarantined"  # a bad event stopped the file; the good prefix lan
 
 _BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")
 _COPY_NAME = re.compile(r"\.\d+(?=\D)")  # where a binlog name may end in binlog.000002.bak, binlog.000002~
-_OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
 
 
@@ -694,176 +691,6 @@ def _driver_copy(spark, f: SourceFile) -> Iterator[str]:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-# -- column types and values ---------------------------------------------------------
-
-_INT_TYPES = frozenset({ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG})
-_NUMERIC = _INT_TYPES | {ColumnType.FLOAT, ColumnType.DOUBLE, ColumnType.NEWDECIMAL, ColumnType.DECIMAL,
-                         ColumnType.YEAR}
-_FSP_TYPES = frozenset({ColumnType.TIME2, ColumnType.DATETIME2, ColumnType.TIMESTAMP2})
-_STRING_TYPES = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING})
-_BLOB_NAMES = {1: "TINYBLOB", 2: "BLOB", 3: "MEDIUMBLOB", 4: "LONGBLOB"}
-_CHARSET_TYPES = _STRING_TYPES | {ColumnType.BLOB, ColumnType.TINY_BLOB, ColumnType.MEDIUM_BLOB,
-                                  ColumnType.LONG_BLOB, ColumnType.ENUM, ColumnType.SET}
-# bytes per character, for the character sets where it is not 1
-_MBMAXLEN = {
-    "utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "big5": 2,
-    "gbk": 2, "gb2312": 2, "gb18030": 4, "sjis": 2, "cp932": 2, "ujis": 3, "eucjpms": 3, "euckr": 2,
-}
-
-
-def _ints(meta) -> tuple[int, ...]:
-    if isinstance(meta, int):
-        return (meta,)
-    if isinstance(meta, (tuple, list)):
-        return tuple(int(x) for x in meta if isinstance(x, int))
-    return ()
-
-
-def _charset(tm, i: int) -> str | None:
-    cs = tm.column_charsets
-    cid = cs[i] if cs is not None and i < len(cs) else None
-    if cid is None:
-        return None
-    try:
-        from pipelines.binlog.charsets import charset_for_collation
-
-        return charset_for_collation(cid)
-    except (ImportError, BinlogError):
-        return f"collation{cid}"
-
-
-def column_fsp(tm, i: int) -> int | None:
-    """Fractional-second digits of temporal column ``i`` (None for other types)."""
-    code = tm.column_types[i]
-    if code in _FSP_TYPES:
-        m = _ints(tm.column_metas[i])
-        return m[0] if m else 0
-    if code in (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP):
-        m = _ints(tm.column_metas[i])  # MariaDB 5.3 fractional types: digits from TemporalPrecision
-        return m[0] if m else 0
-    return None
-
-
-def column_type_text(tm, i: int) -> str:
-    """The column type as logged: ``NAME[(args)][ UNSIGNED][ charset]``, e.g.
-    ``LONG UNSIGNED``, ``NEWDECIMAL(10,2)``, ``VARCHAR(40) utf8mb4``, ``DATETIME2(3)``,
-    ``BLOB binary``, ``BIT(5)``.
-
-    String lengths are in characters when the charset is known (it is printed),
-    in bytes otherwise. ``STRING`` columns that are really ENUM/SET show as such
-    when the table map says so.
-    """
-    code = tm.column_types[i]
-    real = tm.real_types[i] if getattr(tm, "real_types", None) else code
-    meta = _ints(tm.column_metas[i])
-    name = column_type_name(real)
-    args = ""
-    cs = _charset(tm, i) if real in _CHARSET_TYPES or code in _CHARSET_TYPES else None
-    if real == ColumnType.NEWDECIMAL and meta:
-        p, s = (meta[0], meta[1]) if len(meta) >= 2 else (meta[0] >> 8, meta[0] & 0xFF)
-        args = f"({p},{s})"
-    elif real in _STRING_TYPES and meta:
-        n = meta[-1]
-        if cs and cs != "binary":
-            n //= _MBMAXLEN.get(cs, 1)
-        args = f"({n})"
-    elif real == ColumnType.BIT and meta:
-        bits = meta[0] if len(meta) == 1 else meta[0] * 8 + meta[1] if meta[0] <= 8 else meta[0]
-        args = f"({bits})"
-    elif real in _FSP_TYPES:
-        args = f"({meta[0] if meta else 0})"
-    elif real == ColumnType.BLOB and meta:
-        name = _BLOB_NAMES.get(meta[0], name)
-    elif real == ColumnType.VECTOR and meta:
-        args = f"({meta[0] // 4})"
-    text = name + args
-    sg = tm.signedness
-    if real in _NUMERIC and sg is not None and i < len(sg) and sg[i]:
-        text += " UNSIGNED"
-    if cs:
-        text += f" {cs}"
-    return text
-
-
-class _TableLayout:
-    """What the rows of one table map need, computed once per table map."""
-
-    __slots__ = ("tm", "names", "types", "fsps", "key", "heads")
-
-    def __init__(self, tm):
-        n = tm.column_count
-        self.tm = tm
-        names = tm.column_names
-        self.names = tuple(names[i] if names and i < len(names) else None for i in range(n))
-        self.types = tuple(column_type_text(tm, i) for i in range(n))
-        self.fsps = tuple(column_fsp(tm, i) for i in range(n))
-        self.key = tuple(c for c, _prefix in tm.primary_key) if tm.primary_key else None
-        self.heads = tuple((i, self.names[i], self.types[i]) for i in range(n))  # a cell's first fields
-
-    def cell(self, i: int, v) -> tuple:
-        if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
-            return (i, self.names[i], self.types[i], None, bytes(v))
-        return (i, self.names[i], self.types[i], canonical_text(v, self.fsps[i]), None)
-
-    def image(self, cols, values) -> list | None:
-        """The cells of one row image: :meth:`cell` of each value, with the common types
-        (str, int, NULL, bytes) done inline; this loop runs once per logged value."""
-        if values is None:
-            return None
-        heads = self.heads
-        out = []
-        add = out.append
-        for i, v in zip(cols, values):
-            t = type(v)
-            if t is str:
-                add(heads[i] + (v, None))
-            elif v is None:
-                add(heads[i] + _NULL_CELL)
-            elif t is int:
-                add(heads[i] + (str(v), None))
-            elif t is bytes:
-                add(heads[i] + (None, v))
-            elif t is _dt.datetime:
-                add(heads[i] + (datetime_text(v, self.fsps[i]), None))
-            elif t is Decimal:
-                add(heads[i] + (decimal_text(v), None))
-            else:
-                add(self.cell(i, v))
-        return out
-
-
-_NULL_CELL = (None, None)
-
-
-@functools.lru_cache(maxsize=4096)
-def _ts(epoch: int | None) -> _dt.datetime | None:
-    return _dt.datetime.fromtimestamp(epoch, _UTC) if epoch is not None else None
-
-
-_basename = functools.lru_cache(maxsize=256)(os.path.basename)
-
-
-def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, ingested_at) -> tuple:
-    """One bronze row (in ``BRONZE_COLUMNS`` order) of one row change."""
-    before = layout.image(ch.columns_before, ch.before)
-    after = layout.image(ch.columns_after, ch.after)
-    pk = None
-    if layout.key is not None:
-        cells = {}
-        for img in ((before, after) if ch.op != "delete" else (after, before)):
-            for cell in img or ():
-                cells[cell[0]] = cell  # later images win: after for c/u, before for d
-        if all(c in cells for c in layout.key):
-            pk = [cells[c] for c in layout.key]
-    tx = ch.tx
-    return (
-        _basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
-        ch.server_id, tx.gtid, Decimal(tx.xid) if tx.xid is not None else None,
-        _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, _OPS[ch.op], before, after, pk,
-        DECODER_VERSION, run_id, ingested_at,
-    )
-
-
 # -- tasks -------------------------------------------------------------------------
 
 
@@ -922,7 +749,7 @@ def _sub_index(idx: FileIndex, start: int, end: int) -> FileIndex:
     return FileIndex(idx.file, idx.size, idx.server_version, txs, complete_until=end)
 
 
-def decode_range(w: WorkRange) -> Iterator[tuple]:
+def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
     """Tagged records of one range: ``("row", bronze row)``, ``("stmt", ddl row)``,
     ``("quar", quarantine row)`` and, last, ``("stat", (name, start, end, events,
     {op: rows}, error, skipped, ignorable))``.
@@ -937,6 +764,9 @@ def decode_range(w: WorkRange) -> Iterator[tuple]:
     * ``ignorable`` counts the unknown events flagged ignorable that were skipped;
       an unknown event without the flag gets a quarantine row of its own.
 
+    With ``batches``, each rows event comes as one ``("rows", (RowsBatch, layout))`` record
+    instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
+
     Raises nothing for bad bytes: every :class:`BinlogError` becomes ``error``
     or a skipped transaction. Pure apart from reading the file.
     """
@@ -950,11 +780,18 @@ def decode_range(w: WorkRange) -> Iterator[tuple]:
         tx_begin, tx_ops = None, Counter()  # rows of the current transaction, counted once it is over
         while err is None:
             try:
-                for ch in iter_changes(buf, w.index, pos, w.end, name=w.name, table_map_hook=w.precision):
+                changes = iter_change_batches if batches else iter_changes
+                for ch in changes(buf, w.index, pos, w.end, name=w.name, table_map_hook=w.precision):
                     if ch.tx.begin_pos != tx_begin:
                         ops.update(tx_ops)
                         tx_begin, tx_ops = ch.tx.begin_pos, Counter()
-                    if type(ch) is RowChange:
+                    if type(ch) is RowsBatch:
+                        lay = layouts.get(id(ch.table_map))
+                        if lay is None or lay.tm is not ch.table_map:
+                            lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
+                        tx_ops[_OPS[ch.op]] += len(ch.rows)
+                        yield ("rows", (ch, lay))
+                    elif type(ch) is RowChange:
                         lay = layouts.get(id(ch.table_map))
                         if lay is None or lay.tm is not ch.table_map:
                             lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
@@ -1047,18 +884,22 @@ def stage_range(w: WorkRange, target: StageTarget) -> Iterator[tuple]:
     from pipelines.delta_io import ParquetStager
 
     stager = ParquetStager(target.table_uri, target.schema, stats_columns=STATS_COLUMNS)
+    builder = ArrowRowsBuilder(target.schema, w.file_seq, w.run_id, w.ingested_at)
     ops: Counter = Counter()
     try:
-        for rec in decode_range(w):
+        for rec in decode_range(w, batches=True):
             kind = rec[0]
-            if kind == "row":
-                row = rec[1]
-                ops[row[12]] += 1
-                stager.add(row)
+            if kind == "rows":
+                batch, layout = rec[1]
+                ops[_OPS[batch.op]] += builder.add(batch, layout)
+                if builder.rows >= stager.batch_rows:
+                    stager.add_batch(builder.take())
                 continue
             if kind == "stat":
                 name, start, end, events, _ops, err, skipped, ignorable = rec[1]
                 drop = list(skipped) + ([(err[1], 1 << 62)] if err else [])
+                if builder.rows:
+                    stager.add_batch(builder.take())
                 files = stager.close()
                 if drop and stager.drop_rows("event_pos", drop):
                     ops = Counter()

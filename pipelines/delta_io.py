@@ -849,6 +849,13 @@ class ParquetStager:
         if len(self._rows) >= self.batch_rows:
             self._flush()
 
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        """Write a record batch of rows (in ``schema``) after the rows added so far."""
+        self._flush()
+        if batch.schema != self.schema:
+            raise DeltaIOError(f"ParquetStager: batch schema {batch.schema} is not the table's {self.schema}")
+        self._write(batch)
+
     def _flush(self) -> None:
         if not self._rows:
             return

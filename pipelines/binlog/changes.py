@@ -59,6 +59,25 @@ class StatementChange:
     in_group: bool  # inside a multi-event transaction (statement-format DML), not standalone DDL
 
 
+@dataclass(frozen=True, slots=True)
+class RowsBatch:
+    """The rows of one rows event: ``rows`` holds ``(before, after)`` value tuples aligned with
+    ``columns_before`` / ``columns_after``; row ``i`` has ``row_idx = first_row + i``. Every row
+    of a batch has the same op, table map and column sets, so a consumer can work column-wise."""
+
+    file: str
+    pos: int
+    first_row: int
+    op: str
+    table_map: TableMapEvent
+    columns_before: tuple[int, ...]
+    columns_after: tuple[int, ...]
+    rows: list
+    event_ts: int
+    server_id: int
+    tx: TxInfo
+
+
 def iter_changes(
     source,
     index: FileIndex | None = None,
@@ -74,6 +93,29 @@ def iter_changes(
     ``end`` is capped at ``index.complete_until``: an unfinished transaction at
     the end of a file is left for the next run.
     """
+    for ch in iter_change_batches(source, index, start, end, name=name, verify_checksums=verify_checksums,
+                                  table_map_hook=table_map_hook):
+        if type(ch) is RowsBatch:
+            op, tm, cb, ca = ch.op, ch.table_map, ch.columns_before, ch.columns_after
+            file, pos, ts, sid, tx = ch.file, ch.pos, ch.event_ts, ch.server_id, ch.tx
+            for i, (b, a) in enumerate(ch.rows, ch.first_row):
+                yield RowChange(file, pos, i, op, tm, cb, b, ca, a, ts, sid, tx)
+        else:
+            yield ch
+
+
+def iter_change_batches(
+    source,
+    index: FileIndex | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    name: str | None = None,
+    verify_checksums: bool = True,
+    table_map_hook=None,
+) -> Iterator[RowsBatch | StatementChange]:
+    """:func:`iter_changes` one rows event at a time: a :class:`RowsBatch` per rows event
+    (statements as in :func:`iter_changes`)."""
     with EventStream(source, name=name, verify_checksums=verify_checksums, table_map_hook=table_map_hook) as stream:
         if index is None:
             index = scan(stream.file.buf, name=stream.name, verify_checksums=verify_checksums)
@@ -96,12 +138,10 @@ def iter_changes(
                     continue  # the dummy end-of-statement event carries no rows
                 if pos != last_pos:
                     last_pos, next_row = pos, 0
-                op, tm = ev.op, ev.table_map
-                cb, ca = ev.columns_before, ev.columns_after
-                ts, sid, file = h.timestamp, h.server_id, h.file
-                for i, (b, a) in enumerate(ev.rows, next_row):
-                    yield RowChange(file, pos, i, op, tm, cb, b, ca, a, ts, sid, tx)
-                next_row += len(ev.rows)
+                rows = ev.rows
+                yield RowsBatch(h.file, pos, next_row, ev.op, ev.table_map, ev.columns_before, ev.columns_after,
+                                rows, h.timestamp, h.server_id, tx)
+                next_row += len(rows)
             elif h.type_code in _QUERY_TYPES:
                 kind = _query_kind(ev.query)
                 if kind == "statement":

@@ -1,0 +1,451 @@
+"""Bronze rows from decoded row changes: the generic column form of each value (see
+:mod:`pipelines.bronze_schema`), row by row (:func:`bronze_row`, the reference) or column-wise
+into Arrow record batches (:class:`ArrowRowsBuilder`, what the staging tasks use).
+
+Both give the same rows: :class:`ArrowRowsBuilder` takes whole rows events
+(:class:`pipelines.binlog.changes.RowsBatch`), whose rows share a table map and column set,
+converts each column's values to text in one go (Arrow casts for ints and datetimes, one
+Python pass for the rest) and interleaves the columns into the row-major cell lists with
+Arrow ``take``; values of unusual types take the per-value path of :func:`bronze_row`.
+
+>>> builder = ArrowRowsBuilder(arrow_schema, file_seq=1, run_id="r", ingested_at=now)  # doctest: +SKIP
+>>> for batch in iter_change_batches(path, index): builder.add(batch, layout_of(batch.table_map))  # doctest: +SKIP
+>>> record_batch = builder.take()  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.binlog.changes import RowChange, RowsBatch
+from pipelines.binlog.constants import ColumnType, column_type_name
+from pipelines.binlog.errors import BinlogError
+from pipelines.binlog.values import canonical_text, datetime_text, decimal_text
+from pipelines.bronze_schema import DECODER_VERSION, seq_key
+
+_OPS = {"insert": "c", "update": "u", "delete": "d"}
+_UTC = _dt.timezone.utc
+
+
+# -- column types and values ---------------------------------------------------------
+
+_INT_TYPES = frozenset({ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG})
+_NUMERIC = _INT_TYPES | {ColumnType.FLOAT, ColumnType.DOUBLE, ColumnType.NEWDECIMAL, ColumnType.DECIMAL,
+                         ColumnType.YEAR}
+_FSP_TYPES = frozenset({ColumnType.TIME2, ColumnType.DATETIME2, ColumnType.TIMESTAMP2})
+_STRING_TYPES = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING})
+_BLOB_NAMES = {1: "TINYBLOB", 2: "BLOB", 3: "MEDIUMBLOB", 4: "LONGBLOB"}
+_CHARSET_TYPES = _STRING_TYPES | {ColumnType.BLOB, ColumnType.TINY_BLOB, ColumnType.MEDIUM_BLOB,
+                                  ColumnType.LONG_BLOB, ColumnType.ENUM, ColumnType.SET}
+# bytes per character, for the character sets where it is not 1
+_MBMAXLEN = {
+    "utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "big5": 2,
+    "gbk": 2, "gb2312": 2, "gb18030": 4, "sjis": 2, "cp932": 2, "ujis": 3, "eucjpms": 3, "euckr": 2,
+}
+
+
+def _ints(meta) -> tuple[int, ...]:
+    if isinstance(meta, int):
+        return (meta,)
+    if isinstance(meta, (tuple, list)):
+        return tuple(int(x) for x in meta if isinstance(x, int))
+    return ()
+
+
+def _charset(tm, i: int) -> str | None:
+    cs = tm.column_charsets
+    cid = cs[i] if cs is not None and i < len(cs) else None
+    if cid is None:
+        return None
+    try:
+        from pipelines.binlog.charsets import charset_for_collation
+
+        return charset_for_collation(cid)
+    except (ImportError, BinlogError):
+        return f"collation{cid}"
+
+
+def column_fsp(tm, i: int) -> int | None:
+    """Fractional-second digits of temporal column ``i`` (None for other types)."""
+    code = tm.column_types[i]
+    if code in _FSP_TYPES:
+        m = _ints(tm.column_metas[i])
+        return m[0] if m else 0
+    if code in (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP):
+        m = _ints(tm.column_metas[i])  # MariaDB 5.3 fractional types: digits from TemporalPrecision
+        return m[0] if m else 0
+    return None
+
+
+def column_type_text(tm, i: int) -> str:
+    """The column type as logged: ``NAME[(args)][ UNSIGNED][ charset]``, e.g.
+    ``LONG UNSIGNED``, ``NEWDECIMAL(10,2)``, ``VARCHAR(40) utf8mb4``, ``DATETIME2(3)``,
+    ``BLOB binary``, ``BIT(5)``.
+
+    String lengths are in characters when the charset is known (it is printed),
+    in bytes otherwise. ``STRING`` columns that are really ENUM/SET show as such
+    when the table map says so.
+    """
+    code = tm.column_types[i]
+    real = tm.real_types[i] if getattr(tm, "real_types", None) else code
+    meta = _ints(tm.column_metas[i])
+    name = column_type_name(real)
+    args = ""
+    cs = _charset(tm, i) if real in _CHARSET_TYPES or code in _CHARSET_TYPES else None
+    if real == ColumnType.NEWDECIMAL and meta:
+        p, s = (meta[0], meta[1]) if len(meta) >= 2 else (meta[0] >> 8, meta[0] & 0xFF)
+        args = f"({p},{s})"
+    elif real in _STRING_TYPES and meta:
+        n = meta[-1]
+        if cs and cs != "binary":
+            n //= _MBMAXLEN.get(cs, 1)
+        args = f"({n})"
+    elif real == ColumnType.BIT and meta:
+        bits = meta[0] if len(meta) == 1 else meta[0] * 8 + meta[1] if meta[0] <= 8 else meta[0]
+        args = f"({bits})"
+    elif real in _FSP_TYPES:
+        args = f"({meta[0] if meta else 0})"
+    elif real == ColumnType.BLOB and meta:
+        name = _BLOB_NAMES.get(meta[0], name)
+    elif real == ColumnType.VECTOR and meta:
+        args = f"({meta[0] // 4})"
+    text = name + args
+    sg = tm.signedness
+    if real in _NUMERIC and sg is not None and i < len(sg) and sg[i]:
+        text += " UNSIGNED"
+    if cs:
+        text += f" {cs}"
+    return text
+
+
+class _TableLayout:
+    """What the rows of one table map need, computed once per table map."""
+
+    __slots__ = ("tm", "names", "types", "fsps", "key", "heads")
+
+    def __init__(self, tm):
+        n = tm.column_count
+        self.tm = tm
+        names = tm.column_names
+        self.names = tuple(names[i] if names and i < len(names) else None for i in range(n))
+        self.types = tuple(column_type_text(tm, i) for i in range(n))
+        self.fsps = tuple(column_fsp(tm, i) for i in range(n))
+        self.key = tuple(c for c, _prefix in tm.primary_key) if tm.primary_key else None
+        self.heads = tuple((i, self.names[i], self.types[i]) for i in range(n))  # a cell's first fields
+
+    def cell(self, i: int, v) -> tuple:
+        if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
+            return (i, self.names[i], self.types[i], None, bytes(v))
+        return (i, self.names[i], self.types[i], canonical_text(v, self.fsps[i]), None)
+
+    def image(self, cols, values) -> list | None:
+        """The cells of one row image: :meth:`cell` of each value, with the common types
+        (str, int, NULL, bytes) done inline; this loop runs once per logged value."""
+        if values is None:
+            return None
+        heads = self.heads
+        out = []
+        add = out.append
+        for i, v in zip(cols, values):
+            t = type(v)
+            if t is str:
+                add(heads[i] + (v, None))
+            elif v is None:
+                add(heads[i] + _NULL_CELL)
+            elif t is int:
+                add(heads[i] + (str(v), None))
+            elif t is bytes:
+                add(heads[i] + (None, v))
+            elif t is _dt.datetime:
+                add(heads[i] + (datetime_text(v, self.fsps[i]), None))
+            elif t is Decimal:
+                add(heads[i] + (decimal_text(v), None))
+            else:
+                add(self.cell(i, v))
+        return out
+
+
+_NULL_CELL = (None, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ts(epoch: int | None) -> _dt.datetime | None:
+    return _dt.datetime.fromtimestamp(epoch, _UTC) if epoch is not None else None
+
+
+_basename = functools.lru_cache(maxsize=256)(os.path.basename)
+
+
+def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, ingested_at) -> tuple:
+    """One bronze row (in ``BRONZE_COLUMNS`` order) of one row change."""
+    before = layout.image(ch.columns_before, ch.before)
+    after = layout.image(ch.columns_after, ch.after)
+    pk = None
+    if layout.key is not None:
+        cells = {}
+        for img in ((before, after) if ch.op != "delete" else (after, before)):
+            for cell in img or ():
+                cells[cell[0]] = cell  # later images win: after for c/u, before for d
+        if all(c in cells for c in layout.key):
+            pk = [cells[c] for c in layout.key]
+    tx = ch.tx
+    return (
+        _basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
+        ch.server_id, tx.gtid, Decimal(tx.xid) if tx.xid is not None else None,
+        _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, _OPS[ch.op], before, after, pk,
+        DECODER_VERSION, run_id, ingested_at,
+    )
+
+
+
+
+# -- column-wise -------------------------------------------------------------------------
+
+_NONE = type(None)
+
+
+def _generic(values, fsp) -> tuple[list, list]:
+    """(texts, bins) of ``values`` one by one, as :meth:`_TableLayout.cell` spells them."""
+    texts, bins = [], []
+    for v in values:
+        t = type(v)
+        if t is bytes or t is bytearray or t is memoryview:
+            texts.append(None)
+            bins.append(bytes(v))
+        else:
+            texts.append(canonical_text(v, fsp))
+            bins.append(None)
+    return texts, bins
+
+
+def column_arrays(values, fsp: int | None) -> tuple[pa.Array, pa.Array]:
+    """The ``text`` and ``bin`` arrays of one column's values (None = SQL NULL): equal to
+    :func:`_generic` of the same values, but a column of one common type is converted at once."""
+    n = len(values)
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    no_text, no_bin = pa.nulls(n, pa.string()), pa.nulls(n, pa.binary())
+    if not kinds:
+        return no_text, no_bin
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if kind is str:
+            return pa.array(values, pa.string()), no_bin
+        if kind is bytes:
+            return no_text, pa.array(values, pa.binary())
+        if kind is int:
+            try:
+                return pa.array(values, pa.int64()).cast(pa.string()), no_bin
+            except (OverflowError, pa.ArrowException):
+                pass  # above 2**63 - 1 (BIGINT UNSIGNED): one by one
+        elif kind is _dt.datetime and fsp is not None:
+            # Arrow prints microseconds always; the column's own digits are kept (UTC for aware values)
+            text = pa.array(values, pa.timestamp("us")).cast(pa.string())
+            return pc.utf8_slice_codeunits(text, 0, 20 + fsp if fsp else 19), no_bin
+        elif kind is float:
+            return pa.array([None if v is None else repr(v) for v in values], pa.string()), no_bin
+        elif kind is Decimal:
+            return pa.array([None if v is None else decimal_text(v) for v in values], pa.string()), no_bin
+    texts, bins = _generic(values, fsp)
+    return pa.array(texts, pa.string()), pa.array(bins, pa.binary())
+
+
+class _Group:
+    """The rows of one table layout, op and column sets (and image presence) in a chunk."""
+
+    __slots__ = ("layout", "op", "cols_before", "cols_after", "has_before", "has_after", "before", "after", "n")
+
+    def __init__(self, layout, op, cb, ca, has_before, has_after):
+        self.layout, self.op, self.cols_before, self.cols_after = layout, op, cb, ca
+        self.has_before, self.has_after = has_before, has_after
+        self.before: list = []
+        self.after: list = []
+        self.n = 0
+
+
+def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, present: bool,
+                 list_type: pa.ListType) -> tuple[pa.Array, pa.StructArray | None]:
+    """The list array of one image for ``n`` rows (all NULL when not ``present``) and its cells."""
+    if not present:
+        return pa.nulls(n, list_type), None
+    width = len(cols)
+    struct_type = list_type.value_type
+    if width:
+        texts, bins = [], []
+        for j, values in enumerate(zip(*rows)):
+            t, b = column_arrays(values, layout.fsps[cols[j]])
+            texts.append(t)
+            bins.append(b)
+        # column-major -> row-major: cell (row r, column j) is at j * n + r
+        order = (np.arange(n)[:, None] + np.arange(width)[None, :] * n).ravel()
+        text = pa.concat_arrays(texts).take(order)
+        binary = pa.concat_arrays(bins).take(order)
+        tiles = np.tile(np.arange(width), n)
+        idx = pa.array(np.asarray(cols, dtype=np.int32)).take(tiles)
+        names = pa.array([layout.names[i] for i in cols], pa.string()).take(tiles)
+        types = pa.array([layout.types[i] for i in cols], pa.string()).take(tiles)
+        cells = pa.StructArray.from_arrays([idx, names, types, text, binary], fields=list(struct_type))
+    else:
+        cells = pa.StructArray.from_arrays([pa.array([], f.type) for f in struct_type], fields=list(struct_type))
+    offsets = pa.array(np.arange(0, n * width + 1, width if width else 1, dtype=np.int32)[: n + 1]
+                       if width else np.zeros(n + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, cells, type=list_type), cells
+
+
+def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.StructArray | None,
+               list_type: pa.ListType) -> pa.Array:
+    """The ``pk`` list of a group, as :func:`bronze_row` picks it: each key column from the
+    winning image (after for c/u, before for d), else from the other, else no ``pk``."""
+    key = g.layout.key
+    if key is None:
+        return pa.nulls(n, list_type)
+    images = [(before, g.cols_before), (after, g.cols_after)]
+    if g.op == "delete":
+        images.reverse()
+    images = [im for im in images[::-1] if im[0] is not None]  # the winning image first
+    base = {id(before): 0, id(after): len(before) if before is not None else 0}
+    picks = []
+    for c in key:
+        for cells, cols in images:
+            if c in cols:
+                picks.append((base[id(cells)], len(cols), cols.index(c)))
+                break
+        else:
+            return pa.nulls(n, list_type)
+    k = len(picks)
+    starts = np.array([p[0] + p[2] for p in picks], dtype=np.int64)
+    widths = np.array([p[1] for p in picks], dtype=np.int64)
+    order = (starts[None, :] + np.arange(n, dtype=np.int64)[:, None] * widths[None, :]).ravel()
+    pool = pa.concat_arrays([x for x in (before, after) if x is not None])
+    offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pool.take(order), type=list_type)
+
+
+class ArrowRowsBuilder:
+    """Bronze rows of whole rows events as Arrow record batches in the bronze ``schema``
+    (rows in the order they were added). Equal to :func:`bronze_row` of every row."""
+
+    def __init__(self, schema: pa.Schema, file_seq: int, run_id: str, ingested_at: _dt.datetime):
+        self.schema, self.file_seq, self.run_id, self.ingested_at = schema, file_seq, run_id, ingested_at
+        self._reset()
+
+    def _reset(self) -> None:
+        self.rows = 0
+        self._groups: dict[tuple, _Group] = {}
+        # one entry per run of rows (a rows event, or a part of it with the same image presence)
+        self._ev: list[tuple] = []  # (group, first row in group, count, event fields ...)
+
+    def add(self, batch: RowsBatch, layout: "_TableLayout") -> int:
+        """Add the rows of one rows event; returns how many."""
+        rows = batch.rows
+        if not rows:
+            return 0
+        befores, afters = zip(*rows)
+        runs = [(0, len(rows))]
+        if (None in befores and befores.count(None) != len(befores)) or \
+                (None in afters and afters.count(None) != len(afters)):
+            runs = _presence_runs(befores, afters)
+        for lo, hi in runs:
+            hb, ha = befores[lo] is not None, afters[lo] is not None
+            key = (id(layout), batch.op, batch.columns_before, batch.columns_after, hb, ha)
+            g = self._groups.get(key)
+            if g is None or g.layout is not layout:
+                g = self._groups[key] = _Group(layout, batch.op, batch.columns_before, batch.columns_after, hb, ha)
+            if hb:
+                g.before.extend(befores[lo:hi])
+            if ha:
+                g.after.extend(afters[lo:hi])
+            self._ev.append((g, g.n, hi - lo, batch, batch.first_row + lo))
+            g.n += hi - lo
+            self.rows += hi - lo
+        return len(rows)
+
+    def take(self) -> pa.RecordBatch | None:
+        """The rows added since the last call (None when there are none)."""
+        if not self.rows:
+            return None
+        try:
+            return self._build()
+        finally:
+            self._reset()
+
+    def _build(self) -> pa.RecordBatch:
+        schema = self.schema
+        list_type = schema.field("before").type
+        pk_type = schema.field("pk").type
+        groups = list(self._groups.values())
+        base, at = {}, 0
+        befores, afters, pks = [], [], []
+        for g in groups:
+            base[id(g)] = at
+            at += g.n
+            b, b_cells = _image_array(g.layout, g.cols_before, g.before, g.n, g.has_before, list_type)
+            a, a_cells = _image_array(g.layout, g.cols_after, g.after, g.n, g.has_after, list_type)
+            befores.append(b)
+            afters.append(a)
+            pks.append(_key_array(g, g.n, b_cells, a_cells, pk_type))
+        ev = self._ev
+        counts = np.fromiter((e[2] for e in ev), dtype=np.int64, count=len(ev))
+        total = int(counts.sum())
+        chunk_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        group_start = np.fromiter((base[id(e[0])] + e[1] for e in ev), dtype=np.int64, count=len(ev))
+        spread = np.repeat(np.arange(len(ev)), counts)  # event of each row
+        within = np.arange(total) - chunk_start[spread]  # row number within its event
+        order = group_start[spread] + within  # chunk row -> row of the groups' concatenation
+
+        def per_event(values, typ):
+            return pa.array(values, typ).take(spread)
+
+        batches = [e[3] for e in ev]
+        txs = [b.tx for b in batches]
+        file_seq = self.file_seq
+        row_idx = np.fromiter((e[4] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
+        positions = [b.pos for b in batches]
+        prefix = per_event([f"{file_seq:010d}{p:013d}" for p in positions], pa.string())
+        seq = pc.binary_join_element_wise(prefix, pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), 9, "0"), "")
+        micros = np.int64(1_000_000)
+        columns = {
+            "source_file": per_event([_basename(b.file) for b in batches], pa.string()),
+            "file_seq": pa.array(np.full(total, file_seq, dtype=np.int64)),
+            "event_pos": per_event(positions, pa.int64()),
+            "row_idx": pa.array(row_idx.astype(np.int32)),
+            "_seq": seq,
+            "server_id": per_event([b.server_id for b in batches], pa.int64()),
+            "gtid": per_event([t.gtid for t in txs], pa.string()),
+            "xid": per_event([t.xid for t in txs], pa.uint64()),
+            "commit_ts": pc.multiply(per_event([t.commit_ts for t in txs], pa.int64()), micros),
+            "event_ts": pc.multiply(per_event([b.event_ts for b in batches], pa.int64()), micros),
+            "db": per_event([b.table_map.schema for b in batches], pa.string()),
+            "table": per_event([b.table_map.table for b in batches], pa.string()),
+            "op": per_event([_OPS[b.op] for b in batches], pa.string()),
+            "before": pa.concat_arrays(befores).take(order),
+            "after": pa.concat_arrays(afters).take(order),
+            "pk": pa.concat_arrays(pks).take(order),
+            "decoder_version": pa.array([DECODER_VERSION], pa.string()).take(np.zeros(total, dtype=np.int64)),
+            "_run_id": pa.array([self.run_id], pa.string()).take(np.zeros(total, dtype=np.int64)),
+            "_ingested_at": pa.array([self.ingested_at] * 1).take(np.zeros(total, dtype=np.int64)),
+        }
+        arrays = []
+        for f in schema:
+            arr = columns[f.name]
+            if arr.type != f.type:
+                arr = arr.cast(f.type)
+            arrays.append(arr)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _presence_runs(befores: tuple, afters: tuple) -> list[tuple[int, int]]:
+    """Cut rows into runs of the same image presence (a rows event normally is one run)."""
+    runs, lo = [], 0
+    for i in range(1, len(befores) + 1):
+        if i == len(befores) or (befores[i] is None) != (befores[lo] is None) \
+                or (afters[i] is None) != (afters[lo] is None):
+            runs.append((lo, i))
+            lo = i
+    return runs
