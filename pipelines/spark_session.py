@@ -39,7 +39,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "4g",  # local mode: the executors live in this JVM too
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    # The throughput collector: a batch job wants the most work per CPU second, and G1's concurrent
+    # marking of the cached segments cost 10-15 % of a silver run on 2 cores (BENCHMARKS.md).
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 
