@@ -152,13 +152,14 @@ def changes_from_bronze(
     bronze_df: DataFrame,
     specs: Sequence[ColumnSpec],
     defaults: dict[str, object] | None = None,
+    cells: dict | None = None,
 ) -> DataFrame:
     """Bronze rows of one table -> the ``changes_df`` that :func:`apply_changes` takes.
 
     Partial row images (``binlog_row_image`` MINIMAL/NOBLOB log only some columns) also get the
     ``_present`` flags of their after image.  An INSERT is always a whole row: the columns its
     image lacks take ``defaults`` (spec name -> silver value, e.g. the DDL's ``DEFAULT``; the
-    binlog does not carry defaults), else NULL.
+    binlog does not carry defaults), else NULL. ``cells``: see :func:`pipelines.typemap.typed_columns`.
 
     >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
     >>> changes.columns  # doctest: +SKIP
@@ -170,7 +171,7 @@ def changes_from_bronze(
     df = bronze_df.select(
         "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before", _presence(specs).alias(PRESENT)
     )
-    typed = typed_columns(typed_columns(df, specs, "after"), specs, "before")
+    typed = typed_columns(typed_columns(df, specs, "after", cells=cells), specs, "before", cells=cells)
     whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
     return typed.withColumns({
         "after": _with_defaults(specs, defaults or {}),

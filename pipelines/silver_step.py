@@ -45,6 +45,7 @@ outside the warehouse).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import sys
 import threading
 import uuid
@@ -307,6 +308,20 @@ def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
         text = f"element_at(transform(array({_hex_of(b, size)}), h -> {body}), 1)"
         return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
     raise ValueError(f"unknown value fix {fix!r}")
+
+
+def cell_fixes(fixes: dict[int, tuple]) -> tuple[dict, dict[int, tuple]]:
+    """``fixes`` split into the ones typing applies to its own cell of the column (``cells`` of
+    :func:`pipelines.typemap.typed_columns`: plain SQL inside the generated code, instead of
+    :func:`complete_values` rewriting every cell of every image), and the rest (charsets only
+    Python can decode), for :func:`complete_values`."""
+    cells, rest = {}, {}
+    for idx, fix in fixes.items():
+        if _fix_sql(fix, "x") is None:
+            rest[idx] = fix
+        else:
+            cells[idx] = functools.partial(_fix_sql, fix)
+    return cells, rest
 
 
 def _decode_udf(codecs_by_idx: dict[int, str]):
@@ -868,7 +883,8 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
         raise SilverStepError(
             f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
-    changes = silver.changes_from_bronze(complete_values(rows, resolution.fixes), resolution.specs, defaults)
+    cells, rest = cell_fixes(resolution.fixes)
+    changes = silver.changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells)
     return silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend)
 

@@ -41,7 +41,7 @@ written before an ADD COLUMN have NULL in it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -316,13 +316,13 @@ def _type_label(spec: ColumnSpec) -> str:
     return spec.mysql_type + (" unsigned" if spec.unsigned else "")
 
 
-def _value_sql(spec: ColumnSpec, v: str) -> tuple[str, str]:
-    """(SQL of the typed value, SQL that is 1 when a zero/invalid date was nulled, else 0).
+def _value_sql(spec: ColumnSpec, t: str, b: str) -> tuple[str, str]:
+    """(SQL of the typed value, SQL that is 1 when a zero/invalid date was nulled, else 0) of
+    the cell whose text and bin are the SQL expressions ``t`` and ``b``.
 
     A non-temporal value that does not convert raises (``raise_error``) with the column named.
     """
     _, rule = _rule(spec)
-    t, b = f"{v}.text", f"{v}.bin"
     value = rule.convert(spec, t, b)
     if rule.temporal:
         return value, f"CASE WHEN {t} IS NOT NULL AND ({value}) IS NULL THEN 1 ELSE 0 END"
@@ -355,6 +355,7 @@ def typed_columns(
     image_col: str = "after",
     *,
     zero_dates_col: str = ZERO_DATES_COL,
+    cells: Mapping[int, Callable[[str], tuple[str, str]]] | None = None,
 ) -> DataFrame:
     """Replace the generic image column ``image_col`` by a struct with one typed field per spec.
 
@@ -362,6 +363,9 @@ def typed_columns(
     ``specs``); a column missing from the image is NULL, a NULL image gives a NULL struct.
     ``zero_dates_col`` (INT) counts the temporal values of this image that were nulled; when the
     column exists already (another image was typed first) the count is added to it.
+    ``cells`` maps a column ``idx`` to a function from the SQL of its cell to the SQL of the
+    ``(text, bin)`` to type instead of the cell's own (e.g. a charset decode of its bytes): it
+    runs on that one cell only, inside the generated code.
     Spark SQL expressions only (no Python UDFs).
 
     >>> bronze = spark.createDataFrame(
@@ -381,8 +385,11 @@ def typed_columns(
         raise ValueError(f"typed_columns: reserved column names in input: {clash}")
     located = df.select("*", *[_locate(image, o).alias(n) for o, n in zip(ordinals, tmp)])
     values, zeros = [], []
-    for spec, name in zip(specs, tmp):
-        value, zero = _value_sql(spec, f"`{name}`")
+    cells = cells or {}
+    for spec, o, name in zip(specs, ordinals, tmp):
+        cell = f"`{name}`"
+        t, b = cells[o](cell) if o in cells else (f"{cell}.text", f"{cell}.bin")
+        value, zero = _value_sql(spec, t, b)
         values.append(F.expr(value).cast(spark_type(spec)).alias(spec.name))
         zeros.append(zero)
     struct = F.when(F.col(image).isNull(), F.lit(None)).otherwise(F.struct(*values))
