@@ -818,6 +818,8 @@ class ParquetStager:
     ``table_uri``, a few thousand rows at a time, so a task never holds more than
     :data:`STAGED_BATCH_ROWS` rows. ``stats_columns`` (top-level string or integer columns) get
     min/max/null-count statistics in the add actions; every file gets its row count.
+    ``parquet_options`` go to ``pyarrow.parquet.ParquetWriter`` (which columns get dictionaries
+    and Parquet statistics, ...); whole record batches can be added with :meth:`add_batch`.
 
     Runs inside Spark tasks: it uses pyarrow only.
 
@@ -827,8 +829,10 @@ class ParquetStager:
     """
 
     def __init__(self, table_uri: str, schema: pa.Schema, *, stats_columns: Sequence[str] = (),
-                 batch_rows: int = STAGED_BATCH_ROWS, file_rows: int = STAGED_FILE_ROWS):
+                 batch_rows: int = STAGED_BATCH_ROWS, file_rows: int = STAGED_FILE_ROWS,
+                 parquet_options: dict | None = None):
         self.uri, self.schema = str(table_uri), schema
+        self.parquet_options = dict(parquet_options or {})  # for pyarrow.parquet.ParquetWriter
         self.batch_rows, self.file_rows = batch_rows, file_rows
         self._stat_idx = [(schema.get_field_index(c), c) for c in stats_columns]
         missing = [c for i, c in self._stat_idx if i < 0]
@@ -872,8 +876,8 @@ class ParquetStager:
             import uuid
 
             self._file = f"part-{len(self.files):05d}-{uuid.uuid4()}-c000.snappy.parquet"
-            self._writer = pq.ParquetWriter(f"{self._root}/{self._file}", self.schema,
-                                            filesystem=self._fs, compression="snappy")
+            options = {"compression": "snappy", **self.parquet_options}
+            self._writer = pq.ParquetWriter(f"{self._root}/{self._file}", self.schema, filesystem=self._fs, **options)
             self._file_rows, self._lo, self._hi, self._nulls = 0, {}, {}, {}
         self._writer.write_batch(batch)
         self._file_rows += batch.num_rows
