@@ -293,8 +293,7 @@ def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, presen
         cells = pa.StructArray.from_arrays([idx, names, types, text, binary], fields=list(struct_type))
     else:
         cells = pa.StructArray.from_arrays([pa.array([], f.type) for f in struct_type], fields=list(struct_type))
-    offsets = pa.array(np.arange(0, n * width + 1, width if width else 1, dtype=np.int32)[: n + 1]
-                       if width else np.zeros(n + 1, dtype=np.int32))
+    offsets = pa.array(np.arange(n + 1, dtype=np.int32) * np.int32(width))
     return pa.ListArray.from_arrays(offsets, cells, type=list_type), cells
 
 
@@ -305,10 +304,10 @@ def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.Struc
     key = g.layout.key
     if key is None:
         return pa.nulls(n, list_type)
-    images = [(before, g.cols_before), (after, g.cols_after)]
+    images = [(after, g.cols_after), (before, g.cols_before)]  # the winning image first
     if g.op == "delete":
         images.reverse()
-    images = [im for im in images[::-1] if im[0] is not None]  # the winning image first
+    images = [im for im in images if im[0] is not None]
     base = {id(before): 0, id(after): len(before) if before is not None else 0}
     picks = []
     for c in key:
@@ -429,7 +428,7 @@ class ArrowRowsBuilder:
             "pk": pa.concat_arrays(pks).take(order),
             "decoder_version": pa.array([DECODER_VERSION], pa.string()).take(np.zeros(total, dtype=np.int64)),
             "_run_id": pa.array([self.run_id], pa.string()).take(np.zeros(total, dtype=np.int64)),
-            "_ingested_at": pa.array([self.ingested_at] * 1).take(np.zeros(total, dtype=np.int64)),
+            "_ingested_at": pa.array([self.ingested_at]).take(np.zeros(total, dtype=np.int64)),
         }
         arrays = []
         for f in schema:
