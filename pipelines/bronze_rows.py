@@ -27,7 +27,7 @@ from pipelines.binlog.changes import RowChange, RowsBatch
 from pipelines.binlog.constants import ColumnType, column_type_name
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.values import canonical_text, datetime_text, decimal_text
-from pipelines.bronze_schema import DECODER_VERSION, seq_key
+from pipelines.bronze_schema import DECODER_VERSION, seq_key, shape_text
 
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
@@ -127,7 +127,7 @@ def column_type_text(tm, i: int) -> str:
 class _TableLayout:
     """What the rows of one table map need, computed once per table map."""
 
-    __slots__ = ("tm", "names", "types", "fsps", "key", "heads")
+    __slots__ = ("tm", "names", "types", "fsps", "key", "heads", "_shapes")
 
     def __init__(self, tm):
         n = tm.column_count
@@ -138,6 +138,15 @@ class _TableLayout:
         self.fsps = tuple(column_fsp(tm, i) for i in range(n))
         self.key = tuple(c for c, _prefix in tm.primary_key) if tm.primary_key else None
         self.heads = tuple((i, self.names[i], self.types[i]) for i in range(n))  # a cell's first fields
+        self._shapes: dict[tuple, str] = {}
+
+    def shape(self, cols_before, cols_after) -> str:
+        """The ``_shape`` of rows logging these columns (``None``: the image is absent)."""
+        key = (cols_before, cols_after)
+        text = self._shapes.get(key)
+        if text is None:
+            text = self._shapes[key] = shape_text(self.heads[i] for cols in key if cols is not None for i in cols)
+        return text
 
     def cell(self, i: int, v) -> tuple:
         if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
@@ -200,6 +209,8 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
         ch.server_id, tx.gtid, Decimal(tx.xid) if tx.xid is not None else None,
         _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, _OPS[ch.op], before, after, pk,
         DECODER_VERSION, run_id, ingested_at,
+        layout.shape(ch.columns_before if ch.before is not None else None,
+                     ch.columns_after if ch.after is not None else None),
     )
 
 
@@ -259,11 +270,13 @@ def column_arrays(values, fsp: int | None) -> tuple[pa.Array, pa.Array]:
 class _Group:
     """The rows of one table layout, op and column sets (and image presence) in a chunk."""
 
-    __slots__ = ("layout", "op", "cols_before", "cols_after", "has_before", "has_after", "before", "after", "n")
+    __slots__ = ("layout", "op", "cols_before", "cols_after", "has_before", "has_after", "before", "after", "n",
+                 "shape")
 
     def __init__(self, layout, op, cb, ca, has_before, has_after):
         self.layout, self.op, self.cols_before, self.cols_after = layout, op, cb, ca
         self.has_before, self.has_after = has_before, has_after
+        self.shape = layout.shape(cb if has_before else None, ca if has_after else None)
         self.before: list = []
         self.after: list = []
         self.n = 0
@@ -429,6 +442,7 @@ class ArrowRowsBuilder:
             "decoder_version": pa.array([DECODER_VERSION], pa.string()).take(np.zeros(total, dtype=np.int64)),
             "_run_id": pa.array([self.run_id], pa.string()).take(np.zeros(total, dtype=np.int64)),
             "_ingested_at": pa.array([self.ingested_at]).take(np.zeros(total, dtype=np.int64)),
+            "_shape": per_event([e[0].shape for e in ev], pa.string()),
         }
         arrays = []
         for f in schema:

@@ -36,9 +36,27 @@ BRONZE_COLUMNS: list[tuple[str, str]] = [
     ("decoder_version", "STRING"),
     ("_run_id", "STRING"),
     ("_ingested_at", "TIMESTAMP"),
+    ("_shape", "STRING"),  # shape_text of the logged columns of both images (silver groups by it)
 ]
 
 BRONZE_DDL = ", ".join(f"`{n}` {t}" for n, t in BRONZE_COLUMNS)
+
+
+# The image shape of a row: its logged columns (both images) as ``idx<US>name<US>type`` cells,
+# distinct, sorted as strings, joined by <RS>; a column without a name (no table-map metadata)
+# has the name <NUL>. Silver computes the same text from the images for rows without ``_shape``.
+SHAPE_SEP_FIELD, SHAPE_SEP_COL, SHAPE_NO_NAME = "\x1f", "\x1e", "\x00"
+
+
+def shape_text(cells) -> str:
+    r"""The ``_shape`` text of ``(idx, name, type)`` cells.
+
+    >>> shape_text([(1, "b", "LONG"), (0, None, "VARCHAR(5) utf8mb4"), (1, "b", "LONG")]).split("\x1e")
+    ['0\x1f\x00\x1fVARCHAR(5) utf8mb4', '1\x1fb\x1fLONG']
+    """
+    return SHAPE_SEP_COL.join(sorted({
+        f"{idx}{SHAPE_SEP_FIELD}{SHAPE_NO_NAME if name is None else name}{SHAPE_SEP_FIELD}{typ}"
+        for idx, name, typ in cells}))
 
 
 def seq_key(file_seq: int, event_pos: int, row_idx: int) -> str:

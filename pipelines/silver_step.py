@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io, schema_history
-from pipelines.bronze_schema import BRONZE_TABLE
+from pipelines.bronze_schema import BRONZE_TABLE, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, shape_text
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema_history import (
@@ -82,8 +82,7 @@ WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id
 _IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
     T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()), T.StructField("type", T.StringType()),
     T.StructField("text", T.StringType()), T.StructField("bin", T.BinaryType())]))
-_SEP_FIELD, _SEP_COL = "\x1f", "\x1e"
-_NO_NAME = "\x00"
+_SEP_FIELD, _SEP_COL, _NO_NAME = SHAPE_SEP_FIELD, SHAPE_SEP_COL, SHAPE_NO_NAME
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
 _UTC = _dt.timezone.utc
 
@@ -159,7 +158,10 @@ def with_shape(bronze: DataFrame) -> DataFrame:
     >>> with_shape(bronze).select("_shape").distinct().count()  # doctest: +SKIP
     2
     """
-    return bronze.withColumn("_shape", shape_column())
+    shape = shape_column()
+    if "_shape" in bronze.columns:  # what bronze wrote, where it did
+        shape = F.coalesce(F.col("_shape"), shape)
+    return bronze.withColumn("_shape", shape)
 
 
 def shape_column(before: tuple[str, str, str] = ("before.idx", "before.name", "before.type"),
@@ -183,20 +185,28 @@ def shape_counts(bronze: DataFrame) -> DataFrame:
     ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
     the table map's key column indexes (``pk_idx``).
 
-    Rows are first grouped by their images' ``idx``/``name``/``type`` arrays themselves, so the shape
-    text is built once per group, not once per row; only those fields and narrow columns are read
-    (nested schema pruning: the values stay on disk).
+    When every row has the ``_shape`` bronze wrote, rows are grouped by it. Otherwise (rows of an
+    older bronze, or a DataFrame without the column) they are first grouped by their images'
+    ``idx``/``name``/``type`` arrays themselves, so the shape text is built once per group, not
+    once per row. Either way only those fields and narrow columns are read (nested schema pruning:
+    the values stay on disk).
 
     >>> shape_counts(bronze).collect()  # doctest: +SKIP
     """
+    aggregates = [F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
+                  F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
+                  F.first("_pk_idx", ignorenulls=True).alias("pk_idx")]
+    if "_shape" in bronze.columns and not bronze.where(F.col("_shape").isNull()).limit(1).count():
+        # bronze wrote every row's shape (rows of older versions have none): group by the text
+        return bronze.select(
+            "db", "table", "op", "_seq", "_shape", F.size("after.idx").alias("_n_after"),
+            F.size("before.idx").alias("_n_before"), F.col("pk.idx").alias("_pk_idx"),
+        ).groupBy("db", "table", "_shape", "op").agg(*aggregates)
     arrays = {f"_s_{i}_{f}": F.col(f"{i}.{f}") for i, f in _SHAPE_FIELDS}
     rows = bronze.select(
         "db", "table", "op", "_seq", F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
         F.col("pk.idx").alias("_pk_idx"), *[c.alias(n) for n, c in arrays.items()])
-    groups = rows.groupBy("db", "table", "op", *arrays).agg(
-        F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
-        F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
-        F.first("_pk_idx", ignorenulls=True).alias("pk_idx"))
+    groups = rows.groupBy("db", "table", "op", *arrays).agg(*aggregates)
     names = list(arrays)
     shaped = groups.withColumn("_shape", shape_column(tuple(names[:3]), tuple(names[3:])))
     return shaped.groupBy("db", "table", "_shape", "op").agg(
@@ -207,8 +217,7 @@ def shape_counts(bronze: DataFrame) -> DataFrame:
 
 def shape_key(shape: Iterable[ImageColumn]) -> str:
     """The ``_shape`` string of a shape (see :func:`with_shape`)."""
-    cells = sorted({f"{c.idx}{_SEP_FIELD}{_NO_NAME if c.name is None else c.name}{_SEP_FIELD}{c.type}" for c in shape})
-    return _SEP_COL.join(cells)
+    return shape_text((c.idx, c.name, c.type) for c in shape)
 
 
 def parse_shape(key: str) -> tuple[ImageColumn, ...]:

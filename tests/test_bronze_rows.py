@@ -158,3 +158,74 @@ def test_column_arrays_fast_paths_cover_typical_columns():
         texts, bins = _generic(values, fsp)
         text, binary = column_arrays(values, fsp)
         assert (text.to_pylist(), binary.to_pylist()) == (texts, bins), values
+
+
+# -- the image shape bronze writes -----------------------------------------------------------------
+
+def _silver_tables(warehouse: Path) -> dict[str, list[dict]]:
+    import deltalake
+
+    out = {}
+    for log in sorted((warehouse / "silver").glob("*/*/_delta_log")):
+        rows = deltalake.DeltaTable(str(log.parent)).to_pyarrow_table().to_pylist()
+        out[f"{log.parent.parent.name}.{log.parent.name}"] = sorted(rows, key=lambda r: (r["_seq"], repr(r)))
+    return out
+
+
+def test_shape_equals_silver_and_an_older_bronze_gains_it(spark, mariadb_factory, tmp_path):
+    """``_shape`` as bronze writes it is the text silver computes from the images; a bronze table
+    of an older version (no ``_shape``) gains the column on the next run, and silver over its mix
+    of old rows (NULL shape) and new rows equals silver over a fresh warehouse."""
+    import shutil
+
+    import deltalake
+    from pyspark.sql import functions as F
+
+    from pipelines import delta_io, silver_step
+    from pipelines.config import load_config
+
+    srv = mariadb_factory(row_image="MINIMAL", row_metadata="FULL")  # partial images: several shapes per table
+    all_types_workload(srv, db="wl")
+    srv.flush_logs()
+    inp = tmp_path / "in"
+    inp.mkdir()
+
+    def copy_files():
+        for f in srv.binlog_files():
+            shutil.copyfile(f, inp / f.name)
+
+    def cfg(wh: str):
+        return load_config(None, {"input": str(inp), "warehouse": str(tmp_path / wh), "progress": False,
+                                  "delta.backend": "rs"})
+
+    copy_files()
+    old = cfg("old")
+    bronze.run(spark, old)
+    path = old.warehouse_path("bronze/binlog_changes")
+    table = deltalake.DeltaTable(path).to_pyarrow_table()
+    assert table.column("_shape").null_count == 0
+    deltalake.write_deltalake(path, table.drop_columns(["_shape"]), mode="overwrite", schema_mode="overwrite")
+    assert "_shape" not in deltalake.DeltaTable(path).schema().to_arrow().names  # as an older version wrote it
+
+    roundtrip_workload(srv, seed=4, n=40, n_updates=15, n_deletes=5, rows_per_statement=5)
+    srv.flush_logs()
+    copy_files()
+    bronze.run(spark, old)
+    silver_step.run(spark, old)
+    mixed = delta_io.read(spark, path, backend="rs")
+    assert 0 < mixed.where(F.col("_shape").isNull()).count() < mixed.count()
+
+    fresh = cfg("fresh")
+    bronze.run(spark, fresh)
+    silver_step.run(spark, fresh)
+    rows = delta_io.read(spark, fresh.warehouse_path("bronze/binlog_changes"), backend="rs")
+    assert rows.where(F.col("_shape").isNull() | (F.col("_shape") != silver_step.shape_column())).count() == 0
+    assert rows.select("_shape").distinct().count() > 3
+
+    def comparable(tables):  # the run's own columns differ between the two warehouses
+        return {k: [{c: v for c, v in r.items() if c not in ("_run_id", "_ingested_at")} for r in rows]
+                for k, rows in tables.items()}
+
+    got, want = comparable(_silver_tables(tmp_path / "old")), comparable(_silver_tables(tmp_path / "fresh"))
+    assert set(got) == set(want) and len(want) >= 3
+    assert got == want
