@@ -7,6 +7,9 @@ both NULL means SQL NULL. ``type`` records the MySQL column type as logged
 
 The total-order key ``_seq`` sorts as the changes happened:
 ``{file_seq:010d}{event_pos:013d}{row_idx:09d}`` (32 digits, fixed width).
+
+``_shape`` (added after the first release: NULL in rows written before it) names the logged
+columns of the row's images (:func:`shape_text`); silver matches each shape to a schema once.
 """
 from __future__ import annotations
 
