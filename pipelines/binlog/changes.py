@@ -78,23 +78,15 @@ class RowsBatch:
     tx: TxInfo
 
 
-def iter_changes(
-    source,
-    index: FileIndex | None = None,
-    start: int | None = None,
-    end: int | None = None,
-    *,
-    name: str | None = None,
-    verify_checksums: bool = True,
-    table_map_hook=None,
-) -> Iterator[RowChange | StatementChange]:
+def iter_changes(source, index: FileIndex | None = None, start: int | None = None, end: int | None = None,
+                 **options) -> Iterator[RowChange | StatementChange]:
     """Yield the changes of complete transactions that start in ``[start, end)``.
 
     ``end`` is capped at ``index.complete_until``: an unfinished transaction at
-    the end of a file is left for the next run.
+    the end of a file is left for the next run. ``options``: ``name``,
+    ``verify_checksums``, ``table_map_hook`` (see :func:`iter_change_batches`).
     """
-    for ch in iter_change_batches(source, index, start, end, name=name, verify_checksums=verify_checksums,
-                                  table_map_hook=table_map_hook):
+    for ch in iter_change_batches(source, index, start, end, **options):
         if type(ch) is RowsBatch:
             op, tm, cb, ca = ch.op, ch.table_map, ch.columns_before, ch.columns_after
             file, pos, ts, sid, tx = ch.file, ch.pos, ch.event_ts, ch.server_id, ch.tx
@@ -115,7 +107,9 @@ def iter_change_batches(
     table_map_hook=None,
 ) -> Iterator[RowsBatch | StatementChange]:
     """:func:`iter_changes` one rows event at a time: a :class:`RowsBatch` per rows event
-    (statements as in :func:`iter_changes`)."""
+    (statements as in :func:`iter_changes`). ``name`` names the file in errors (default: its
+    path); ``verify_checksums`` checks each event's CRC32; ``table_map_hook`` may replace each
+    table map as it is read (e.g. to complete column metadata)."""
     with EventStream(source, name=name, verify_checksums=verify_checksums, table_map_hook=table_map_hook) as stream:
         if index is None:
             index = scan(stream.file.buf, name=stream.name, verify_checksums=verify_checksums)
