@@ -785,16 +785,14 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
                     if ch.tx.begin_pos != tx_begin:
                         ops.update(tx_ops)
                         tx_begin, tx_ops = ch.tx.begin_pos, Counter()
-                    if type(ch) is RowsBatch:
+                    if type(ch) is not StatementChange:  # rows: the layout of their table map
                         lay = layouts.get(id(ch.table_map))
                         if lay is None or lay.tm is not ch.table_map:
                             lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
+                    if type(ch) is RowsBatch:
                         tx_ops[_OPS[ch.op]] += len(ch.rows)
                         yield ("rows", (ch, lay))
                     elif type(ch) is RowChange:
-                        lay = layouts.get(id(ch.table_map))
-                        if lay is None or lay.tm is not ch.table_map:
-                            lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
                         row = bronze_row(ch, lay, w.file_seq, w.run_id, w.ingested_at)
                         tx_ops[row[12]] += 1
                         yield ("row", row)

@@ -27,7 +27,7 @@ from pipelines.binlog.changes import RowChange, RowsBatch
 from pipelines.binlog.constants import ColumnType, column_type_name
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.values import canonical_text, datetime_text, decimal_text
-from pipelines.bronze_schema import DECODER_VERSION, seq_key, shape_text
+from pipelines.bronze_schema import DECODER_VERSION, SEQ_ROW_DIGITS, seq_key, shape_text
 
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
@@ -317,16 +317,16 @@ def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.Struc
     key = g.layout.key
     if key is None:
         return pa.nulls(n, list_type)
-    images = [(after, g.cols_after), (before, g.cols_before)]  # the winning image first
+    # (cells, columns, where the cells start in before + after), the winning image first
+    start_after = len(before) if before is not None else 0
+    images = [(after, g.cols_after, start_after), (before, g.cols_before, 0)]
     if g.op == "delete":
         images.reverse()
-    images = [im for im in images if im[0] is not None]
-    base = {id(before): 0, id(after): len(before) if before is not None else 0}
     picks = []
     for c in key:
-        for cells, cols in images:
-            if c in cols:
-                picks.append((base[id(cells)], len(cols), cols.index(c)))
+        for cells, cols, start in images:
+            if cells is not None and c in cols:
+                picks.append((start, len(cols), cols.index(c)))
                 break
         else:
             return pa.nulls(n, list_type)
@@ -419,8 +419,10 @@ class ArrowRowsBuilder:
         file_seq = self.file_seq
         row_idx = np.fromiter((e[4] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
         positions = [b.pos for b in batches]
-        prefix = per_event([f"{file_seq:010d}{p:013d}" for p in positions], pa.string())
-        seq = pc.binary_join_element_wise(prefix, pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), 9, "0"), "")
+        # seq_key, column-wise: the event's part once per event, the row's index padded per row
+        prefix = per_event([seq_key(file_seq, p, 0)[:-SEQ_ROW_DIGITS] for p in positions], pa.string())
+        padded = pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), SEQ_ROW_DIGITS, "0")
+        seq = pc.binary_join_element_wise(prefix, padded, "")
         micros = np.int64(1_000_000)
         columns = {
             "source_file": per_event([_basename(b.file) for b in batches], pa.string()),
@@ -439,9 +441,9 @@ class ArrowRowsBuilder:
             "before": pa.concat_arrays(befores).take(order),
             "after": pa.concat_arrays(afters).take(order),
             "pk": pa.concat_arrays(pks).take(order),
-            "decoder_version": pa.array([DECODER_VERSION], pa.string()).take(np.zeros(total, dtype=np.int64)),
-            "_run_id": pa.array([self.run_id], pa.string()).take(np.zeros(total, dtype=np.int64)),
-            "_ingested_at": pa.array([self.ingested_at]).take(np.zeros(total, dtype=np.int64)),
+            "decoder_version": pa.repeat(pa.scalar(DECODER_VERSION, pa.string()), total),
+            "_run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), total),
+            "_ingested_at": pa.repeat(pa.scalar(self.ingested_at), total),
             "_shape": per_event([e[0].shape for e in ev], pa.string()),
         }
         arrays = []

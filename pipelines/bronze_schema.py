@@ -62,6 +62,9 @@ def shape_text(cells) -> str:
         for idx, name, typ in cells}))
 
 
+SEQ_ROW_DIGITS = 9  # the last part of _seq: the row's index within its event
+
+
 def seq_key(file_seq: int, event_pos: int, row_idx: int) -> str:
     """The total-order key of one row change."""
-    return f"{file_seq:010d}{event_pos:013d}{row_idx:09d}"
+    return f"{file_seq:010d}{event_pos:013d}{row_idx:0{SEQ_ROW_DIGITS}d}"
