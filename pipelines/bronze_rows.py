@@ -39,6 +39,10 @@ _INT_TYPES = frozenset({ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, Col
 _NUMERIC = _INT_TYPES | {ColumnType.FLOAT, ColumnType.DOUBLE, ColumnType.NEWDECIMAL, ColumnType.DECIMAL,
                          ColumnType.YEAR}
 _FSP_TYPES = frozenset({ColumnType.TIME2, ColumnType.DATETIME2, ColumnType.TIMESTAMP2})
+# types whose zero/invalid values silver turns into NULL (the decoder gives MySQL's text for
+# them, YEAR gives 0): counted per row in _zero_dates
+_DATE_TYPES = frozenset({ColumnType.DATE, ColumnType.NEWDATE, ColumnType.DATETIME, ColumnType.DATETIME2,
+                         ColumnType.TIMESTAMP, ColumnType.TIMESTAMP2, ColumnType.YEAR})
 _STRING_TYPES = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING})
 _BLOB_NAMES = {1: "TINYBLOB", 2: "BLOB", 3: "MEDIUMBLOB", 4: "LONGBLOB"}
 _CHARSET_TYPES = _STRING_TYPES | {ColumnType.BLOB, ColumnType.TINY_BLOB, ColumnType.MEDIUM_BLOB,
@@ -127,7 +131,7 @@ def column_type_text(tm, i: int) -> str:
 class _TableLayout:
     """What the rows of one table map need, computed once per table map."""
 
-    __slots__ = ("tm", "names", "types", "fsps", "key", "heads", "_shapes")
+    __slots__ = ("tm", "names", "types", "fsps", "key", "heads", "dates", "_shapes")
 
     def __init__(self, tm):
         n = tm.column_count
@@ -138,6 +142,7 @@ class _TableLayout:
         self.fsps = tuple(column_fsp(tm, i) for i in range(n))
         self.key = tuple(c for c, _prefix in tm.primary_key) if tm.primary_key else None
         self.heads = tuple((i, self.names[i], self.types[i]) for i in range(n))  # a cell's first fields
+        self.dates = frozenset(i for i in range(n) if tm.column_types[i] in _DATE_TYPES)
         self._shapes: dict[tuple, str] = {}
 
     def shape(self, cols_before, cols_after) -> str:
@@ -147,6 +152,12 @@ class _TableLayout:
         if text is None:
             text = self._shapes[key] = shape_text(self.heads[i] for cols in key if cols is not None for i in cols)
         return text
+
+    def zero_dates(self, cols, values) -> int:
+        """How many of one image's values are zero or invalid dates (0 for an absent image)."""
+        if values is None or not self.dates:
+            return 0
+        return sum(1 for i, v in zip(cols, values) if i in self.dates and _is_zero_date(v))
 
     def cell(self, i: int, v) -> tuple:
         if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
@@ -183,6 +194,11 @@ class _TableLayout:
 _NULL_CELL = (None, None)
 
 
+def _is_zero_date(v) -> bool:
+    """A value of a date type that is a zero or invalid date: MySQL's text, or YEAR 0."""
+    return type(v) is str or (type(v) is int and v == 0)
+
+
 @functools.lru_cache(maxsize=4096)
 def _ts(epoch: int | None) -> _dt.datetime | None:
     return _dt.datetime.fromtimestamp(epoch, _UTC) if epoch is not None else None
@@ -211,6 +227,7 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
         DECODER_VERSION, run_id, ingested_at,
         layout.shape(ch.columns_before if ch.before is not None else None,
                      ch.columns_after if ch.after is not None else None),
+        layout.zero_dates(ch.columns_before, ch.before) + layout.zero_dates(ch.columns_after, ch.after),
     )
 
 
@@ -283,8 +300,9 @@ class _Group:
 
 
 def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, present: bool,
-                 list_type: pa.ListType) -> tuple[pa.Array, pa.StructArray | None]:
-    """The list array of one image for ``n`` rows (all NULL when not ``present``) and its cells."""
+                 list_type: pa.ListType, zeros: np.ndarray) -> tuple[pa.Array, pa.StructArray | None]:
+    """The list array of one image for ``n`` rows (all NULL when not ``present``) and its cells;
+    adds each row's zero dates (see :meth:`_TableLayout.zero_dates`) to ``zeros``."""
     if not present:
         return pa.nulls(n, list_type), None
     width = len(cols)
@@ -295,6 +313,8 @@ def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, presen
             t, b = column_arrays(values, layout.fsps[cols[j]])
             texts.append(t)
             bins.append(b)
+            if cols[j] in layout.dates:
+                zeros += np.fromiter(map(_is_zero_date, values), dtype=np.int32, count=n)
         # column-major -> row-major: cell (row r, column j) is at j * n + r
         order = (np.arange(n)[:, None] + np.arange(width)[None, :] * n).ravel()
         text = pa.concat_arrays(texts).take(order)
@@ -393,15 +413,17 @@ class ArrowRowsBuilder:
         pk_type = schema.field("pk").type
         groups = list(self._groups.values())
         base, at = {}, 0
-        befores, afters, pks = [], [], []
+        befores, afters, pks, zeros = [], [], [], []
         for g in groups:
             base[id(g)] = at
             at += g.n
-            b, b_cells = _image_array(g.layout, g.cols_before, g.before, g.n, g.has_before, list_type)
-            a, a_cells = _image_array(g.layout, g.cols_after, g.after, g.n, g.has_after, list_type)
+            z = np.zeros(g.n, dtype=np.int32)
+            b, b_cells = _image_array(g.layout, g.cols_before, g.before, g.n, g.has_before, list_type, z)
+            a, a_cells = _image_array(g.layout, g.cols_after, g.after, g.n, g.has_after, list_type, z)
             befores.append(b)
             afters.append(a)
             pks.append(_key_array(g, g.n, b_cells, a_cells, pk_type))
+            zeros.append(z)
         ev = self._ev
         counts = np.fromiter((e[2] for e in ev), dtype=np.int64, count=len(ev))
         total = int(counts.sum())
@@ -445,6 +467,7 @@ class ArrowRowsBuilder:
             "_run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), total),
             "_ingested_at": pa.repeat(pa.scalar(self.ingested_at), total),
             "_shape": per_event([e[0].shape for e in ev], pa.string()),
+            "_zero_dates": pa.array(np.concatenate(zeros)).take(order),
         }
         arrays = []
         for f in schema:

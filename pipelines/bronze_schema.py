@@ -10,6 +10,9 @@ The total-order key ``_seq`` sorts as the changes happened:
 
 ``_shape`` (added after the first release: NULL in rows written before it) names the logged
 columns of the row's images (:func:`shape_text`); silver matches each shape to a schema once.
+``_zero_dates`` (added later still: NULL in rows written before it) counts the row's zero and
+invalid temporal values (``0000-00-00``, ``2024-02-30``, YEAR 0, both images): the values silver
+turns into NULL, so silver keeps their count without reading the images again.
 """
 from __future__ import annotations
 
@@ -40,9 +43,12 @@ BRONZE_COLUMNS: list[tuple[str, str]] = [
     ("_run_id", "STRING"),
     ("_ingested_at", "TIMESTAMP"),
     ("_shape", "STRING"),  # shape_text of the logged columns of both images (silver groups by it)
+    ("_zero_dates", "INT"),  # zero/invalid temporal values in both images (silver nulls them)
 ]
 
 BRONZE_DDL = ", ".join(f"`{n}` {t}" for n, t in BRONZE_COLUMNS)
+# Columns added after the first release: NULL in the rows an older version wrote.
+WRITTEN_LATER = ("_shape", "_zero_dates")
 
 
 # The image shape of a row: its logged columns (both images) as ``idx<US>name<US>type`` cells,

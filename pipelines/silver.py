@@ -108,6 +108,7 @@ WATERMARK_KEY = "binlog_delta.silver_watermark"
 DELETE_MODES = ("hard", "soft")
 
 _P = "__silver_"  # prefix of internal working columns
+_BRONZE_ZEROS = f"{_P}bronze_zeros"
 _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
 _MOVED = f"{_P}moved"
@@ -160,6 +161,8 @@ def changes_from_bronze(
     ``_present`` flags of their after image.  An INSERT is always a whole row: the columns its
     image lacks take ``defaults`` (spec name -> silver value, e.g. the DDL's ``DEFAULT``; the
     binlog does not carry defaults), else NULL. ``cells``: see :func:`pipelines.typemap.typed_columns`.
+    ``_zero_dates`` is bronze's own count where the rows have one (bronze versions that write
+    it), else the count :func:`pipelines.typemap.typed_columns` makes while typing.
 
     >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
     >>> changes.columns  # doctest: +SKIP
@@ -168,15 +171,20 @@ def changes_from_bronze(
     missing = [c for c in ("_seq", "op", "commit_ts", "before", "after") if c not in bronze_df.columns]
     if missing:
         raise SilverSchemaError(f"bronze rows lack {missing}; present: {bronze_df.columns}")
+    counted = ZERO_DATES_COL in bronze_df.columns  # bronze counted them: typing need not (older rows: NULL)
     df = bronze_df.select(
-        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before", _presence(specs).alias(PRESENT)
+        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before", _presence(specs).alias(PRESENT),
+        *([F.col(ZERO_DATES_COL).alias(_BRONZE_ZEROS)] if counted else []),
     )
     typed = typed_columns(typed_columns(df, specs, "after", cells=cells), specs, "before", cells=cells)
     whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
-    return typed.withColumns({
+    out = typed.withColumns({
         "after": _with_defaults(specs, defaults or {}),
         PRESENT: F.when(F.col("op") == "c", whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
     })
+    if counted:
+        out = out.withColumn(ZERO_DATES_COL, F.col(_BRONZE_ZEROS)).drop(_BRONZE_ZEROS)
+    return out
 
 
 def _presence(specs: Sequence[ColumnSpec]) -> Column:

@@ -59,7 +59,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io, schema_history
-from pipelines.bronze_schema import BRONZE_TABLE, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, shape_text
+from pipelines.bronze_schema import (BRONZE_TABLE, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER,
+                                     shape_text)
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema_history import (
@@ -180,23 +181,42 @@ def shape_column(before: tuple[str, str, str] = ("before.idx", "before.name", "b
 _SHAPE_FIELDS = [(image, field) for image in ("before", "after") for field in ("idx", "name", "type")]
 
 
-def shape_counts(bronze: DataFrame) -> DataFrame:
+def written_columns(bronze: DataFrame) -> frozenset[str]:
+    """The bronze columns added after the first release (``WRITTEN_LATER``: ``_shape``,
+    ``_zero_dates``) that every row of ``bronze`` has; rows an older version wrote have NULL
+    there. One small job: only those columns are read, and the Parquet null counts skip the
+    row groups without a NULL.
+
+    >>> written_columns(bronze)  # doctest: +SKIP
+    frozenset({'_shape', '_zero_dates'})
+    """
+    names = [n for n in WRITTEN_LATER if n in bronze.columns]
+    if not names:
+        return frozenset()
+    lacking = functools.reduce(lambda a, b: a | b, [F.col(n).isNull() for n in names])
+    row = bronze.where(lacking).select(*[F.max(F.col(n).isNull()).alias(n) for n in names]).collect()[0]
+    return frozenset(n for n in names if not row[n])
+
+
+def shape_counts(bronze: DataFrame, by_shape: bool | None = None) -> DataFrame:
     """Per ``db``, ``table``, ``_shape`` (see :func:`with_shape`) and ``op``: ``min_seq``, ``max_seq``,
     ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
     the table map's key column indexes (``pk_idx``).
 
-    When every row has the ``_shape`` bronze wrote, rows are grouped by it. Otherwise (rows of an
-    older bronze, or a DataFrame without the column) they are first grouped by their images'
-    ``idx``/``name``/``type`` arrays themselves, so the shape text is built once per group, not
-    once per row. Either way only those fields and narrow columns are read (nested schema pruning:
-    the values stay on disk).
+    When every row has the ``_shape`` bronze wrote (``by_shape``; None: find out with
+    :func:`written_columns`), rows are grouped by it. Otherwise (rows of an older bronze, or a
+    DataFrame without the column) they are first grouped by their images' ``idx``/``name``/``type``
+    arrays themselves, so the shape text is built once per group, not once per row. Either way
+    only those fields and narrow columns are read (nested schema pruning: the values stay on disk).
 
     >>> shape_counts(bronze).collect()  # doctest: +SKIP
     """
     aggregates = [F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
                   F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
                   F.first("_pk_idx", ignorenulls=True).alias("pk_idx")]
-    if "_shape" in bronze.columns and not bronze.where(F.col("_shape").isNull()).limit(1).count():
+    if by_shape is None:
+        by_shape = "_shape" in written_columns(bronze)
+    if by_shape:
         # bronze wrote every row's shape (rows of older versions have none): group by the text
         return bronze.select(
             "db", "table", "op", "_seq", "_shape", F.size("after.idx").alias("_n_after"),
@@ -529,10 +549,11 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
         # own rows (with pushed-down filters) into a checkpoint.
         bronze = drop_rolled_back_xa(bronze, xa)
-        shape_rows = shape_counts(bronze).collect()
+        written = written_columns(bronze)
+        shape_rows = shape_counts(bronze, by_shape="_shape" in written).collect()
         bronze = with_shape(bronze)  # per row, only where shapes go to quarantine
     else:
-        bronze, shape_rows = None, []
+        bronze, shape_rows, written = None, [], frozenset()
 
     tables = {(r["db"], r["table"]) for r in shape_rows}
     for v in history.all_versions():  # tables with schema events above their watermark (e.g. TRUNCATE)
@@ -546,7 +567,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             pk_idx.setdefault((r["db"], r["table"]), list(r["pk_idx"]))
 
     steps = _plan_steps(history, tables, marks, shape_rows)
-    state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats)
+    state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
     try:
         lanes = _lanes(steps)
         workers = max(1, min(len(lanes), SILVER_THREADS))
@@ -607,8 +628,10 @@ def _lanes(steps: list[_Step]) -> list[list[_Step]]:
 class _Run:
     """The state of one run shared by the lanes (updates under a lock)."""
 
-    def __init__(self, spark, cfg, history, bronze, shape_rows, pk_idx, stats):
+    def __init__(self, spark, cfg, history, bronze, shape_rows, pk_idx, stats, written=frozenset()):
         self.spark, self.cfg, self.history, self.bronze, self.stats = spark, cfg, history, bronze, stats
+        # bronze's zero-date counts, when every new row has one; else silver counts while typing
+        self.columns = _SEGMENT_COLUMNS + (("_zero_dates",) if "_zero_dates" in written else ())
         self.pk_idx = pk_idx
         self.first_seq: dict[tuple[str, str], str] = {}
         for r in shape_rows:
@@ -665,7 +688,7 @@ class _Run:
             rows = rows.where(F.col("_shape").isin(good))
         if step.end is not None:
             rows = rows.where(F.col("_seq") < step.end)
-        rows = rows.select(*_SEGMENT_COLUMNS)  # what silver and its quarantine use (not pk, gtid, _shape ...)
+        rows = rows.select(*self.columns)  # what silver and its quarantine use (not pk, gtid, _shape ...)
         # a barrier: the value fixes and typing below may raise on values of other tables, so no
         # later filter may be evaluated before this segment's own
         rows = rows.localCheckpoint(eager=True)

@@ -172,10 +172,11 @@ def _silver_tables(warehouse: Path) -> dict[str, list[dict]]:
     return out
 
 
-def test_shape_equals_silver_and_an_older_bronze_gains_it(spark, mariadb_factory, tmp_path):
-    """``_shape`` as bronze writes it is the text silver computes from the images; a bronze table
-    of an older version (no ``_shape``) gains the column on the next run, and silver over its mix
-    of old rows (NULL shape) and new rows equals silver over a fresh warehouse."""
+def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark, mariadb_factory, tmp_path):
+    """``_shape`` as bronze writes it is the text silver computes from the images, and bronze's
+    ``_zero_dates`` add up to the zero dates silver counts while typing; a bronze table of an
+    older version (neither column) gains them on the next run, and silver over its mix of old
+    rows (NULL there) and new rows equals silver over a fresh warehouse."""
     import shutil
 
     import deltalake
@@ -203,24 +204,30 @@ def test_shape_equals_silver_and_an_older_bronze_gains_it(spark, mariadb_factory
     bronze.run(spark, old)
     path = old.warehouse_path("bronze/binlog_changes")
     table = deltalake.DeltaTable(path).to_pyarrow_table()
-    assert table.column("_shape").null_count == 0
-    deltalake.write_deltalake(path, table.drop_columns(["_shape"]), mode="overwrite", schema_mode="overwrite")
-    assert "_shape" not in deltalake.DeltaTable(path).schema().to_arrow().names  # as an older version wrote it
+    assert table.column("_shape").null_count == 0 and table.column("_zero_dates").null_count == 0
+    deltalake.write_deltalake(path, table.drop_columns(["_shape", "_zero_dates"]), mode="overwrite",
+                              schema_mode="overwrite")
+    names = deltalake.DeltaTable(path).schema().to_arrow().names
+    assert "_shape" not in names and "_zero_dates" not in names  # as an older version wrote it
 
     roundtrip_workload(srv, seed=4, n=40, n_updates=15, n_deletes=5, rows_per_statement=5)
     srv.flush_logs()
     copy_files()
     bronze.run(spark, old)
-    silver_step.run(spark, old)
+    typed = silver_step.run(spark, old)  # silver counts the zero dates while typing: some rows lack bronze's
     mixed = delta_io.read(spark, path, backend="rs")
     assert 0 < mixed.where(F.col("_shape").isNull()).count() < mixed.count()
+    assert 0 < mixed.where(F.col("_zero_dates").isNull()).count() < mixed.count()
+    assert silver_step.written_columns(mixed) == frozenset()
 
     fresh = cfg("fresh")
     bronze.run(spark, fresh)
-    silver_step.run(spark, fresh)
+    counted = silver_step.run(spark, fresh)  # every row has bronze's count: silver sums it
     rows = delta_io.read(spark, fresh.warehouse_path("bronze/binlog_changes"), backend="rs")
+    assert silver_step.written_columns(rows) == {"_shape", "_zero_dates"}
     assert rows.where(F.col("_shape").isNull() | (F.col("_shape") != silver_step.shape_column())).count() == 0
     assert rows.select("_shape").distinct().count() > 3
+    assert typed.zero_dates == counted.zero_dates == rows.agg(F.sum("_zero_dates")).first()[0] > 0
 
     def comparable(tables):  # the run's own columns differ between the two warehouses
         return {k: [{c: v for c, v in r.items() if c not in ("_run_id", "_ingested_at")} for r in rows]
