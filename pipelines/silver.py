@@ -109,6 +109,7 @@ DELETE_MODES = ("hard", "soft")
 
 _P = "__silver_"  # prefix of internal working columns
 _BRONZE_ZEROS = f"{_P}bronze_zeros"
+_GUARD = f"{_P}guard"
 _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
 _MOVED = f"{_P}moved"
@@ -154,6 +155,9 @@ def changes_from_bronze(
     specs: Sequence[ColumnSpec],
     defaults: dict[str, object] | None = None,
     cells: dict | None = None,
+    *,
+    partial: bool = True,
+    guard: Column | None = None,
 ) -> DataFrame:
     """Bronze rows of one table -> the ``changes_df`` that :func:`apply_changes` takes.
 
@@ -163,6 +167,10 @@ def changes_from_bronze(
     binlog does not carry defaults), else NULL. ``cells``: see :func:`pipelines.typemap.typed_columns`.
     ``_zero_dates`` is bronze's own count where the rows have one (bronze versions that write
     it), else the count :func:`pipelines.typemap.typed_columns` makes while typing.
+    ``partial=False`` says that every image has all the columns (the caller knows from the image
+    shapes): the rows then get no ``_present`` flags, and nothing reads the images to make them.
+    ``guard`` (a boolean over ``bronze_df``'s columns, e.g. the filter that picked its rows): a value
+    that does not convert raises only in rows where it is true (see ``typed_columns``).
 
     >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
     >>> changes.columns  # doctest: +SKIP
@@ -171,17 +179,25 @@ def changes_from_bronze(
     missing = [c for c in ("_seq", "op", "commit_ts", "before", "after") if c not in bronze_df.columns]
     if missing:
         raise SilverSchemaError(f"bronze rows lack {missing}; present: {bronze_df.columns}")
-    counted = ZERO_DATES_COL in bronze_df.columns  # bronze counted them: typing need not (older rows: NULL)
+    counted = ZERO_DATES_COL in bronze_df.columns  # bronze counted them: typing need not
     df = bronze_df.select(
-        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before", _presence(specs).alias(PRESENT),
+        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before",
+        *([_presence(specs).alias(PRESENT)] if partial else []),
         *([F.col(ZERO_DATES_COL).alias(_BRONZE_ZEROS)] if counted else []),
+        *([guard.alias(_GUARD)] if guard is not None else []),
     )
-    typed = typed_columns(typed_columns(df, specs, "after", cells=cells), specs, "before", cells=cells)
-    whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
-    out = typed.withColumns({
-        "after": _with_defaults(specs, defaults or {}),
-        PRESENT: F.when(F.col("op") == "c", whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
-    })
+    guarded = _GUARD if guard is not None else None
+    typed = typed_columns(typed_columns(df, specs, "after", cells=cells, guard=guarded), specs, "before",
+                          cells=cells, guard=guarded)
+    if guard is not None:
+        typed = typed.drop(_GUARD)
+    out = typed
+    if partial:  # (whole images: an insert lacks no column, so no defaults are needed)
+        whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
+        out = out.withColumns({
+            "after": _with_defaults(specs, defaults or {}),
+            PRESENT: F.when(F.col("op") == "c", whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
+        })
     if counted:
         out = out.withColumn(ZERO_DATES_COL, F.col(_BRONZE_ZEROS)).drop(_BRONZE_ZEROS)
     return out
@@ -905,7 +921,8 @@ def apply_changes(
     ``idx`` order); ``keys`` its primary key (None: no key).  The table is created when missing and
     its schema evolved before the MERGE.  ``changes_df`` is evaluated more than once (an overview,
     then the plan), so it must give the same rows each time: a table, a file or a checkpoint
-    (the silver step passes a checkpoint), not a query over data that may change meanwhile.
+    (the silver step passes a read of bronze's files, which its lock keeps unchanged), not a
+    query over data that may change meanwhile.
 
     >>> stats = apply_changes(spark, changes, specs, f"{warehouse}/silver/shop/orders", keys=["id"])  # doctest: +SKIP
     >>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP

@@ -356,6 +356,7 @@ def typed_columns(
     *,
     zero_dates_col: str = ZERO_DATES_COL,
     cells: Mapping[int, Callable[[str], tuple[str, str]]] | None = None,
+    guard: str | None = None,
 ) -> DataFrame:
     """Replace the generic image column ``image_col`` by a struct with one typed field per spec.
 
@@ -366,6 +367,10 @@ def typed_columns(
     ``cells`` maps a column ``idx`` to a function from the SQL of its cell to the SQL of the
     ``(text, bin)`` to type instead of the cell's own (e.g. a charset decode of its bytes): it
     runs on that one cell only, inside the generated code.
+    ``guard`` names a BOOLEAN column: the image is typed only in rows where it is true (elsewhere
+    it is NULL and counts no zero dates), so only there can a value that does not convert raise.
+    A caller that types rows of a filtered read sets it to the filter itself: rows the filter
+    drops never raise, even where Spark evaluates a later filter on the typed values before it.
     Spark SQL expressions only (no Python UDFs).
 
     >>> bronze = spark.createDataFrame(
@@ -392,8 +397,12 @@ def typed_columns(
         value, zero = _value_sql(spec, t, b)
         values.append(F.expr(value).cast(spark_type(spec)).alias(spec.name))
         zeros.append(zero)
-    struct = F.when(F.col(image).isNull(), F.lit(None)).otherwise(F.struct(*values))
+    skip = F.col(image).isNull()
     zero_count = F.expr(" + ".join(zeros) if zeros else "0").cast("int")
+    if guard is not None:  # one test per row, before any cell is typed
+        skip = skip | ~F.coalesce(F.col("`" + guard.replace("`", "``") + "`"), F.lit(False))
+        zero_count = F.when(skip, F.lit(0)).otherwise(zero_count)
+    struct = F.when(skip, F.lit(None)).otherwise(F.struct(*values))
     if zero_dates_col in df.columns:
         zero_count = F.coalesce(F.col(f"`{zero_dates_col}`"), F.lit(0)) + zero_count
     out = located.withColumns({image_col: struct, zero_dates_col: zero_count.cast("int")})

@@ -227,6 +227,30 @@ def test_text_that_does_not_convert_fails_naming_the_column(spark):
         typed_columns(bronze, [ColumnSpec("qty", "tinyint")]).collect()
 
 
+def test_a_guard_types_only_its_own_rows(spark):
+    """With ``guard``, rows where it is false are not typed (NULL image, no zero dates) and so never
+    raise, even when a filter on the typed values runs first; rows where it is true still raise."""
+    from pyspark.sql import functions as F
+
+    specs = [ColumnSpec("qty", "tinyint"), ColumnSpec("d", "date")]
+    bronze = spark.createDataFrame(
+        [("01", "c", [(0, "qty", "TINY", "7", None), (1, "d", "DATE", "0000-00-00", None)], None, True),
+         ("02", "c", [(0, "qty", "LONG", "300000", None), (1, "d", "DATE", "0000-00-00", None)], None, False)],
+        BRONZE_DDL + ", mine BOOLEAN",
+    )
+    typed = typed_columns(bronze, specs, guard="mine")
+    # the filter on the typed value is evaluated before anything drops row 02: no error
+    actual = typed.where(F.col("after.qty").isNull() | (F.col("after.qty") > 0)).select("_seq", "after", "_zero_dates")
+    expected = spark.createDataFrame(
+        [("01", (7, None), 1), ("02", None, 0)],
+        T.StructType([T.StructField("_seq", T.StringType()), T.StructField("after", silver_schema(specs)),
+                      T.StructField("_zero_dates", T.IntegerType())]),
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    with pytest.raises(Exception, match=r"column 'qty' \(tinyint\): cannot convert text 300000"):
+        typed_columns(bronze.withColumn("mine", F.lit(True)), specs, guard="mine").collect()
+
+
 def test_hostile_column_names_pass_through(spark):
     names = ["select", "a b", "x.y", "we`ird", 'q"uo\'te', "😀"]
     specs = [ColumnSpec(n, "int") for n in names]
