@@ -243,8 +243,7 @@ _NAMED_FIXES = frozenset({schema_history.FIX_ENUM, schema_history.FIX_SET})  # t
 def slim_image(image: str, with_name: bool = False) -> Column:
     """The bronze ``image`` with only the cell fields silver reads per row: ``idx``, ``text``,
     ``bin`` (and ``name``). Spark reads just those fields from Parquet (nested schema pruning),
-    not the type text and name repeated in every cell, so a segment's rows take about half the
-    memory and time to read. A NULL image stays NULL.
+    not the type text and name repeated in every cell. A NULL image stays NULL.
 
     >>> bronze.select(slim_image("after").alias("after")).schema["after"].simpleString()  # doctest: +SKIP
     'array<struct<idx:int,text:string,bin:binary>>'
