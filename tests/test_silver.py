@@ -362,6 +362,36 @@ def test_every_type_reaches_silver_exactly(spark, delta_backend, target):
     assert stats.zero_dates_nulled == 2
 
 
+def test_changes_from_bronze_options_change_no_value(spark):
+    """``partial=False`` (whole images) drops only the ``_present`` flags; a bronze ``_zero_dates``
+    column is taken as the count instead of typing's own; a ``guard`` leaves the rows it holds for
+    as they were and types no other row (a bad value there does not raise)."""
+    values = [(str(i), None) if s.name == "id" else ("2024-02-30", None) if s.name == "d" else (None, None)
+              for i, s in zip(range(1, 99), TYPE_SPECS)]
+    rows = [("01", "c", ts(1), _image(values), None), ("02", "u", ts(2), _image(values), _image(values))]
+    bronze = _bronze(spark, rows)
+    plain = changes_from_bronze(bronze, TYPE_SPECS)
+    assert plain.columns == ["_seq", "op", "_commit_ts", "after", "before", "_present", "_zero_dates"]
+    assert [r["_zero_dates"] for r in plain.orderBy("_seq").collect()] == [1, 2]
+
+    whole = changes_from_bronze(bronze, TYPE_SPECS, partial=False)
+    assert whole.columns == ["_seq", "op", "_commit_ts", "after", "before", "_zero_dates"]
+    assert_df_equality(whole, plain.drop("_present"), ignore_row_order=True)
+
+    counted = changes_from_bronze(bronze.withColumn("_zero_dates", F.lit(7)), TYPE_SPECS)
+    assert [r["_zero_dates"] for r in counted.collect()] == [7, 7]
+    assert_df_equality(counted.drop("_zero_dates"), plain.drop("_zero_dates"), ignore_row_order=True)
+
+    bad = [("not a number", None) if s.name == "id" else v for s, v in zip(TYPE_SPECS, values)]
+    other = _bronze(spark, [("03", "c", ts(3), _image(bad), None)])
+    mixed = bronze.unionByName(other)
+    guarded = changes_from_bronze(mixed, TYPE_SPECS, guard=F.col("_seq") != "03")
+    assert_df_equality(guarded.where("_seq != '03'"), plain, ignore_row_order=True)
+    assert guarded.where("_seq = '03'").select("after", "_zero_dates").collect() == [(None, 0)]
+    with pytest.raises(Exception, match=r"column 'id' \(int\): cannot convert text not a number"):
+        changes_from_bronze(mixed, TYPE_SPECS).collect()
+
+
 HOSTILE = [ColumnSpec("select", "int"), ColumnSpec("a b", "varchar"), ColumnSpec("x.y", "int"),
            ColumnSpec("we`ird", "varchar"), ColumnSpec('q"uo\'te', "int"), ColumnSpec("😀", "varchar")]
 
