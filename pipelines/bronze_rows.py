@@ -314,7 +314,9 @@ def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, presen
             texts.append(t)
             bins.append(b)
             if cols[j] in layout.dates:
-                zeros += np.fromiter(map(_is_zero_date, values), dtype=np.int32, count=n)
+                kinds = set(map(type, values))
+                if str in kinds or int in kinds:  # else all are dates (or NULL): no zero date
+                    zeros += np.fromiter(map(_is_zero_date, values), dtype=np.int32, count=n)
         # column-major -> row-major: cell (row r, column j) is at j * n + r
         order = (np.arange(n)[:, None] + np.arange(width)[None, :] * n).ravel()
         text = pa.concat_arrays(texts).take(order)

@@ -169,8 +169,9 @@ def changes_from_bronze(
     it), else the count :func:`pipelines.typemap.typed_columns` makes while typing.
     ``partial=False`` says that every image has all the columns (the caller knows from the image
     shapes): the rows then get no ``_present`` flags, and nothing reads the images to make them.
-    ``guard`` (a boolean over ``bronze_df``'s columns, e.g. the filter that picked its rows): a value
-    that does not convert raises only in rows where it is true (see ``typed_columns``).
+    ``guard`` (a boolean over ``bronze_df``'s columns, e.g. the filter that picked its rows): rows
+    where it is not true are not typed (NULL images), so only its own rows can raise on a value
+    that does not convert (see ``typed_columns``).
 
     >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
     >>> changes.columns  # doctest: +SKIP

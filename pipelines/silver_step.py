@@ -370,7 +370,7 @@ def cell_fixes(fixes: dict[int, tuple]) -> tuple[dict, dict[int, tuple]]:
     return cells, rest
 
 
-def _decode_udf(codecs_by_idx: dict[int, str], image_type: T.ArrayType = _IMAGE_TYPE):
+def _decode_udf(codecs_by_idx: dict[int, str], image_type: T.ArrayType):
     """A Python UDF decoding the bytes of the given columns with Python codecs; it uses only
     the standard library, so any Python on the executors runs it. ``image_type``: the images'
     type (bronze's, or a :func:`slim_image`)."""
@@ -573,7 +573,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         bronze = drop_rolled_back_xa(bronze, xa)
         written = written_columns(bronze)
         shape_rows = shape_counts(bronze, by_shape="_shape" in written).collect()
-        bronze = with_shape(bronze)  # per row, only where shapes go to quarantine
+        if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
+            bronze = with_shape(bronze)
     else:
         bronze, shape_rows, written = None, [], frozenset()
 
@@ -942,9 +943,8 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
             f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
     cells, rest = cell_fixes(resolution.fixes)
-    guard = F.col(_IN_SEGMENT) if _IN_SEGMENT in rows.columns else None
     changes = silver.changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells,
-                                         partial=partial, guard=guard)
+                                         partial=partial, guard=F.col(_IN_SEGMENT))
     return silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend)
 
