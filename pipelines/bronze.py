@@ -1116,6 +1116,11 @@ def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None
     _delta().append(spark, df, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
 
 
+def _append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: str, app_id: str | None = None,
+                 version: int | None = None):
+    _delta().append_rows(spark, rows, ddl, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
+
+
 def _last_txn(spark, cfg: PipelineConfig, path: str) -> int:
     v = _delta().last_txn_version(path, TXN_APP_ID, spark=spark, backend=cfg.delta.backend)
     return -1 if v is None else int(v)
@@ -1395,29 +1400,27 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
                               DECODER_VERSION, raw, batch, run_id, now))
 
     # a. write-ahead manifest rows
-    _append(spark, cfg, spark.createDataFrame(_manifest_rows(plans, batch, "pending", run_id, now), MANIFEST_DDL),
-            cfg.pipeline_path("manifest"), PENDING_APP_ID, batch)
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), MANIFEST_DDL,
+                 cfg.pipeline_path("manifest"), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
         _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
     elif staged and work:
         d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
     if stmts:
-        _append(spark, cfg, spark.createDataFrame(stmts, DDL_TABLE_DDL), cfg.pipeline_path("ddl"), TXN_APP_ID, batch)
+        _append_rows(spark, cfg, stmts, DDL_TABLE_DDL, cfg.pipeline_path("ddl"), TXN_APP_ID, batch)
     xa = _xa_rows(plans, run_id)
     if xa:
-        _append(spark, cfg, spark.createDataFrame(xa, XA_DDL), cfg.pipeline_path("xa"), TXN_APP_ID, batch)
+        _append_rows(spark, cfg, xa, XA_DDL, cfg.pipeline_path("xa"), TXN_APP_ID, batch)
     if quar_rows:
-        _append(spark, cfg, spark.createDataFrame(quar_rows, QUARANTINE_DDL), cfg.pipeline_path("quarantine"),
-                TXN_APP_ID, batch)
+        _append_rows(spark, cfg, quar_rows, QUARANTINE_DDL, cfg.pipeline_path("quarantine"), TXN_APP_ID, batch)
     # c. the batch is done
     rows_by_file: Counter = Counter()
     for (name, op), n in op_counts.items():
         rows_by_file[name] += n
         stats.rows[op] += n
-    _append(spark, cfg,
-            spark.createDataFrame(_manifest_rows(plans, batch, "committed", run_id, now, rows_by_file), MANIFEST_DDL),
-            cfg.pipeline_path("manifest"), TXN_APP_ID, batch)
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file), MANIFEST_DDL,
+                 cfg.pipeline_path("manifest"), TXN_APP_ID, batch)
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
     stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)
@@ -1475,7 +1478,7 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
         stats.ended_at = _dt.datetime.now(_UTC)
         print(stats.summary(), file=sys.stdout, flush=True)
         try:
-            _append(spark, cfg, spark.createDataFrame([stats.run_row()], RUNS_DDL), cfg.pipeline_path("runs"))
+            _append_rows(spark, cfg, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"))
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise

@@ -3,7 +3,8 @@
 * ``"spark"``: delta-spark on the JVM (clusters; locally when ``DELTA_JARS`` names the jars).
 * ``"rs"``: delta-rs (the ``deltalake`` package) on the driver, with Arrow between it and Spark.
   Reads are Spark Parquet reads of the files delta-rs lists; MERGE sources and small appends pass
-  through the driver as Arrow; big appends (bronze) are staged: Spark tasks write the Parquet files
+  through the driver as Arrow (rows the driver already holds, :func:`append_rows`, without a Spark
+  job); big appends (bronze) are staged: Spark tasks write the Parquet files
   into the table folder (:class:`ParquetStager`) and the driver commits them (:func:`commit_staged`).
 * ``"auto"``: ``"spark"`` when :func:`pipelines.spark_session.delta_spark_available`, else ``"rs"``.
 
@@ -36,6 +37,8 @@ check two racing creating writes against each other.
 """
 from __future__ import annotations
 
+import datetime as _dt
+import functools
 import json
 import random
 import sys
@@ -765,9 +768,101 @@ def append(
             return True
 
         return _commit("append", path, attempt)
-    from deltalake import write_deltalake
+    return _append_rs(path, spark_to_arrow(df), txn_app_id, txn_version, schema_evolution)
 
-    data = spark_to_arrow(df)
+
+def append_rows(
+    spark: SparkSession,
+    rows: Sequence[tuple],
+    schema: str | T.StructType,
+    path: str,
+    *,
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+    schema_evolution: bool = True,
+    backend: str = "auto",
+) -> bool:
+    """:func:`append` for a few rows the driver holds (manifests, run logs, watermarks).
+
+    ``schema`` is a Spark schema or its DDL string; every timestamp must carry a time zone. With
+    delta-spark the rows become a DataFrame; with delta-rs they go straight to Arrow, without a
+    Spark job (each one cost about 0.3 s, several per run).
+
+    >>> append_rows(spark, [("a", 1)], "name STRING, n BIGINT", str(tmp_path / "log"))  # doctest: +SKIP
+    True
+    """
+    check_txn(txn_app_id, txn_version)
+    which = resolve_backend(spark, backend)
+    struct = schema if isinstance(schema, T.StructType) else ddl_schema(schema)
+    if which == "spark":
+        return append(spark, spark.createDataFrame(list(rows), struct), path, txn_app_id=txn_app_id,
+                      txn_version=txn_version, schema_evolution=schema_evolution, backend=which)
+    if _txn_recorded(path, txn_app_id, txn_version, spark, which):
+        return False
+    faults.point(f"append.{faults.table_kind(path)}.materialize")
+    return _append_rs(path, rows_to_arrow(rows, struct), txn_app_id, txn_version, schema_evolution)
+
+
+@functools.lru_cache(maxsize=64)
+def ddl_schema(ddl: str) -> T.StructType:
+    """A DDL string (``"a STRING, b BIGINT"``) as a Spark schema (parsed by Spark's own parser).
+
+    >>> ddl_schema("a STRING, `b c` BIGINT")  # doctest: +SKIP
+    StructType([StructField('a', StringType(), True), StructField('b c', LongType(), True)])
+    """
+    parsed = T._parse_datatype_string(ddl)
+    if not isinstance(parsed, T.StructType):
+        raise DeltaIOError(f"not a list of columns: {ddl!r}")
+    return parsed
+
+
+def rows_to_arrow(rows: Sequence[tuple], schema: T.StructType) -> pa.Table:
+    """Python rows (tuples in ``schema`` order) as an Arrow table with the types
+    :func:`spark_to_arrow` gives (every field nullable).
+
+    >>> rows_to_arrow([("a", 1)], T.StructType([T.StructField("s", T.StringType()), T.StructField("n", T.LongType())])).num_rows
+    1
+    """
+    target = spark_schema_to_arrow(schema, force_nullable=True)
+    width = len(target)
+    for i, row in enumerate(rows):
+        if len(row) != width:
+            raise DeltaIOError(f"row {i} has {len(row)} value(s), the schema {len(target)}: {schema.simpleString()}")
+    columns = []
+    for j, field in enumerate(target):
+        values = [row[j] for row in rows]
+        if pa.types.is_nested(field.type):  # Spark takes a struct as a list too, Arrow only a tuple
+            values = [_for_arrow(v, schema[j].dataType) for v in values]
+        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
+            naive = next((v for v in values if isinstance(v, _dt.datetime) and v.tzinfo is None), None)
+            if naive is not None:
+                raise DeltaIOError(f"column {field.name!r}: timestamp {naive} has no time zone")
+        try:
+            columns.append(pa.array(values, type=field.type))
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise DeltaIOError(f"column {field.name!r} ({schema[j].dataType.simpleString()}): {e}") from e
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _for_arrow(value, dt: T.DataType):
+    """A nested Python value in the form ``pa.array`` takes (structs as tuples or dicts)."""
+    if value is None:
+        return None
+    if isinstance(dt, T.StructType):
+        if isinstance(value, dict):
+            return {f.name: _for_arrow(value.get(f.name), f.dataType) for f in dt.fields}
+        if len(value) != len(dt.fields):
+            raise DeltaIOError(f"struct value {value!r} has {len(value)} field(s), the type {len(dt.fields)}: "
+                               f"{dt.simpleString()}")
+        return tuple(_for_arrow(v, f.dataType) for v, f in zip(value, dt.fields))
+    if isinstance(dt, T.ArrayType):
+        return [_for_arrow(v, dt.elementType) for v in value]
+    return value
+
+
+def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: int | None,
+               schema_evolution: bool) -> bool:
+    from deltalake import write_deltalake
 
     def attempt_rs(n: int) -> bool:
         target = _rs_snapshot_for_txn(path, txn_app_id, data.schema)

@@ -2019,8 +2019,7 @@ def update_history(spark, cfg, run_id: str | None = None) -> tuple[SchemaHistory
 
         now = _dt.datetime.now(_dt.timezone.utc)
         rows = versions_to_rows(added, next_version, run_id, now)
-        delta_io.append(spark, spark.createDataFrame(rows, SCHEMA_HISTORY_DDL), cfg.pipeline_path(SCHEMA_HISTORY),
-                        backend=cfg.delta.backend)
+        delta_io.append_rows(spark, rows, SCHEMA_HISTORY_DDL, cfg.pipeline_path(SCHEMA_HISTORY), backend=cfg.delta.backend)
     return history, added
 
 

@@ -520,8 +520,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
         try:
             from pipelines.bronze import RUNS_DDL
 
-            delta_io.append(spark, spark.createDataFrame([stats.run_row()], RUNS_DDL), cfg.pipeline_path("runs"),
-                            backend=cfg.delta.backend)
+            delta_io.append_rows(spark, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"), backend=cfg.delta.backend)
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise
@@ -544,8 +543,7 @@ def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_i
         return
     now = _dt.datetime.now(_UTC)
     data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
-    delta_io.append(spark, spark.createDataFrame(data, WATERMARKS_DDL), cfg.pipeline_path(WATERMARKS),
-                    backend=cfg.delta.backend)
+    delta_io.append_rows(spark, data, WATERMARKS_DDL, cfg.pipeline_path(WATERMARKS), backend=cfg.delta.backend)
 
 
 def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
@@ -983,6 +981,5 @@ def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list
         handled[key] = max(handled.get(key, ""), r["_seq"])
     data = [(r["file"], r["file_seq"], r["offset"], r["reason"], r["error_class"], r["decoder_version"], None, None,
              run_id, now) for r in rows]
-    delta_io.append(spark, spark.createDataFrame(data, QUARANTINE_DDL), cfg.pipeline_path("quarantine"),
-                    backend=cfg.delta.backend)
+    delta_io.append_rows(spark, data, QUARANTINE_DDL, cfg.pipeline_path("quarantine"), backend=cfg.delta.backend)
     return len(data), handled

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,8 +30,18 @@ DELTA_PROBE_CLASS = "io.delta.tables.DeltaTable"
 DELTA_JARS_ENV = "DELTA_JARS"
 DEFAULT_MASTER = "local[2]"
 
+# Settings that hold for every session this module builds, local or on a cluster.
+COMMON_DEFAULTS: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    # Generated classes kept per JVM (Spark's default: 100). One silver run compiles about 120
+    # (two tables); with 100 the next run found none of them, compiled all again, and the JIT
+    # optimised the new classes from scratch: a warm 4x silver run took 29 s instead of 22 s.
+    "spark.sql.codegen.cache.maxEntries": "1000",
+}
+
 # Settings for a small local session: no UI, few shuffle partitions, UTC everywhere.
 LOCAL_DEFAULTS: dict[str, str] = {
+    **COMMON_DEFAULTS,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -38,7 +49,6 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # read in 7 tasks instead of 3, so neither core idles while the last task runs alone.
     "spark.sql.files.maxPartitionBytes": "16m",
     "spark.default.parallelism": "2",
-    "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "4g",  # local mode: the executors live in this JVM too
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
@@ -48,10 +58,6 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 
-# Settings that hold for every session this module builds, local or on a cluster.
-COMMON_DEFAULTS: dict[str, str] = {
-    "spark.sql.session.timeZone": "UTC",
-}
 
 
 def _launched_by_spark_submit() -> bool:
@@ -152,10 +158,17 @@ def build_session(
     return builder.getOrCreate()
 
 
+# SparkContext -> whether Delta's classes load in its JVM. The JVM's jars are fixed once it runs,
+# and a failed lookup costs two Java exceptions (tens of ms): asked on every Delta access, the
+# answer is kept per context (a stopped context's entry goes with it).
+_DELTA_ON_JVM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def delta_spark_available(spark: SparkSession) -> bool:
     """True when delta-spark can be used: its Python package imports and its classes load on the JVM.
 
-    Spark Connect sessions have no JVM handle here and answer False.
+    Spark Connect sessions have no JVM handle here and answer False. The JVM's answer is kept per
+    SparkContext (its classpath does not change while it runs).
 
     >>> delta_spark_available(spark)  # doctest: +SKIP
     False
@@ -167,6 +180,16 @@ def delta_spark_available(spark: SparkSession) -> bool:
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return False
+    context = getattr(spark, "sparkContext", None)
+    if context is None:
+        return _delta_classes_load(jvm)
+    found = _DELTA_ON_JVM.get(context)
+    if found is None:
+        found = _DELTA_ON_JVM[context] = _delta_classes_load(jvm)
+    return found
+
+
+def _delta_classes_load(jvm) -> bool:
     from py4j.protocol import Py4JError
 
     try:  # Spark's own lookup: context class loader, where spark.jars/packages land

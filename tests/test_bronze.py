@@ -321,17 +321,17 @@ def test_interrupted_batch_is_redone_exactly_once(spark, corpus_binlogs, tmp_pat
     d.mkdir()
     (d / name).write_bytes(full[: len(full) // 2 + 3])
     cfg = make_cfg(tmp_path)
-    real_append = bronze._append
+    real_append = bronze._append_rows
 
-    def crash_on_commit(spark_, cfg_, df, path, app_id=None, version=None):
+    def crash_on_commit(spark_, cfg_, rows, ddl, path, app_id=None, version=None):
         if path.endswith("manifest") and app_id == bronze.TXN_APP_ID:
             raise RuntimeError("simulated crash before the manifest commit")
-        return real_append(spark_, cfg_, df, path, app_id, version)
+        return real_append(spark_, cfg_, rows, ddl, path, app_id, version)
 
-    monkeypatch.setattr(bronze, "_append", crash_on_commit)
+    monkeypatch.setattr(bronze, "_append_rows", crash_on_commit)
     with pytest.raises(RuntimeError, match="simulated crash"):
         bronze.run(spark, cfg)
-    monkeypatch.setattr(bronze, "_append", real_append)
+    monkeypatch.setattr(bronze, "_append_rows", real_append)
     partial = len(bronze_rows(cfg))
     assert partial > 0 and committed_manifest(cfg) == []
 

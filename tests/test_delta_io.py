@@ -104,6 +104,24 @@ def test_session_conf_packages_plain_and_missing_jars(tmp_path):
         session_conf(env={"DELTA_JARS": str(tmp_path / "nope.jar")}, local=True)
 
 
+def test_session_conf_keeps_generated_classes_locally_and_on_clusters():
+    # A silver run compiles ~120 classes: Spark's default cache of 100 made every run compile all again.
+    for local in (True, False):
+        conf = session_conf(env={}, local=local)
+        assert int(conf["spark.sql.codegen.cache.maxEntries"]) >= 500
+        assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert "spark.ui.enabled" not in session_conf(env={}, local=False)
+
+
+def test_delta_spark_available_is_asked_once_per_context(spark):
+    from pipelines import spark_session
+
+    first = spark_session.delta_spark_available(spark)
+    assert spark_session._DELTA_ON_JVM[spark.sparkContext] is first
+    assert spark_session.delta_spark_available(spark) is first
+    assert first == bool(os.environ.get("DELTA_JARS"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Arrow <-> Spark
 
@@ -183,6 +201,70 @@ def test_append_with_transaction_id_is_idempotent(spark, delta_backend, tmp_path
     assert delta_io.last_txn_version(path, "loader", spark=spark, backend=delta_backend) == 2
     assert delta_io.last_txn_version(path, "other", spark=spark, backend=delta_backend) == 1
     assert delta_io.last_txn_version(path, "never", spark=spark, backend=delta_backend) is None
+
+
+def _pipeline_table_rows():
+    """(DDL, rows) of every small table the jobs append from the driver, with real values."""
+    from pipelines.bronze import DDL_TABLE_DDL, MANIFEST_DDL, QUARANTINE_DDL, RUNS_DDL, XA_DDL
+    from pipelines.schema_history import SCHEMA_HISTORY_DDL, SchemaHistory, versions_to_rows
+    from pipelines.silver_step import WATERMARKS_DDL
+
+    now = dt.datetime(2026, 11, 24, 6, 30, 1, 250000, tzinfo=UTC)
+    history = SchemaHistory()
+    for seq, sql in [("a1", "CREATE TABLE `we``ird`.t (id INT PRIMARY KEY, s ENUM('x','y') DEFAULT 'x', UNIQUE KEY u (s))"),
+                     ("a2", "ALTER TABLE `we``ird`.t RENAME COLUMN s TO `😀`"),
+                     ("a3", "DROP TABLE `we``ird`.t")]:
+        history.apply_statement(sql, "we`ird", seq, source_file="bin.000001", pos=4)
+    versions = history.all_versions()
+    assert any(v.renamed for v in versions) and any(v.schema is None for v in versions)
+    return [
+        (MANIFEST_DDL, [("bin.000001", 1, "/in/bin.000001", 4096, 1700000000, 4, 4096, "ab" * 32, "done", "committed",
+                         3, 10, 20, None, None, None, "r1", now, "mariadb", "0-1-1", "0-1-9", None, 0),
+                        ("bin.000002", 2, "/in/bin.000002", 10, 1, 4, None, None, "quarantined", "pending",
+                         3, 0, 0, "bad magic", "NotABinlog", 0, "r1", now, None, None, None, None, 2)]),
+        (QUARANTINE_DDL, [("bin.000002", 2, 0, "bad magic", "NotABinlog", "1.0", b"\xfe\x00", 3, "r1", now)]),
+        (DDL_TABLE_DDL, [("bin.000001", 1, 120, "0000000001-0000000120-000000", "d", "CREATE TABLE t (a INT)",
+                          now, False, "0-1-5", 1, "r1")]),
+        (XA_DDL, [("bin.000001", 1, 300, "0000000001-0000000300-000000", "prepare", "X'6162',X'',1", None, None, "r1")]),
+        (RUNS_DDL, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None)]),
+        (WATERMARKS_DDL, [("we`ird", "😀", "0000000001-0000000300-000000", 12, "r1", now)]),
+        (SCHEMA_HISTORY_DDL, versions_to_rows(versions, {}, "r1", now)),
+    ]
+
+
+def test_rows_to_arrow_gives_what_spark_gives(spark):
+    # The driver's small tables skip Spark with delta-rs: their Arrow must be the Spark path's.
+    for ddl, rows in _pipeline_table_rows():
+        schema = delta_io.ddl_schema(ddl)
+        expected = delta_io.spark_to_arrow(spark.createDataFrame(rows, schema))
+        actual = delta_io.rows_to_arrow(rows, schema)
+        assert actual.schema == expected.schema, ddl
+        assert actual.to_pylist() == expected.to_pylist(), ddl
+
+
+def test_append_rows_lands_the_rows_of_each_pipeline_table(spark, delta_backend, tmp_path):
+    for i, (ddl, rows) in enumerate(_pipeline_table_rows()):
+        path = str(tmp_path / f"t{i}")
+        assert delta_io.append_rows(spark, rows, ddl, path, txn_app_id="job", txn_version=1, backend=delta_backend)
+        assert not delta_io.append_rows(spark, rows, ddl, path, txn_app_id="job", txn_version=1, backend=delta_backend)
+        expected = spark.createDataFrame(rows, ddl)
+        actual = delta_io.read(spark, path, backend=delta_backend)
+        assert actual.count() == len(rows)
+        assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_rows_to_arrow_rejects_what_spark_rejects():
+    schema = delta_io.ddl_schema("id BIGINT, ts TIMESTAMP, pair STRUCT<a: STRING, b: STRING>")
+    with pytest.raises(DeltaIOError, match="row 0 has 2 value"):
+        delta_io.rows_to_arrow([(1, None)], schema)
+    with pytest.raises(DeltaIOError, match="'ts': timestamp 2026-01-01 00:00:00 has no time zone"):
+        delta_io.rows_to_arrow([(1, dt.datetime(2026, 1, 1), None)], schema)
+    with pytest.raises(DeltaIOError, match=r"column 'id' \(bigint\)"):
+        delta_io.rows_to_arrow([("one", None, None)], schema)
+    with pytest.raises(DeltaIOError, match="has 3 field"):
+        delta_io.rows_to_arrow([(1, None, ("a", "b", "c"))], schema)
+    assert delta_io.rows_to_arrow([(1, None, ["a", "b"])], schema).to_pylist() == [
+        {"id": 1, "ts": None, "pair": {"a": "a", "b": "b"}}]
 
 
 def test_spark_log_reader_agrees_with_delta_rs_on_txn_versions(spark, tmp_path):
