@@ -59,7 +59,6 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
-
 def _launched_by_spark_submit() -> bool:
     """True when this Python process was started by ``spark-submit`` (the JVM already runs)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
