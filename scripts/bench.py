@@ -195,15 +195,13 @@ def one_run(binlog_dir: Path) -> int:
 
 
 def cold_run(binlog_dir: Path) -> dict:
-    """The pipeline once in a new process (``--one-run``): its figures, plus the process's whole
-    wall time (Python and JVM start included) as ``process_s``."""
+    """The pipeline once in a new process (``--one-run``): its figures (peak RSS: that process's
+    tree), plus the process's whole wall time (Python and JVM start included) as ``process_s``."""
     t0 = time.perf_counter()
-    with PeakRSS() as mem:
-        done = subprocess.run([sys.executable, "-m", "scripts.bench", "--one-run", str(binlog_dir)],
-                              capture_output=True, text=True, cwd=ROOT, check=True)
+    done = subprocess.run([sys.executable, "-m", "scripts.bench", "--one-run", str(binlog_dir)],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
     r = json.loads(done.stdout.strip().splitlines()[-1])
     r["process_s"] = round(time.perf_counter() - t0, 2)
-    r["peak_rss_mb"] = max(r["peak_rss_mb"], round(mem.peak / 2**20))
     return r
 
 
