@@ -199,7 +199,9 @@ def cold_run(binlog_dir: Path) -> dict:
     tree), plus the process's whole wall time (Python and JVM start included) as ``process_s``."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "scripts.bench", "--one-run", str(binlog_dir)],
-                          capture_output=True, text=True, cwd=ROOT, check=True)
+                          capture_output=True, text=True, cwd=ROOT)
+    if done.returncode:
+        raise RuntimeError(f"the cold run failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     r = json.loads(done.stdout.strip().splitlines()[-1])
     r["process_s"] = round(time.perf_counter() - t0, 2)
     return r
