@@ -7,19 +7,26 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps test test-fast run bench sql fuzz clean package
+.PHONY: setup system-deps delta-jars test test-fast run bench sql fuzz clean package
 
-setup: system-deps $(STAMP) $(AIRFLOW_STAMP)
+setup: system-deps $(STAMP) $(AIRFLOW_STAMP) delta-jars
 
-# Java 17 (Spark 4) and mariadb-server (the test suite's private server), via apt when missing.
+# Java 17 (Spark 4), mariadb-server (the test suite's private server) and the Maven client
+# (the Delta jars), via apt when missing.
 system-deps:
 	@need=""; \
 	if ! java -version 2>&1 | grep -q 'version "17'; then need="$$need openjdk-17-jdk-headless"; fi; \
 	if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then need="$$need mariadb-server mariadb-client"; fi; \
+	if ! command -v mvn >/dev/null 2>&1; then need="$$need maven"; fi; \
 	if [ -n "$$need" ]; then \
 	  echo "installing:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
-	else echo "system packages present (java 17, mariadb-server)"; fi
+	else echo "system packages present (java 17, mariadb-server, maven)"; fi
+
+# delta-spark and delta-storage jars at the version of the pinned delta-spark package, fetched
+# once with the Maven client into jars/ (git-ignored); skipped when they are there.
+delta-jars: $(STAMP)
+	$(PY) -m pipelines.delta_jars fetch
 
 $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,8 +42,10 @@ $(AIRFLOW_STAMP): requirements-airflow.txt
 	$(AIRFLOW_VENV)/bin/python -m pip install -q -r requirements-airflow.txt
 	touch $(AIRFLOW_STAMP)
 
+# PYTEST_ARGS: e.g. make test PYTEST_ARGS="-k spark tests/test_delta_io.py" (default: every test)
+PYTEST_ARGS ?= tests
 test: setup
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
 
 run: setup
 	$(PY) jobs/run_pipeline.py --config conf/pipeline.yaml

@@ -8,6 +8,7 @@ project). It also holds the command line every job shares::
     --binlog-dir DIR    overrides ``input``      (contract: other tools use this flag)
     --warehouse DIR     overrides ``warehouse``  (contract: other tools use this flag)
     --no-progress       no progress bars
+    --delta-backend B   overrides ``delta.backend``: auto | spark | rs
     --lock-timeout S    wait up to S seconds for a run in progress on the same warehouse
                         (default 0: refuse at once); see pipelines/lock.py
 
@@ -35,6 +36,9 @@ def parse_args(description: str | None, argv: Sequence[str] | None = None) -> ar
     p.add_argument("--binlog-dir", help="folder of binlog files (any Hadoop path); overrides 'input'")
     p.add_argument("--warehouse", help="warehouse folder (any Hadoop path); overrides 'warehouse'")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--delta-backend", choices=["auto", "spark", "rs"],
+                   help="Delta backend; overrides 'delta.backend' (auto: delta-rs on a local master, "
+                        "delta-spark on a cluster whose classpath has it)")
     p.add_argument("--lock-timeout", type=_seconds, default=0.0, metavar="SECONDS",
                    help="wait this long for another run on the same warehouse to finish (default 0: refuse at once)")
     return p.parse_args(argv)
@@ -56,6 +60,7 @@ def overrides(args: argparse.Namespace) -> dict:
         "input": args.binlog_dir,
         "warehouse": args.warehouse,
         "progress": False if args.no_progress else None,
+        "delta.backend": args.delta_backend,
     }
 
 
@@ -91,9 +96,16 @@ def warehouse_lock(cfg, args: argparse.Namespace) -> Iterator[None]:
 
 
 def session(cfg):
-    """The SparkSession for ``cfg`` (see :func:`pipelines.spark_session.build_session`);
-    the Delta packages are only asked for when the backend may use delta-spark."""
-    from pipelines.spark_session import build_session
+    """The SparkSession for ``cfg`` (see :func:`pipelines.spark_session.build_session`).
 
-    packages = ",".join(cfg.delta.packages) if cfg.delta.backend != "rs" else ""
-    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf))
+    delta-spark is put on the classpath only where the backend may use it: ``spark``, or ``auto``
+    with a master that is not local. A local run with ``auto`` starts plain Spark and writes with
+    delta-rs, the faster choice on one machine. Under spark-submit the submit command decides.
+    """
+    from pipelines.spark_session import build_session, is_local_master
+
+    backend = cfg.delta.backend
+    packages = ",".join(cfg.delta.packages) if backend != "rs" else ""
+    wants_delta = backend == "spark" or (backend == "auto" and not is_local_master(cfg.spark.master))
+    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf),
+                         delta=wants_delta)

@@ -6,7 +6,8 @@
   through the driver as Arrow (rows the driver already holds, :func:`append_rows`, without a Spark
   job); big appends (bronze) are staged: Spark tasks write the Parquet files
   into the table folder (:class:`ParquetStager`) and the driver commits them (:func:`commit_staged`).
-* ``"auto"``: ``"spark"`` when :func:`pipelines.spark_session.delta_spark_available`, else ``"rs"``.
+* ``"auto"``: ``"spark"`` on a cluster whose classpath has delta-spark
+  (:func:`pipelines.spark_session.delta_spark_available`), else ``"rs"`` (see :func:`resolve_backend`).
 
 Both backends write the same Delta protocol, so a table written by one is read by the other.
 Types are kept exact across the Arrow hop: Spark ``TimestampType`` <-> Delta ``timestamp`` <->
@@ -102,6 +103,10 @@ def qualified(alias: str, name: str) -> str:
 def resolve_backend(spark: SparkSession | None, backend: str = "auto") -> str:
     """Turn ``"auto"`` into ``"spark"`` or ``"rs"``; check that ``"spark"`` can run.
 
+    ``"auto"`` is delta-spark on a cluster (a master that is not local) whose classpath has it,
+    and delta-rs everywhere else: on one machine delta-rs commits without Spark jobs and is the
+    faster of the two. Ask for ``"spark"`` to use delta-spark locally.
+
     >>> resolve_backend(None, "rs")
     'rs'
     >>> resolve_backend(None, "auto")
@@ -111,15 +116,23 @@ def resolve_backend(spark: SparkSession | None, backend: str = "auto") -> str:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "rs":
         return "rs"
-    from pipelines.spark_session import delta_spark_available
+    from pipelines.spark_session import delta_spark_available, is_local_master
 
     available = spark is not None and delta_spark_available(spark)
-    if backend == "spark" and not available:
-        raise DeltaIOError(
-            "backend='spark' needs delta-spark on the JVM classpath and a SparkSession: "
-            "set DELTA_JARS to local jar paths or pass delta_packages to build_session()"
-        )
-    return "spark" if available else "rs"
+    if backend == "spark":
+        if not available:
+            raise DeltaIOError(
+                "backend='spark' needs delta-spark on the JVM classpath and a SparkSession: run make "
+                "setup (it fetches the jars into jars/) and build the session with delta=True, set "
+                "DELTA_JARS to local jar paths, or pass delta_packages to build_session()"
+            )
+        return "spark"
+    return "spark" if available and not is_local_master(_master(spark)) else "rs"
+
+
+def _master(spark: SparkSession) -> str | None:
+    context = getattr(spark, "sparkContext", None)
+    return None if context is None else context.master
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,18 +1,22 @@
 """Build the SparkSession the pipeline runs on, with or without delta-spark.
 
-Three ways to get Delta Lake support on the JVM, tried in this order:
+Four ways to get Delta Lake support on the JVM, tried in this order:
 
 1. ``DELTA_JARS`` (environment): comma-separated local jar paths (``delta-spark_2.13-4.0.0.jar``,
-   ``delta-storage-4.0.0.jar``), added to ``spark.jars``.  For machines without Maven access.
+   ``delta-storage-4.0.0.jar``), added to ``spark.jars``. Always used when set.
 2. ``delta_packages``: Maven coordinates (e.g. ``io.delta:delta-spark_2.13:4.0.0``) resolved by
-   Spark through ``spark.jars.packages``.
-3. Neither: plain Spark.  :mod:`pipelines.delta_io` then uses the delta-rs backend.
+   Spark's own resolver through ``spark.jars.packages``.
+3. ``delta=True`` (the caller wants delta-spark): the jars ``make setup`` fetched into ``jars/``
+   (:mod:`pipelines.delta_jars`), when they are there.
+4. None of these: plain Spark, which starts faster. :mod:`pipelines.delta_io` then uses delta-rs.
 
-In cases 1 and 2 the Delta SQL extension and catalog are configured as well.  Whether delta-spark
+In cases 1 to 3 the Delta SQL extension and catalog are configured as well.  Whether delta-spark
 really is loadable is answered by :func:`delta_spark_available`, not by the configuration.
 
 A session that is already active (``spark-submit``, notebooks, a test fixture) is reused as it is:
-static settings (jars, driver memory, master) cannot change once the JVM runs.
+static settings (jars, driver memory, master) cannot change once the JVM runs. Under
+``spark-submit`` the submit command's ``--master``, ``--jars`` and ``--packages`` decide: the
+builder never sets a master there (a master from the configuration is reported, not applied).
 """
 from __future__ import annotations
 
@@ -56,7 +60,19 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # marking of the cached segments cost 10-15 % of a silver run on 2 cores (BENCHMARKS.md).
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    # delta-spark rebuilds a table's snapshot in this many tasks (default 50): on small local
+    # tables that is 50 tiny tasks per table read, most of the time of a small run.
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
+
+
+def is_local_master(master: str | None) -> bool:
+    """True for a master that runs in this process (``local``, ``local[N]``, or none given).
+
+    >>> is_local_master("local[2]"), is_local_master(None), is_local_master("spark://h:7077")
+    (True, True, False)
+    """
+    return master is None or master == "local" or master.startswith("local[")
 
 
 def _launched_by_spark_submit() -> bool:
@@ -90,10 +106,14 @@ def session_conf(
     *,
     env: Mapping[str, str] | None = None,
     local: bool | None = None,
+    delta: bool = False,
+    fetched_jars: list[str] | None = None,
 ) -> dict[str, str]:
     """The Spark settings :func:`build_session` applies (a pure function, for tests and logs).
 
     ``local`` defaults to "not launched by spark-submit and no non-local master given".
+    ``delta``: put delta-spark on the classpath even when neither ``DELTA_JARS`` nor
+    ``delta_packages`` names it, from ``fetched_jars`` (default: :func:`pipelines.delta_jars.find_jars`).
 
     >>> conf = session_conf(env={}, local=True)
     >>> conf["spark.sql.session.timeZone"], conf["spark.ui.enabled"], "spark.sql.extensions" in conf
@@ -102,11 +122,17 @@ def session_conf(
     'io.delta.sql.DeltaSparkSessionExtension'
     """
     if local is None:
-        local = not _launched_by_spark_submit() and (master is None or master.startswith("local"))
+        local = not _launched_by_spark_submit() and is_local_master(master)
     conf: dict[str, str] = dict(LOCAL_DEFAULTS if local else COMMON_DEFAULTS)
     extra = dict(extra_conf or {})
 
     jars = delta_jars_from_env(env)
+    if not jars and not delta_packages and delta:
+        if fetched_jars is None:
+            from pipelines.delta_jars import find_jars
+
+            fetched_jars = find_jars()
+        jars = list(fetched_jars or [])
     if jars:
         existing = [j for j in extra.pop("spark.jars", "").split(",") if j]
         conf["spark.jars"] = ",".join(existing + [j for j in jars if j not in existing])
@@ -126,11 +152,16 @@ def build_session(
     master: str | None = None,
     delta_packages: str | None = None,
     extra_conf: dict | None = None,
+    *,
+    delta: bool = False,
+    log_level: str | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build one for this pipeline.
 
-    Locally (not under ``spark-submit``) the default master is ``local[2]``; under
-    ``spark-submit`` the master and resources come from the submit command.
+    Locally (not under ``spark-submit``) the master is ``master``, default ``local[2]``; under
+    ``spark-submit`` the master and resources come from the submit command and ``master`` is
+    not applied (a warning names it when it differs). ``delta`` asks for delta-spark (see the
+    module's docstring). ``log_level`` (default ``WARN``) is the JVM's log level for the run.
 
     Example::
 
@@ -141,7 +172,11 @@ def build_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    local = not _launched_by_spark_submit() and (master is None or master.startswith("local"))
+    submitted = _launched_by_spark_submit()
+    if submitted:
+        _report_ignored_master(master)
+        master = None
+    local = not submitted and is_local_master(master)
     if local:
         # local Python workers run this interpreter (its venv has pyarrow and the decoder's C
         # accelerator), not whatever ``python3`` is first on PATH; PySpark reads the variable
@@ -152,9 +187,37 @@ def build_session(
         builder = builder.master(master)
     elif local:
         builder = builder.master(DEFAULT_MASTER)
-    for key, value in session_conf(master, delta_packages, extra_conf, local=local).items():
+    conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta)
+    if submitted:
+        conf.pop("spark.master", None)  # the submit command's master decides
+    for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel((log_level or DEFAULT_LOG_LEVEL).upper())
+    return session
+
+
+DEFAULT_LOG_LEVEL = "WARN"
+
+
+def _report_ignored_master(master: str | None) -> None:
+    """Under spark-submit the submit command's master wins; say so when the config named another."""
+    if not master:
+        return
+    submitted = _submitted_master()
+    if submitted and submitted != master:
+        print(f"warning: spark.master {master!r} from the configuration is not applied: this job was "
+              f"submitted with --master {submitted!r}, which decides", file=sys.stderr, flush=True)
+
+
+def _submitted_master() -> str | None:
+    """The master spark-submit launched this job with (read off the running JVM's SparkConf)."""
+    from pyspark import SparkConf
+
+    try:
+        return SparkConf().get("spark.master", None)
+    except Exception:  # noqa: BLE001 - only used for a warning
+        return None
 
 
 # SparkContext -> whether Delta's classes load in its JVM. The JVM's jars are fixed once it runs,

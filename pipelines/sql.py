@@ -224,6 +224,7 @@ def open_spark(engine: str, cfg=None):
         master=cfg.spark.master if cfg is not None else None,
         delta_packages=",".join(cfg.delta.packages) if cfg is not None and cfg.delta.packages else None,
         extra_conf=dict(cfg.spark.conf) if cfg is not None else None,
+        delta=True,  # DELTA_JARS, delta.packages, else the jars make setup fetched
     )
     if delta_spark_available(spark):
         return spark, owned
@@ -231,8 +232,9 @@ def open_spark(engine: str, cfg=None):
         spark.stop()
     if engine == "spark":
         raise RuntimeError(
-            "engine 'spark' needs delta-spark on the JVM classpath: set DELTA_JARS to the local "
-            "delta-spark and delta-storage jars, or delta.packages in the config; or use --engine rs"
+            "engine 'spark' needs delta-spark on the JVM classpath: run make setup (it fetches the "
+            "jars into jars/), or set DELTA_JARS to the local delta-spark and delta-storage jars, or "
+            "delta.packages in the config; or use --engine rs"
         )
     return None
 

@@ -11,7 +11,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from spark_fixtures import delta_backend, spark  # noqa: F401
+from spark_fixtures import delta_backend, require_delta_spark, spark  # noqa: F401
 
 from pipelines import delta_io
 from pipelines.delta_io import DeltaIOError, MergeClause, qualified, quote_ident
@@ -77,10 +77,13 @@ def test_resolve_backend_guards(spark):
     assert delta_io.resolve_backend(spark, "rs") == "rs"
     with pytest.raises(ValueError, match="backend must be one of"):
         delta_io.resolve_backend(spark, "duckdb")
-    if not os.environ.get("DELTA_JARS"):
-        assert delta_io.resolve_backend(spark, "auto") == "rs"
-        with pytest.raises(DeltaIOError, match="delta-spark"):
-            delta_io.resolve_backend(spark, "spark")
+    # the suite's session is local: auto keeps delta-rs, the faster backend on one machine,
+    # even though delta-spark is on its classpath; "spark" must be asked for
+    assert delta_io.resolve_backend(spark, "auto") == "rs"
+    require_delta_spark(spark)
+    assert delta_io.resolve_backend(spark, "spark") == "spark"
+    with pytest.raises(DeltaIOError, match="make setup"):
+        delta_io.resolve_backend(None, "spark")
 
 
 def test_session_conf_delta_jars_win_over_packages(tmp_path):
@@ -119,7 +122,8 @@ def test_delta_spark_available_is_asked_once_per_context(spark):
     first = spark_session.delta_spark_available(spark)
     assert spark_session._DELTA_ON_JVM[spark.sparkContext] is first
     assert spark_session.delta_spark_available(spark) is first
-    assert first == bool(os.environ.get("DELTA_JARS"))
+    require_delta_spark(spark)  # the suite's session asks for delta-spark: it must have it
+    assert first is True
 
 
 # ---------------------------------------------------------------------------------------------

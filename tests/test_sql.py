@@ -16,7 +16,9 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from pipelines import sql
+from spark_fixtures import in_ci, require_delta_spark, spark  # noqa: F401  (the shared session fixture)
+
+from pipelines import delta_jars, sql
 from pipelines.paths import silver_table_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -289,26 +291,9 @@ def test_cli_name_clash_warns_on_stderr(tmp_path):
 # -- Spark SQL -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """A plain local session (the one already running, if any); stopped only if built here."""
-    from pyspark.sql import SparkSession
-
-    from pipelines.spark_session import build_session
-
-    owned = SparkSession.getActiveSession() is None
-    session = build_session(app_name="test-sql")
-    yield session
-    if owned:
-        session.stop()
-
-
 @pytest.mark.spark
 def test_spark_engine_with_delta_spark(warehouse, spark):
-    from pipelines.spark_session import delta_spark_available
-
-    if not delta_spark_available(spark):
-        pytest.skip("delta-spark is not on this session's classpath (set DELTA_JARS to run this test)")
+    require_delta_spark(spark)
     tables = sql.discover_tables(warehouse)
     plain = sql.run("SELECT id, total FROM silver_shop_orders ORDER BY id", tables, engine="spark", spark=spark)
     qualified = sql.run("SELECT id, total FROM `silver.shop.orders` ORDER BY id", tables, engine="spark", spark=spark)
@@ -316,14 +301,41 @@ def test_spark_engine_with_delta_spark(warehouse, spark):
     assert qualified.to_pylist() == plain.to_pylist()
 
 
-@pytest.mark.spark
-def test_session_without_delta_spark(warehouse, spark):
-    from pipelines.spark_session import delta_spark_available
+_PLAIN_SESSION = """
+import sys
+from pipelines import sql
+from pipelines.spark_session import build_session, delta_spark_available
+spark = build_session(app_name="test-sql-plain")          # no delta=True: plain Spark
+assert not delta_spark_available(spark), "a plain session has delta-spark"
+tables = sql.discover_tables(sys.argv[1])
+print(sql.run("SELECT count(*) AS n FROM silver_shop_orders", tables, engine="auto", spark=spark).to_pylist())
+try:
+    sql.run("SELECT 1", tables, engine="spark", spark=spark)
+except RuntimeError as e:
+    print("refused:", e)
+spark.stop()
+"""
 
-    if delta_spark_available(spark):
-        pytest.skip("this session has delta-spark; the fallback is not reachable")
-    tables = sql.discover_tables(warehouse)
-    auto = sql.run("SELECT count(*) AS n FROM silver_shop_orders", tables, engine="auto", spark=spark)
-    assert auto.to_pylist() == [{"n": 2}]  # answered by delta-rs
-    with pytest.raises(RuntimeError, match="no delta-spark on its classpath"):
-        sql.run("SELECT 1", tables, engine="spark", spark=spark)
+
+@pytest.mark.spark
+def test_session_without_delta_spark(warehouse):
+    # its own process: the suite's session has delta-spark, and a JVM's classpath is fixed
+    r = subprocess.run([sys.executable, "-c", _PLAIN_SESSION, str(warehouse)], cwd=REPO, env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0] == "[{'n': 2}]"  # answered by delta-rs
+    assert "no delta-spark on its classpath" in lines[1]
+
+
+@pytest.mark.spark
+def test_cli_spark_engine_finds_the_fetched_jars(warehouse, config):
+    # no DELTA_JARS, no delta.packages: the jars make setup fetched into jars/ are used
+    if not delta_jars.find_jars():
+        if in_ci():
+            pytest.fail("CI=true: the delta-spark jars are missing from jars/ (make setup fetches them)")
+        pytest.skip("the delta-spark jars are missing from jars/ (run make setup)")
+    r = _cli("--config", str(config), "--engine", "spark", "--format", "csv",
+             "SELECT id FROM `silver.shop.orders` ORDER BY id", env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout == "id\n1\n2\n"
