@@ -55,6 +55,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import faults
+from pipelines.delta_features import (
+    COLUMN_MAPPING_MODE,
+    TIMESTAMP_NTZ_FEATURE,
+    create_properties,
+    needs_column_mapping,
+    needs_timestamp_ntz,
+    physical_names,
+    strip_mapping_metadata,
+    uses_column_mapping,
+)
 
 Backend = Literal["auto", "spark", "rs"]
 BACKENDS = ("auto", "spark", "rs")
@@ -198,6 +208,18 @@ def spark_schema_to_arrow(schema: T.StructType, *, force_nullable: bool = False)
     return pa.schema([spark_field_to_arrow(f, force_nullable=force_nullable) for f in schema.fields])
 
 
+def arrow_schema_to_spark(arrow_schema: pa.Schema) -> T.StructType:
+    """The inverse of :func:`spark_schema_to_arrow`: a zoned timestamp is ``TimestampType``, a
+    naive one ``TimestampNTZType``.
+
+    >>> arrow_schema_to_spark(pa.schema([("t", pa.timestamp("us"))]))
+    StructType([StructField('t', TimestampNTZType(), True)])
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema, prefer_timestamp_ntz=True)
+
+
 def delta_schema_to_spark(delta_schema_json: str) -> T.StructType:
     """A Delta schema (its JSON form, which is Spark's own schema JSON) as a Spark StructType.
 
@@ -297,8 +319,8 @@ def schema(path: str, *, spark: SparkSession | None = None, backend: str = "auto
     ['id', '_seq']
     """
     if resolve_backend(spark, backend) == "spark":
-        return spark.read.format("delta").load(str(path)).schema
-    return delta_schema_to_spark(_rs_table(path).schema().to_json())
+        return strip_mapping_metadata(spark.read.format("delta").load(str(path)).schema)
+    return strip_mapping_metadata(delta_schema_to_spark(_rs_table(path).schema().to_json()))
 
 
 def read(
@@ -324,15 +346,14 @@ def read(
             df = df.select(*[F.col(quote_ident(c)) for c in columns])
     else:
         dt = _rs_table(path)
-        full = delta_schema_to_spark(dt.schema().to_json())
+        full = strip_mapping_metadata(delta_schema_to_spark(dt.schema().to_json()))
         if columns is not None:
             _check_columns(columns, full.fieldNames(), f"read({path})")
             by_name = {f.name: f for f in full.fields}
             full = T.StructType([by_name[c] for c in columns])
         df = _read_rs_files(spark, dt, full)
         if df is None:
-            table = dt.to_pyarrow_table(columns=list(full.fieldNames())).combine_chunks()
-            df = arrow_to_spark(spark, table, full)
+            df = arrow_to_spark(spark, _rs_query(dt, full.fieldNames()), full)
     if predicate is not None:
         df = df.where(F.expr(predicate) if isinstance(predicate, str) else predicate)
     return df
@@ -340,19 +361,36 @@ def read(
 
 def _read_rs_files(spark: SparkSession, dt, schema: T.StructType) -> DataFrame | None:
     """Let Spark read the table's live Parquet files itself (distributed, nothing passes
-    through the driver), as delta-rs lists them. ``None`` when the table uses a feature a
-    plain Parquet read would get wrong: partition columns, column mapping or deletion vectors."""
+    through the driver), as delta-rs lists them. A column-mapped table's files hold each column
+    under its physical name: they are read by those and renamed. ``None`` when the table uses a
+    feature a plain Parquet read would get wrong: partition columns, deletion vectors, or nested
+    fields under column mapping."""
     meta = dt.metadata()
-    protocol = dt.protocol()
-    features = set(protocol.reader_features or ())
-    if meta.partition_columns or "columnMapping" in features or "deletionVectors" in features:
+    features = set(dt.protocol().reader_features or ())
+    if meta.partition_columns or "deletionVectors" in features:
         return None
-    if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
-        return None
+    physical = None
+    if uses_column_mapping(meta.configuration) or "columnMapping" in features:
+        physical = physical_names(dt.schema().to_json())
+        if physical is None:
+            return None
     uris = dt.file_uris()
     if not uris:
         return spark.createDataFrame([], schema=schema)
-    return spark.read.schema(schema).parquet(*uris)
+    if physical is None:
+        return spark.read.schema(schema).parquet(*uris)
+    stored = T.StructType([T.StructField(physical[f.name], f.dataType, True) for f in schema.fields])
+    files = spark.read.schema(stored).parquet(*uris)
+    return files.select(*[F.col(quote_ident(physical[f.name])).alias(f.name) for f in schema.fields])
+
+
+def _rs_query(dt, columns: Sequence[str]) -> pa.Table:
+    """The table's rows through delta-rs's own query engine, which knows every reader feature
+    (column mapping, deletion vectors, partitions); the rows pass through the driver."""
+    from deltalake import QueryBuilder
+
+    select = ", ".join(f'"{c.replace(chr(34), chr(34) * 2)}"' for c in columns)
+    return pa.table(QueryBuilder().register("t", dt).execute(f"SELECT {select} FROM t").read_all())
 
 
 @dataclass(frozen=True)
@@ -500,40 +538,29 @@ def _rs_commit_properties(
     )
 
 
-_SPARK_COMMIT_LOCK = threading.Lock()
+_COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
 
 
-class _SparkCommitConf:
-    """Set delta-spark's txn / userMetadata session settings for one command, then restore them.
+def commit_session(spark: SparkSession, settings: Mapping[str, str | None] | None = None) -> SparkSession:
+    """A session of its own for one delta-spark command: ``spark.newSession()`` (same SparkContext,
+    its own SQL conf) with the caller's runtime settings copied over and ``settings`` on top.
 
-    The settings live in the session's shared SQL conf, so commands that use them are serialized
-    (a process-wide lock): two threads MERGE-ing different tables must not swap their watermarks.
+    delta-spark takes a MERGE's transaction id and a commit's user metadata from SQL session
+    settings. Set on the shared session they would reach every commit that any thread makes
+    meanwhile (a CREATE on another thread once recorded a MERGE's transaction id, and the MERGE
+    was then skipped as already applied). On a session of its own they reach this command only.
+    The identity keys are never copied from ``spark``: a commit carries only what it was given.
     """
-
-    def __init__(self, spark: SparkSession, settings: Mapping[str, str | None]):
-        self._spark = spark
-        self._settings = {k: v for k, v in settings.items() if v is not None}
-        self._saved: dict[str, str | None] = {}
-
-    def __enter__(self) -> None:
-        _SPARK_COMMIT_LOCK.acquire()
-        try:
-            for key, value in self._settings.items():
-                self._saved[key] = self._spark.conf.get(key, None)
-                self._spark.conf.set(key, value)
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        try:
-            for key, value in self._saved.items():
-                if value is None:
-                    self._spark.conf.unset(key)
-                else:
-                    self._spark.conf.set(key, value)
-        finally:
-            _SPARK_COMMIT_LOCK.release()
+    own = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if key in _COMMIT_IDENTITY_KEYS or own.conf.get(key, None) == value:
+            continue
+        if own.conf.isModifiable(key):
+            own.conf.set(key, value)
+    for key, value in (settings or {}).items():
+        if value is not None:
+            own.conf.set(key, value)
+    return own
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,7 +641,7 @@ def _rs_snapshot_for_txn(path: str, txn_app_id: str | None, arrow_schema: pa.Sch
     import deltalake
 
     if not deltalake.DeltaTable.is_deltatable(str(path)):
-        deltalake.DeltaTable.create(str(path), schema=arrow_schema, mode="ignore")
+        _rs_create(path, arrow_schema)
     return deltalake.DeltaTable(str(path))
 
 
@@ -649,6 +676,9 @@ def create_if_missing(
 
     An existing table is left as it is (its schema is not compared: see :func:`add_columns`).
 
+    A table whose names need column mapping is created with it, by either backend
+    (:mod:`pipelines.delta_features`).
+
     >>> create_if_missing(str(tmp_path / "t"), T.StructType([T.StructField("id", T.IntegerType())]))  # doctest: +SKIP
     True
     """
@@ -657,6 +687,7 @@ def create_if_missing(
     if table_exists(path, spark=spark, backend=backend):
         return False
     which = resolve_backend(spark, backend)
+    table_schema = strip_mapping_metadata(table_schema)
 
     def attempt(n: int) -> bool:
         if n and table_exists(path, spark=spark, backend=which):
@@ -664,15 +695,27 @@ def create_if_missing(
         if which == "spark":
             from delta.tables import DeltaTable
 
-            DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(table_schema).execute()
+            builder = DeltaTable.createIfNotExists(commit_session(spark)).location(str(path)).addColumns(table_schema)
+            for key, value in create_properties(table_schema).items():
+                builder = builder.property(key, value)
+            builder.execute()
             return True
-        from deltalake import DeltaTable, Schema
-
-        nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
-        DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore")
+        _rs_create(path, table_schema)
         return True
 
     return _commit("create", path, attempt)
+
+
+def _rs_create(path: str, table_schema: T.StructType | pa.Schema) -> None:
+    """Create an empty table with delta-rs (nothing when one exists), with the properties its
+    names need; every column nullable."""
+    from deltalake import DeltaTable, Schema
+
+    if isinstance(table_schema, pa.Schema):
+        table_schema = arrow_schema_to_spark(table_schema)
+    nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
+    DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore",
+                      configuration=create_properties(nullable) or None)
 
 
 def _ddl_type(dt: T.DataType) -> str:
@@ -721,15 +764,19 @@ def add_columns(
     to_add = missing()
     if not to_add:
         return []
+    if which == "rs" and _rs_needs_spark_to_add(path, to_add):
+        return _add_columns_rs_by_spark(path, to_add, spark)
 
     def attempt(n: int) -> list[str]:
         adding = missing() if n else to_add
         if not adding:
             return []
         if which == "spark":
+            session = commit_session(spark)
+            _enable_features_spark(session, path, adding)
             target = "delta." + quote_ident(str(path))
             cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in adding)
-            spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
+            session.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
         else:
             from deltalake import Field
 
@@ -737,6 +784,50 @@ def add_columns(
         return [f.name for f in adding]
 
     return _commit("add_columns", path, attempt)
+
+
+def _enable_features_spark(session: SparkSession, path: str, adding: Sequence[T.StructField]) -> None:
+    """Enable the protocol features that ``adding`` needs and the table lacks (delta-spark does
+    not enable them by itself when columns are added): column mapping for names that need it,
+    timestampNtz for TIMESTAMP_NTZ columns. Each is one commit, made only when missing."""
+    wanted: dict[str, str] = {}
+    detail = None
+    if needs_column_mapping(adding) or needs_timestamp_ntz(adding):
+        detail = session.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0].asDict()
+    if detail is None:
+        return
+    properties = dict(detail.get("properties") or {})
+    features = set(detail.get("tableFeatures") or ())
+    if needs_column_mapping(adding) and not uses_column_mapping(properties):
+        wanted[COLUMN_MAPPING_MODE] = "name"
+    if needs_timestamp_ntz(adding) and "timestampNtz" not in features:
+        wanted[TIMESTAMP_NTZ_FEATURE] = "supported"
+    if wanted:
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
+        session.sql(f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ({pairs})")
+
+
+def _rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
+    """True when delta-rs cannot add ``adding``: it cannot change the schema of a column-mapped
+    table (deltalake 1.6: "Schema evolution on column-mapped tables is not yet supported"), nor
+    turn column mapping on for a table that has none."""
+    dt = _rs_table(path)
+    return uses_column_mapping(dt.metadata().configuration) or needs_column_mapping(adding)
+
+
+def _add_columns_rs_by_spark(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
+    """Columns that delta-rs cannot add (see :func:`_rs_needs_spark_to_add`) are added by
+    delta-spark, when this session has it: the table stays a table both backends write."""
+    from pipelines.spark_session import delta_spark_available
+
+    if spark is None or not delta_spark_available(spark):
+        names = [f.name for f in adding]
+        raise DeltaIOError(
+            f"add_columns({path}): cannot add {names} with delta-rs: the table needs column mapping "
+            "(a column name holds one of ' ,;{}()\\n\\t='), and deltalake 1.6 cannot change the schema of "
+            "a column-mapped table. Run this step with delta-spark on the classpath (make setup "
+            "fetches the jars; set delta.backend: spark, or --delta-backend spark)")
+    return add_columns(path, adding, spark=spark, backend="spark")
 
 
 def append(
@@ -768,6 +859,14 @@ def append(
         return False
     faults.point(f"append.{faults.table_kind(path)}.materialize")
     if which == "spark":
+        # a table whose names need column mapping, and new columns, first: with the features
+        # their names and types need (the write itself would refuse them)
+        if not table_exists(path, spark=spark, backend=which):
+            if create_properties(df.schema):
+                create_if_missing(path, df.schema, spark=spark, backend=which)
+        elif schema_evolution:
+            add_columns(path, _new_fields(df.schema, schema(path, spark=spark, backend=which)), spark=spark,
+                        backend=which)
         writer = df.write.format("delta").mode("append")
         if schema_evolution:
             writer = writer.option("mergeSchema", "true")
@@ -781,7 +880,13 @@ def append(
             return True
 
         return _commit("append", path, attempt)
-    return _append_rs(path, spark_to_arrow(df), txn_app_id, txn_version, schema_evolution)
+    return _append_rs(path, spark_to_arrow(df), txn_app_id, txn_version, schema_evolution, spark)
+
+
+def _new_fields(incoming: T.StructType, current: T.StructType) -> list[T.StructField]:
+    """The fields of ``incoming`` that ``current`` lacks (names compared case-insensitively)."""
+    have = {f.name.lower() for f in current.fields}
+    return [f for f in incoming.fields if f.name.lower() not in have]
 
 
 def append_rows(
@@ -813,7 +918,7 @@ def append_rows(
     if _txn_recorded(path, txn_app_id, txn_version, spark, which):
         return False
     faults.point(f"append.{faults.table_kind(path)}.materialize")
-    return _append_rs(path, rows_to_arrow(rows, struct), txn_app_id, txn_version, schema_evolution)
+    return _append_rs(path, rows_to_arrow(rows, struct), txn_app_id, txn_version, schema_evolution, spark)
 
 
 @functools.lru_cache(maxsize=64)
@@ -874,23 +979,59 @@ def _for_arrow(value, dt: T.DataType):
 
 
 def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: int | None,
-               schema_evolution: bool) -> bool:
+               schema_evolution: bool, spark: SparkSession | None = None) -> bool:
     from deltalake import write_deltalake
 
     def attempt_rs(n: int) -> bool:
         target = _rs_snapshot_for_txn(path, txn_app_id, data.schema)
         if target is not None and _rs_txn_recorded(target, txn_app_id, txn_version):
             return False
+        rows, mode = data, "merge" if schema_evolution else None
+        if target is None and not deltalake_table_exists(path):
+            if not needs_column_mapping(arrow_schema_to_spark(data.schema)):  # the write creates it
+                write_deltalake(str(path), rows, mode="append", schema_mode=mode,
+                                commit_properties=_rs_commit_properties(txn_app_id, txn_version, None))
+                return True
+            _rs_create(path, data.schema)  # with column mapping, which its names need
+        table = target if target is not None else _rs_table(path)
+        if uses_column_mapping(table.metadata().configuration):
+            # delta-rs writes a column-mapped table only with its exact columns: new ones are
+            # added first (by delta-spark, see add_columns), missing ones are written as nulls
+            current = schema(path, backend="rs")
+            new = _new_fields(arrow_schema_to_spark(data.schema), current)
+            if new and schema_evolution:
+                add_columns(path, new, spark=spark, backend="rs")
+                current = schema(path, backend="rs")
+                table = _rs_table(path) if target is None else _rs_snapshot_for_txn(path, txn_app_id, data.schema)
+            rows, mode = _fit_columns(data, current), None
         write_deltalake(
-            str(path) if target is None else target,
-            data,
+            table,
+            rows,
             mode="append",
-            schema_mode="merge" if schema_evolution else None,
+            schema_mode=mode,
             commit_properties=_rs_commit_properties(txn_app_id, txn_version, None),
         )
         return True
 
     return _commit("append", path, attempt_rs)
+
+
+def deltalake_table_exists(path: str) -> bool:
+    import deltalake
+
+    return bool(deltalake.DeltaTable.is_deltatable(str(path)))
+
+
+def _fit_columns(data: pa.Table, table_schema: T.StructType) -> pa.Table:
+    """``data`` with exactly the table's columns, in its order: columns it lacks are nulls."""
+    columns = []
+    for f in spark_schema_to_arrow(table_schema, force_nullable=True):
+        if f.name in data.column_names:
+            column = data.column(f.name)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+        else:
+            columns.append(pa.nulls(data.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=spark_schema_to_arrow(table_schema, force_nullable=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1123,7 +1264,7 @@ def commit_staged(
         from deltalake.transaction import AddAction
 
         if not deltalake.DeltaTable.is_deltatable(str(path)):
-            deltalake.DeltaTable.create(str(path), schema=arrow_schema, mode="ignore")
+            _rs_create(path, table_schema)
         table = deltalake.DeltaTable(str(path))
         if _rs_txn_recorded(table, txn_app_id, txn_version):
             return False
@@ -1288,8 +1429,8 @@ def merge_spark(
 
     The transaction identifier and user metadata go through delta-spark's session settings
     (``spark.databricks.delta.write.txnAppId``/``txnVersion``,
-    ``spark.databricks.delta.commitInfo.userMetadata``), set for this command and then restored;
-    such commands are serialized across threads (the settings are shared by the session).
+    ``spark.databricks.delta.commitInfo.userMetadata``), set on a session of this command's own
+    (:func:`commit_session`), so MERGEs of different tables can run side by side.
 
     >>> merge_spark(spark, path, df, "t.`id` = s.`id`", [MergeClause("delete")])  # doctest: +SKIP
     MergeResult(inserted=0, updated=0, deleted=1, backend='spark')
@@ -1310,7 +1451,7 @@ def merge_spark(
         if n and _txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
             return None
         builder = (
-            DeltaTable.forPath(spark, str(path))
+            DeltaTable.forPath(commit_session(spark, settings), str(path))
             .alias(target_alias)
             .merge(source.alias(source_alias), on)
         )
@@ -1326,8 +1467,7 @@ def merge_spark(
                 builder = builder.whenMatchedDelete(condition=clause.condition)
             else:
                 builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
-        with _SparkCommitConf(spark, settings):
-            return builder.execute()
+        return builder.execute()
 
     metrics_df = _commit("merge", path, attempt)
     counts = {"inserted": 0, "updated": 0, "deleted": 0}

@@ -370,21 +370,24 @@ def test_merge_records_transaction_id(spark, delta_backend, tmp_path):
     assert [c.version for c in history] == [1, 0]
 
 
-def test_spark_commit_settings_are_set_for_one_command_then_restored(spark):
-    # merge_spark passes txn ids and user metadata to delta-spark through session settings.
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", "before")
+def test_commit_session_keeps_a_commits_identity_to_itself(spark):
+    # delta-spark reads txn ids and user metadata from SQL session settings: they go on a session
+    # of the command's own, never on the shared one (where another thread's commit would take them)
+    meta, app = "spark.databricks.delta.commitInfo.userMetadata", "spark.databricks.delta.write.txnAppId"
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    spark.conf.set(meta, "the caller's own")
     try:
-        with delta_io._SparkCommitConf(
-            spark,
-            {"spark.databricks.delta.commitInfo.userMetadata": "during", "spark.databricks.delta.write.txnAppId": "app",
-             "spark.databricks.delta.write.txnVersion": None},
-        ):
-            assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata") == "during"
-            assert spark.conf.get("spark.databricks.delta.write.txnAppId") == "app"
-        assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata") == "before"
-        assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
+        own = delta_io.commit_session(spark, {meta: "during", app: "app", "spark.databricks.delta.write.txnVersion": None})
+        assert own is not spark and own.sparkContext is spark.sparkContext
+        assert (own.conf.get(meta), own.conf.get(app)) == ("during", "app")
+        assert own.conf.get("spark.sql.shuffle.partitions") == "3"  # the caller's runtime settings
+        assert spark.conf.get(meta) == "the caller's own" and spark.conf.get(app, None) is None
+        # no identity is copied from the caller: a plain commit session carries none
+        plain = delta_io.commit_session(spark)
+        assert plain.conf.get(meta, None) is None and plain.conf.get(app, None) is None
     finally:
-        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+        spark.conf.unset(meta)
+        spark.conf.set("spark.sql.shuffle.partitions", "1")
 
 
 def test_merge_clause_guards():
@@ -456,3 +459,101 @@ def test_staged_drop_rows_rewrites_files_and_abort_deletes_them(tmp_path):
     other.close()
     other.abort()
     assert {n for n in os.listdir(path) if n.endswith(".parquet")} == on_disk
+
+
+# ---------------------------------------------------------------------------------------------
+# one table, both backends: column mapping and timestampNtz, whichever backend made the table
+
+OTHER = {"rs": "spark", "spark": "rs"}
+
+
+def test_a_table_of_one_backend_is_read_and_written_by_the_other(spark, delta_backend, tmp_path):
+    require_delta_spark(spark)
+    path, other = str(tmp_path / "t"), OTHER[delta_backend]
+    names = ["id", "new col", "a=b", "x;y", "(p)"]
+    schema = T.StructType([T.StructField(n, T.IntegerType()) for n in names])
+    delta_io.append(spark, spark.createDataFrame([(1, 1, 1, 1, 1), (2, 2, 2, 2, 2)], schema), path, backend=delta_backend)
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+    assert detail["properties"]["delta.columnMapping.mode"] == "name"
+    # the other backend merges, adds a DATETIME and a hostile column, and appends
+    on = f"{qualified('t', 'id')} = {qualified('s', 'id')}"
+    everything = {n: qualified("s", n) for n in names}
+    delta_io.merge(spark, path, spark.createDataFrame([(2, 20, 20, 20, 20), (3, 3, 3, 3, 3)], schema), on,
+                   [MergeClause("update", None, everything), MergeClause("insert", None, everything)],
+                   backend=other, txn_app_id="silver", txn_version=1)
+    added = [T.StructField("at", T.TimestampNTZType()), T.StructField("{c}", T.StringType())]
+    assert delta_io.add_columns(path, added, spark=spark, backend=other) == ["at", "{c}"]
+    wide = T.StructType(schema.fields + added)
+    at = dt.datetime(2024, 2, 29, 23, 59, 59, 999999)
+    delta_io.append(spark, spark.createDataFrame([(4, 4, 4, 4, 4, at, "}{")], wide), path, backend=other)
+    # and the first backend reads it all, then writes on
+    delta_io.append(spark, spark.createDataFrame([(5, 5, 5, 5, 5, None, "five")], wide), path, backend=delta_backend)
+    expected = spark.createDataFrame(
+        [(1, 1, 1, 1, 1, None, None), (2, 20, 20, 20, 20, None, None), (3, 3, 3, 3, 3, None, None),
+         (4, 4, 4, 4, 4, at, "}{"), (5, 5, 5, 5, 5, None, "five")], wide)
+    for backend in ("rs", "spark"):
+        assert_equal_sorted_by(delta_io.read(spark, path, backend=backend), expected, "id")
+        assert delta_io.schema(path, spark=spark, backend=backend) == wide
+        assert delta_io.last_txn_version(path, "silver", spark=spark, backend=backend) == 1
+
+
+def test_a_plain_table_gains_column_mapping_when_a_name_needs_it(spark, delta_backend, tmp_path):
+    require_delta_spark(spark)  # delta-rs hands this to delta-spark (it cannot turn mapping on)
+    path = str(tmp_path / "t")
+    delta_io.append(spark, spark.createDataFrame([(1,)], "id INT"), path, backend=delta_backend)
+    plain = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["properties"]
+    assert "delta.columnMapping.mode" not in plain  # its Parquet files stay plain until needed
+    wide = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("new col", T.StringType())])
+    delta_io.append(spark, spark.createDataFrame([(2, "x")], wide), path, backend=delta_backend)
+    for backend in ("rs", "spark"):
+        assert_equal_sorted_by(delta_io.read(spark, path, backend=backend),
+                               spark.createDataFrame([(1, None), (2, "x")], wide), "id")
+
+
+def test_delta_rs_alone_says_why_it_cannot_add_a_mapped_column(spark, tmp_path):
+    path = str(tmp_path / "t")
+    delta_io.append(spark, spark.createDataFrame([(1, 1)], "id INT, `a b` INT"), path, backend="rs")
+    with pytest.raises(DeltaIOError, match=r"cannot add \['c d'\] with delta-rs.*column mapping.*delta-spark"):
+        delta_io.add_columns(path, [T.StructField("c d", T.StringType())], spark=None, backend="rs")
+
+
+def test_concurrent_commits_never_carry_another_tables_identity(spark, tmp_path):
+    # Several threads at once, as silver's lanes run: MERGEs with a transaction id and watermark
+    # on some tables while others are created, evolved and appended to. With the ids on the shared
+    # session, a CREATE once took another table's MERGE id and the MERGE was skipped as done.
+    require_delta_spark(spark)
+    from concurrent.futures import ThreadPoolExecutor
+
+    def lane(i: int) -> None:
+        path = str(tmp_path / f"t{i}")
+        for v in range(1, 4):
+            if v == 1:
+                delta_io.create_if_missing(path, T.StructType([T.StructField("id", T.IntegerType())]),
+                                           spark=spark, backend="spark")
+            if v == 2:
+                delta_io.add_columns(path, [T.StructField("v", T.IntegerType())], spark=spark, backend="spark")
+            source = spark.createDataFrame([(i * 10 + v, v)], "id INT, v INT")
+            cols = ["id"] + (["v"] if v >= 2 else [])
+            delta_io.merge(spark, path, source.select(*cols), "t.`id` = s.`id`",
+                           [MergeClause("insert", None, {c: qualified("s", c) for c in cols})], backend="spark",
+                           txn_app_id=f"silver-{i}", txn_version=v, user_metadata=json.dumps({"table": i, "v": v}))
+            delta_io.append(spark, spark.createDataFrame([(-v, None)], "id INT, v INT").select(*cols), path,
+                            backend="spark")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lane, range(8)))
+    for i in range(8):
+        path = str(tmp_path / f"t{i}")
+        assert sorted(r["id"] for r in delta_io.read(spark, path, backend="spark").collect()) == [
+            -3, -2, -1, i * 10 + 1, i * 10 + 2, i * 10 + 3]
+        for c in delta_io.history(path, spark=spark, backend="spark"):
+            if c.operation == "MERGE":
+                assert json.loads(c.user_metadata)["table"] == i, c
+            else:
+                assert c.user_metadata is None, c
+        txns = {}
+        for line in (tmp_path / f"t{i}" / "_delta_log").glob("*.json"):
+            for action in map(json.loads, line.read_text().splitlines()):
+                if "txn" in action:
+                    txns.setdefault(action["txn"]["appId"], []).append(action["txn"]["version"])
+        assert {k: sorted(v) for k, v in txns.items()} == {f"silver-{i}": [1, 2, 3]}
