@@ -384,6 +384,21 @@ def _read_rs_files(spark: SparkSession, dt, schema: T.StructType) -> DataFrame |
     return files.select(*[F.col(quote_ident(physical[f.name])).alias(f.name) for f in schema.fields])
 
 
+def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """The table's rows as Arrow on the driver, with delta-rs and without Spark (small tables,
+    tools, tests). Column-mapped tables are read by their logical names (a plain
+    ``DeltaTable.to_pyarrow_table`` reads their columns as nulls).
+
+    >>> read_arrow(str(tmp_path / "t"), ["id"]).to_pylist()  # doctest: +SKIP
+    [{'id': 1}]
+    """
+    dt = _rs_table(path)
+    if uses_column_mapping(dt.metadata().configuration):
+        return _rs_query(dt, list(columns) if columns is not None else
+                         [f.name for f in delta_schema_to_spark(dt.schema().to_json()).fields])
+    return dt.to_pyarrow_table(columns=list(columns) if columns is not None else None)
+
+
 def _rs_query(dt, columns: Sequence[str]) -> pa.Table:
     """The table's rows through delta-rs's own query engine, which knows every reader feature
     (column mapping, deletion vectors, partitions); the rows pass through the driver."""
@@ -693,12 +708,12 @@ def create_if_missing(
         if n and table_exists(path, spark=spark, backend=which):
             return False
         if which == "spark":
-            from delta.tables import DeltaTable
-
-            builder = DeltaTable.createIfNotExists(commit_session(spark)).location(str(path)).addColumns(table_schema)
-            for key, value in create_properties(table_schema).items():
-                builder = builder.property(key, value)
-            builder.execute()
+            # SQL, not DeltaTable.createIfNotExists(): its builder puts the path between
+            # backticks without doubling the backticks a path may hold
+            cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
+            props = ", ".join(f"'{k}' = '{v}'" for k, v in create_properties(table_schema).items())
+            commit_session(spark).sql(f"CREATE TABLE IF NOT EXISTS delta.{quote_ident(str(path))} ({cols}) USING delta"
+                                      + (f" TBLPROPERTIES ({props})" if props else ""))
             return True
         _rs_create(path, table_schema)
         return True

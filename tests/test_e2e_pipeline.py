@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from mariadb_server import MariaDBServer, mariadb_available
-from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
 from pipelines import bronze, delta_io, silver_step
 from pipelines.binlog.charsets import CHARSET_CODECS
@@ -311,7 +311,7 @@ def silver_rows(warehouse: Path, db: str, table: str, cols: list[ColumnDef]) -> 
     path = silver_table_path(warehouse, db, table)
     if not DeltaTable.is_deltatable(path):
         return None
-    data = DeltaTable(path).to_pyarrow_table().to_pylist()
+    data = delta_io.read_arrow(path).to_pylist()
     out = []
     for r in data:
         if r.get("_deleted"):
@@ -321,18 +321,27 @@ def silver_rows(warehouse: Path, db: str, table: str, cols: list[ColumnDef]) -> 
     return sorted(out, key=_sort_key)
 
 
-def assert_silver_matches_server(srv: MariaDBServer, warehouse: Path) -> None:
-    problems = []
+def server_state(srv: MariaDBServer) -> dict[tuple[str, str], tuple[list[ColumnDef], list[tuple]]]:
+    """Every table's columns and rows as the server returns them now (the oracle)."""
+    state = {}
     for db in DATABASES:
         for table in TABLES:
             cols = server_columns(srv, db, table)
-            want = server_rows(srv, db, table, cols)
-            got = silver_rows(warehouse, db, table, cols)
-            if got is None:
-                got = []
-            if got != want:
-                problems.append(_diff(f"{db}.{table}", cols, want, got))
+            state[(db, table)] = (cols, server_rows(srv, db, table, cols))
+    return state
+
+
+def assert_silver_matches(state: dict, warehouse: Path) -> None:
+    problems = []
+    for (db, table), (cols, want) in state.items():
+        got = silver_rows(warehouse, db, table, cols) or []
+        if got != want:
+            problems.append(_diff(f"{db}.{table}", cols, want, got))
     assert not problems, "\n\n".join(problems)
+
+
+def assert_silver_matches_server(srv: MariaDBServer, warehouse: Path) -> None:
+    assert_silver_matches(server_state(srv), warehouse)
 
 
 def _diff(name: str, cols: list[ColumnDef], want: list[tuple], got: list[tuple]) -> str:
@@ -365,26 +374,41 @@ def silver_versions(warehouse: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def workload(tmp_path_factory):
+    """The workload's binlogs in two phases, and the server's tables after each (the oracle):
+    one server run, replayed by each backend's test."""
     ok, why = mariadb_available()
     if not ok:
         pytest.skip(why)
-    srv = MariaDBServer(tmp_path_factory.mktemp("e2e-mariadb"), row_image="FULL", row_metadata="MINIMAL")
+    root = tmp_path_factory.mktemp("e2e")
+    srv = MariaDBServer(root / "mariadb", row_image="FULL", row_metadata="MINIMAL")
     srv.start()
-    yield srv
-    srv.stop()
+    try:
+        run_phase(srv, [DDL + ROWS] + CHANGES, first=True)
+        copy_binlogs(srv, root / "phase1")
+        first = server_state(srv)
+        run_phase(srv, APPEND)
+        copy_binlogs(srv, root / "phase2")
+        second = server_state(srv)
+    finally:
+        srv.stop()
+    return root / "phase1", first, root / "phase2", second
 
 
-def _cfg(binlogs: Path, warehouse: Path):
+def _cfg(binlogs: Path, warehouse: Path, backend: str = "auto"):
     return load_config(REPO / "conf" / "pipeline.yaml",
-                       {"input": str(binlogs), "warehouse": str(warehouse), "progress": False})
+                       {"input": str(binlogs), "warehouse": str(warehouse), "progress": False,
+                        "delta.backend": backend})
 
 
-def test_binlogs_to_silver_equal_the_server(spark, server, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_binlogs_to_silver_equal_the_server(spark, workload, backend, tmp_path):  # noqa: F811
+    if backend == "spark":
+        require_delta_spark(spark)
+    phase1, first, phase2, second = workload
     binlogs, warehouse = tmp_path / "binlogs", tmp_path / "warehouse"
-    run_phase(server, [DDL + ROWS] + CHANGES, first=True)
-    copy_binlogs(server, binlogs)
-    cfg = _cfg(binlogs, warehouse)
+    shutil.copytree(phase1, binlogs)
+    cfg = _cfg(binlogs, warehouse, backend)
 
     # 1. in-process, with the shared session
     b = bronze.run(spark, cfg)
@@ -392,7 +416,7 @@ def test_binlogs_to_silver_equal_the_server(spark, server, tmp_path):  # noqa: F
     s = silver_step.run(spark, cfg)
     assert s.status == "ok" and s.quarantined == 0, s.summary()
     assert s.zero_dates > 0  # the zero-date row of t_types
-    assert_silver_matches_server(server, warehouse)
+    assert_silver_matches(first, warehouse)
     names = {t: info.get("name_source") for t, info in s.tables.items()}
     assert names["e2e_full.t_types"] == "table_map" and names["e2e_min.t_types"] == "ddl"
     keys = {t: tuple(info.get("keys", ())) for t, info in s.tables.items()}
@@ -405,16 +429,17 @@ def test_binlogs_to_silver_equal_the_server(spark, server, tmp_path):  # noqa: F
     assert again.segments == 0 and silver_versions(warehouse) == before
 
     # 3. more files (a TRUNCATE among them), applied by the job as a subprocess
-    run_phase(server, APPEND)
-    copy_binlogs(server, binlogs)
+    for f in sorted(phase2.iterdir()):
+        if not (binlogs / f.name).exists():
+            shutil.copy2(f, binlogs / f.name)
     proc = subprocess.run(
         [sys.executable, str(REPO / "jobs" / "run_pipeline.py"), "--binlog-dir", str(binlogs),
-         "--warehouse", str(warehouse), "--no-progress"],
+         "--warehouse", str(warehouse), "--no-progress", "--delta-backend", backend],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "silver run" in proc.stdout and " ok:" in proc.stdout.split("silver run", 1)[1]
-    assert_silver_matches_server(server, warehouse)
+    assert_silver_matches(second, warehouse)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -479,19 +504,23 @@ def _corpus_expected(col: ColumnDef, text: str | None):
 
 
 @pytest.mark.corpus
-def test_corpus_silver_equals_final_state(spark, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_corpus_silver_equals_final_state(spark, backend, tmp_path):  # noqa: F811
     corpus = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "mariadb-10.11"
     if not corpus.is_dir():
         pytest.skip(f"binlog corpus not found at {corpus}")
+    if backend == "spark":
+        require_delta_spark(spark)
     warehouse = tmp_path / "warehouse"
     # the documented exceptions are not compared, so not applied either (saves minutes)
     skipped = [f"{db}.{t}" for db, t in {**CORPUS_EXCEPTIONS, **KNOWN_GAPS}] + CORPUS_NOT_APPLIED
     cfg = load_config(REPO / "conf" / "pipeline.yaml", {"input": str(corpus / "binlogs"), "warehouse": str(warehouse),
-                                                        "progress": False, "tables.exclude": skipped})
+                                                        "progress": False, "tables.exclude": skipped,
+                                                        "delta.backend": backend})
     bronze.run(spark, cfg)
     # only statements that changed rows are quarantined: not the CREATE of CREATE TABLE ... SELECT,
     # whose rows follow as row events (t_ctas), and nothing else but the statement-format rows
-    reasons = [r["reason"] for r in delta_io.read(spark, str(warehouse / "_pipeline" / "quarantine")).collect()]
+    reasons = [r["reason"] for r in delta_io.read_arrow(str(warehouse / "_pipeline" / "quarantine")).to_pylist()]
     assert not [r for r in reasons if "t_ctas" in r], reasons
     assert all(r.startswith("statement-format change") for r in reasons), reasons
     try:

@@ -17,9 +17,9 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, silver_step
+from pipelines import bronze, delta_io, silver_step
 from pipelines.config import load_config
 from pipelines.paths import silver_table_name, silver_table_path
 
@@ -72,7 +72,7 @@ def workload(db: str, table: str, cols, rows) -> str:
 
 
 def silver_rows(path: str, cols) -> list[tuple]:
-    rows = deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+    rows = delta_io.read_arrow(path).to_pylist()
     return sorted(tuple(None if r[c] is None else str(r[c]) for c, _t in cols) for r in rows)
 
 
@@ -80,7 +80,10 @@ def files_under(root: Path) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), root) for d, _dirs, fs in os.walk(root) for f in fs}
 
 
-def test_hostile_names_land_at_their_escaped_paths(spark, mariadb_factory, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_hostile_names_land_at_their_escaped_paths(spark, mariadb_factory, backend, tmp_path):  # noqa: F811
+    if backend == "spark":
+        require_delta_spark(spark)
     srv = mariadb_factory(row_metadata="MINIMAL")
     first = srv.flush_logs()
     for db, table, metadata, cols, rows in TABLES:
@@ -94,7 +97,7 @@ def test_hostile_names_land_at_their_escaped_paths(spark, mariadb_factory, tmp_p
         (folder / p.name).write_bytes(p.read_bytes())
     siblings = set(os.listdir(tmp_path.parent))
     cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False,
-                             "delta.backend": "rs"})
+                             "delta.backend": backend})
 
     b = bronze.run(spark, cfg)
     s = silver_step.run(spark, cfg)
