@@ -1196,13 +1196,19 @@ OPT_ENUM_AND_SET_COLUMN_CHARSET = 11
 OPT_COLUMN_VISIBILITY = 12
 OPT_VECTOR_DIMENSIONALITY = 13
 
-# Which real column types each optional-metadata list covers, in column order.
-# From the readers' is_numeric_type / is_character_type / is_enum_or_set_type
-# (MySQL sql/log_event.cc, MariaDB sql/log_event_client.cc).
+# Which real column types each optional-metadata list covers, in column order: what the
+# servers write, not what their own readers assume. MySQL's writer and reader agree (its
+# is_numeric_type / is_character_type / is_enum_or_set_type, sql/log_event.cc). MariaDB's
+# writer (10.5+) puts YEAR in SIGNEDNESS, with an "unsigned" bit, because its YEAR field is a
+# TINYINT underneath; its reader (mariadb-binlog, log_event_client.cc) skips YEAR, so it shifts
+# every later bit by one. Established on a private MariaDB 10.11 for every column type
+# (tests/test_table_map_lists.py): YEAR is the only type where writer and reader differ.
 NUMERIC_TYPES = frozenset(
     {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG,
      ColumnType.NEWDECIMAL, ColumnType.FLOAT, ColumnType.DOUBLE}
 )
+MYSQL_NUMERIC_TYPES = NUMERIC_TYPES
+MARIADB_NUMERIC_TYPES = frozenset(NUMERIC_TYPES | {ColumnType.YEAR})
 _CHARACTER_BASE = {ColumnType.STRING, ColumnType.VAR_STRING, ColumnType.VARCHAR, ColumnType.BLOB}
 MYSQL_CHARACTER_TYPES = frozenset(_CHARACTER_BASE | {ColumnType.VECTOR})  # MySQL 9 counts VECTOR
 MARIADB_CHARACTER_TYPES = frozenset(_CHARACTER_BASE | {ColumnType.GEOMETRY})  # "base class is blob"
@@ -1330,7 +1336,8 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
 
     n = len(real_types)
     character = MARIADB_CHARACTER_TYPES if mariadb else MYSQL_CHARACTER_TYPES
-    idx_numeric = [i for i, t in enumerate(real_types) if t in NUMERIC_TYPES]
+    numeric = MARIADB_NUMERIC_TYPES if mariadb else MYSQL_NUMERIC_TYPES
+    idx_numeric = [i for i, t in enumerate(real_types) if t in numeric]
     idx_char = [i for i, t in enumerate(real_types) if t in character]
     idx_enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
     idx_enum = [i for i, t in enumerate(real_types) if t == ColumnType.ENUM]
