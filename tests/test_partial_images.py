@@ -282,7 +282,7 @@ def _e2e_phase(srv, script: str, first: bool) -> None:
 
 
 def _e2e_differences(srv, warehouse) -> list[str]:
-    from test_e2e_pipeline import _diff, server_columns, server_rows, silver_rows
+    from oracle import _diff, server_columns, server_rows, silver_rows
 
     problems = []
     for db in E2E_DATABASES:
@@ -297,7 +297,8 @@ def _e2e_differences(srv, warehouse) -> list[str]:
 @pytest.mark.slow
 def test_minimal_and_noblob_images_reach_silver_equal_to_the_server(spark, tmp_path):  # noqa: F811
     from mariadb_server import MariaDBServer, mariadb_available
-    from test_e2e_pipeline import _cfg, copy_binlogs
+    from oracle import copy_binlogs
+    from test_e2e_pipeline import _cfg
 
     from pipelines import bronze, silver_step
 

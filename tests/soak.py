@@ -1,0 +1,530 @@
+"""Seeded random end-to-end workloads with the source server as the oracle.
+
+Each seed makes, on a private MariaDB server under one of :data:`MODES` (``binlog_row_metadata``
+x ``binlog_row_image``):
+
+* random tables: columns of every type family MariaDB offers (signed and unsigned integers,
+  decimals, floats, BIT, YEAR, temporal types with fractions, strings in several charsets, binaries,
+  blobs, ENUM/SET, JSON, INET4/INET6/UUID, geometry) in random order; a key, no key, or a
+  composite key; random identifiers (spaces, dots, quotes, backticks, unicode, SQL keywords, and
+  names that collide with silver's own columns);
+* random DML: multi-row inserts, updates (some change the key), deletes, multi-statement
+  transactions, rolled-back transactions, ``FLUSH BINARY LOGS``, and mid-stream
+  ``ALTER TABLE ... ADD / DROP / MODIFY COLUMN``.
+
+The binlogs then go through the pipeline in two runs (the files closed halfway, then the rest),
+and every silver table must equal ``SELECT *`` on the server (:mod:`oracle`). A seed reproduces
+exactly: the same seed and mode give the same statements.
+
+    python tests/soak.py --seeds 20                    # every mode, seeds 0..19, both backends
+    python tests/soak.py --seed 7 --mode minimal/noblob --backend spark -v   # one seed, its SQL
+    make soak SEEDS=200
+
+With ``--kill`` (and in the seeds :func:`fault_seed` picks), the main job runs as a subprocess
+and is SIGKILLed at a random moment, then run again: nothing may be lost or applied twice.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from mariadb_server import MariaDBServer  # noqa: E402
+from oracle import _diff, q, server_columns, server_rows, silver_rows  # noqa: E402
+from workloads import Col, random_value, sql_literal  # noqa: E402
+
+MODES = {
+    "full/full": dict(row_metadata="FULL", row_image="FULL"),
+    "full/minimal": dict(row_metadata="FULL", row_image="MINIMAL"),
+    "full/noblob": dict(row_metadata="FULL", row_image="NOBLOB"),
+    "minimal/full": dict(row_metadata="MINIMAL", row_image="FULL"),
+    "minimal/minimal": dict(row_metadata="MINIMAL", row_image="MINIMAL"),
+    "minimal/noblob": dict(row_metadata="MINIMAL", row_image="NOBLOB"),
+}
+
+# ------------------------------------------------------------------------------------------ types
+
+
+def _int(base: str, unsigned: bool) -> Col:
+    bits = {"TINYINT": 8, "SMALLINT": 16, "MEDIUMINT": 24, "INT": 32, "BIGINT": 64}[base]
+    return Col("", base + (" UNSIGNED" if unsigned else ""), "int", unsigned=unsigned, bits=bits)
+
+
+VALUE_TYPES: list[Col] = [
+    *[_int(b, u) for b in ("TINYINT", "SMALLINT", "MEDIUMINT", "INT", "BIGINT") for u in (False, True)],
+    Col("", "DECIMAL(10,2)", "dec", precision=10, scale=2),
+    Col("", "DECIMAL(30,10) UNSIGNED", "dec", unsigned=True, precision=30, scale=10),
+    Col("", "DECIMAL(65,30)", "dec", precision=65, scale=30),
+    Col("", "DECIMAL(4,0)", "dec", precision=4, scale=0),
+    Col("", "FLOAT", "float"),
+    Col("", "DOUBLE", "double"),
+    Col("", "BIT(1)", "bit", bits=1),
+    Col("", "BIT(17)", "bit", bits=17),
+    Col("", "BIT(64)", "bit", bits=64),
+    Col("", "YEAR", "year"),
+    Col("", "DATE", "date"),
+    Col("", "TIME", "time", fsp=0),
+    Col("", "TIME(3)", "time", fsp=3),
+    Col("", "DATETIME", "datetime", fsp=0),
+    Col("", "DATETIME(6)", "datetime", fsp=6),
+    Col("", "TIMESTAMP(2) NULL", "timestamp", fsp=2),
+    Col("", "CHAR(5) CHARACTER SET utf8mb4", "char", length=5, charset="utf8mb4"),
+    Col("", "VARCHAR(40) CHARACTER SET utf8mb4", "varchar", length=40, charset="utf8mb4"),
+    Col("", "VARCHAR(20) CHARACTER SET latin1", "varchar", length=20, charset="latin1"),
+    Col("", "TEXT CHARACTER SET utf8mb4", "text", length=300, charset="utf8mb4"),
+    Col("", "TINYTEXT CHARACTER SET latin1", "text", length=60, charset="latin1"),
+    Col("", "BINARY(4)", "binary", length=4),
+    Col("", "VARBINARY(30)", "varbinary", length=30),
+    Col("", "BLOB", "blob", length=200),
+    Col("", "ENUM('a','b c','ü') CHARACTER SET utf8mb4", "enum", members=("a", "b c", "ü"), charset="utf8mb4"),
+    Col("", "SET('x','y','z') CHARACTER SET utf8mb4", "set", members=("x", "y", "z"), charset="utf8mb4"),
+    Col("", "JSON", "json", charset="utf8mb4"),
+    Col("", "INET4", "inet4"),
+    Col("", "INET6", "inet6"),
+    Col("", "UUID", "uuid"),
+    Col("", "POINT", "geometry"),
+    Col("", "GEOMETRY", "geometry"),
+]
+KEY_TYPES: list[Col] = [
+    Col("", "INT", "int", bits=32), Col("", "BIGINT UNSIGNED", "int", unsigned=True, bits=64),
+    Col("", "VARCHAR(20) CHARACTER SET utf8mb4", "varchar", length=20, charset="utf8mb4"),
+    Col("", "DATE", "date"), Col("", "CHAR(3) CHARACTER SET latin1", "char", length=3, charset="latin1"),
+]
+# same silver type as the original: a MODIFY that silver follows without a type change
+WIDER = {"VARCHAR(40) CHARACTER SET utf8mb4": "VARCHAR(80) CHARACTER SET utf8mb4",
+         "VARCHAR(20) CHARACTER SET latin1": "VARCHAR(25) CHARACTER SET latin1",
+         "VARBINARY(30)": "VARBINARY(60)", "TINYTEXT CHARACTER SET latin1": "TINYTEXT CHARACTER SET latin1 NULL"}
+
+NAMES = ["a", "b2", "qty", "my col", "a.b", "it's", 'q"x', "a`b", "größe", "名前", "☕ cup", "select", "order",
+         "key", "from", "group", "_seq", "_op", "_deleted", "_commit_ts", "x=y", "p(1)", "semi;colon", "tab\tname",
+         "UPPER", "with,comma", "{brace}", "op", "after", "before"]
+TABLE_NAMES = ["t", "orders", "my table", "a.b", "it's", "select", "日本", "t`x", "x-y", "☕"]
+
+
+def _literal(col: Col, rng: random.Random) -> str:
+    if col.kind == "inet4":
+        return "'" + ".".join(str(rng.randint(0, 255)) for _ in range(4)) + "'"
+    if col.kind == "inet6":
+        return "'" + ":".join(f"{rng.getrandbits(16):x}" for _ in range(8)) + "'"
+    if col.kind == "uuid":
+        h = f"{rng.getrandbits(128):032x}"
+        return f"'{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}'"
+    if col.kind == "geometry":
+        return f"ST_GeomFromText('POINT({rng.randint(-99, 99)} {rng.randint(-99, 99)}.5)')"
+    return sql_literal(col, random_value(rng, col))
+
+
+# ------------------------------------------------------------------------------------------ schema
+
+
+@dataclass
+class Table:
+    name: str
+    columns: list[Col]  # in table order
+    key: list[str]  # [] for a keyless table
+    next_id: int = 1
+
+    def value_columns(self) -> list[Col]:
+        return [c for c in self.columns if c.name not in self.key]
+
+
+def _name(rng: random.Random, taken: set[str], pool: list[str]) -> str:
+    for _ in range(50):
+        n = rng.choice(pool) if rng.random() < 0.6 else f"{rng.choice(pool)}{rng.randint(1, 99)}"
+        n = n[:64]
+        if n.lower() not in taken:
+            taken.add(n.lower())
+            return n
+    n = f"c{len(taken)}"
+    taken.add(n)
+    return n
+
+
+def _named(col: Col, name: str, *, nullable: bool = True) -> Col:
+    return Col(name, col.sql, col.kind, unsigned=col.unsigned, bits=col.bits, precision=col.precision,
+               scale=col.scale, fsp=col.fsp, length=col.length, charset=col.charset, members=col.members,
+               nullable=nullable)
+
+
+def random_table(rng: random.Random, name: str) -> Table:
+    taken: set[str] = set()
+    kind = rng.choice(["pk", "pk", "cpk", "none"])
+    key_cols = [] if kind == "none" else [
+        _named(rng.choice(KEY_TYPES), _name(rng, taken, NAMES), nullable=False)
+        for _ in range(1 if kind == "pk" else rng.randint(2, 3))]
+    values = [_named(rng.choice(VALUE_TYPES), _name(rng, taken, NAMES)) for _ in range(rng.randint(2, 7))]
+    columns = key_cols + values
+    rng.shuffle(columns)
+    return Table(name, columns, [c.name for c in key_cols])
+
+
+def create_sql(db: str, t: Table) -> str:
+    defs = [f"{q(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}" for c in t.columns]
+    if t.key:
+        defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in t.key)})")
+    return f"CREATE TABLE {q(db)}.{q(t.name)} ({', '.join(defs)}) ENGINE=InnoDB"
+
+
+# ------------------------------------------------------------------------------------------ DML
+
+
+def _key_literal(t: Table, col: Col, rng: random.Random) -> str:
+    """A key value never used before in this table (ids count up; rolled-back ones are not reused)."""
+    n = t.next_id
+    t.next_id += 1
+    if col.kind == "int":
+        return str(n)
+    if col.kind == "date":
+        return f"'{(dt.date(2000, 1, 1) + dt.timedelta(days=n)).isoformat()}'"
+    if col.kind == "char":
+        return "'" + f"{n:03d}"[-3:] + "'" if n < 1000 else "'" + chr(0xC0 + n % 32) + f"{n % 100:02d}'"
+    return sql_literal(col, f"k{n}·{rng.choice(['', 'é', ' x', '☕'])}")
+
+
+def _row(t: Table, rng: random.Random) -> str:
+    values = []
+    for c in t.columns:
+        if c.name in t.key:
+            values.append(_key_literal(t, c, rng))
+        elif rng.random() < 0.15:
+            values.append("NULL")
+        else:
+            values.append(_literal(c, rng))
+    return "(" + ", ".join(values) + ")"
+
+
+def insert_sql(db: str, t: Table, rng: random.Random) -> str:
+    rows = ", ".join(_row(t, rng) for _ in range(rng.randint(1, 4)))
+    return f"INSERT INTO {q(db)}.{q(t.name)} ({', '.join(q(c.name) for c in t.columns)}) VALUES {rows}"
+
+
+def _where_existing(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str | None:
+    """A WHERE clause that picks one row the server has now (by key), or None when empty."""
+    if not t.key:
+        return "1 = 1"
+    cols = ", ".join(f"HEX({q(k)})" for k in t.key)
+    rows = srv.query_rows(f"SELECT {cols} FROM {q(db)}.{q(t.name)}")
+    if not rows:
+        return None
+    row = rng.choice(rows)
+    return " AND ".join(f"HEX({q(k)}) = '{v}'" for k, v in zip(t.key, row))
+
+
+def update_sql(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str | None:
+    where = _where_existing(srv, db, t, rng)
+    if where is None:
+        return None
+    sets = []
+    for c in rng.sample(t.value_columns(), k=rng.randint(1, len(t.value_columns()))):
+        sets.append(f"{q(c.name)} = {'NULL' if rng.random() < 0.1 else _literal(c, rng)}")
+    if t.key and rng.random() < 0.25:  # a key change
+        k = rng.choice([c for c in t.columns if c.name in t.key])
+        sets.append(f"{q(k.name)} = {_key_literal(t, k, rng)}")
+    return f"UPDATE {q(db)}.{q(t.name)} SET {', '.join(sets)} WHERE {where} LIMIT 1"
+
+
+def delete_sql(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str | None:
+    where = _where_existing(srv, db, t, rng)
+    return None if where is None else f"DELETE FROM {q(db)}.{q(t.name)} WHERE {where} LIMIT 1"
+
+
+def alter_sql(db: str, t: Table, rng: random.Random) -> str | None:
+    """ADD (somewhere), DROP (a value column) or MODIFY (same silver type) one column."""
+    what = rng.choice(["add", "add", "drop", "modify"])
+    target = f"{q(db)}.{q(t.name)}"
+    if what == "add" or len(t.value_columns()) < 2:
+        col = _named(rng.choice(VALUE_TYPES), _name(rng, {c.name.lower() for c in t.columns}, NAMES))
+        if rng.random() < 0.5:
+            where, at = " FIRST", 0
+        else:
+            after = rng.choice(t.columns)
+            where, at = f" AFTER {q(after.name)}", t.columns.index(after) + 1
+        t.columns.insert(at, col)
+        return f"ALTER TABLE {target} ADD COLUMN {q(col.name)} {col.sql}{where}"
+    if what == "drop":
+        col = rng.choice(t.value_columns())
+        t.columns.remove(col)
+        return f"ALTER TABLE {target} DROP COLUMN {q(col.name)}"
+    wider = [c for c in t.value_columns() if c.sql in WIDER]
+    if not wider:
+        return None
+    col = rng.choice(wider)
+    t.columns[t.columns.index(col)] = _named(Col("", WIDER[col.sql], col.kind, length=col.length,
+                                                   charset=col.charset), col.name)
+    return f"ALTER TABLE {target} MODIFY COLUMN {q(col.name)} {WIDER[col.sql]}"
+
+
+# ------------------------------------------------------------------------------------------ a seed
+
+
+@dataclass
+class Workload:
+    seed: int
+    mode: str
+    db: str
+    tables: list[Table]
+    statements: list[str] = field(default_factory=list)  # what ran, in order (for -v and reports)
+
+
+def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -> Workload:
+    """Create the seed's tables and run its random statements on ``srv``; FLUSH halfway too."""
+    rng = random.Random(f"{seed}/{mode}")
+    db = rng.choice(["soak", "soak db", "soak`d", "sœak"]) + f"_{seed}"
+    names = rng.sample(TABLE_NAMES, k=rng.randint(1, 3))
+    tables = [random_table(rng, n) for n in names]
+    w = Workload(seed, mode, db, tables)
+
+    def run(sql: str) -> None:
+        w.statements.append(sql)
+        srv.sql(sql)
+
+    run(f"CREATE DATABASE {q(db)} CHARACTER SET utf8mb4")
+    for t in tables:
+        run(create_sql(db, t))
+        run(insert_sql(db, t, rng))
+    for step in range(steps):
+        t = rng.choice(tables)
+        r = rng.random()
+        if r < 0.05:
+            run("FLUSH BINARY LOGS")
+        elif r < 0.10:
+            sql = alter_sql(db, t, rng)
+            if sql:
+                run(sql)
+        elif r < 0.22:  # a transaction over several tables, committed or rolled back
+            body = [s for s in (_dml(srv, db, rng.choice(tables), rng) for _ in range(rng.randint(2, 4))) if s]
+            end = "ROLLBACK" if rng.random() < 0.3 else "COMMIT"
+            if body:
+                run("BEGIN; " + "; ".join(body) + f"; {end}")
+        else:
+            sql = _dml(srv, db, t, rng)
+            if sql:
+                run(sql)
+        if step == steps // 2:
+            run("FLUSH BINARY LOGS")
+    return w
+
+
+def _dml(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str | None:
+    r = rng.random()
+    if r < 0.45:
+        return insert_sql(db, t, rng)
+    if r < 0.8:
+        return update_sql(srv, db, t, rng)
+    return delete_sql(srv, db, t, rng)
+
+
+# ------------------------------------------------------------------------------------------ checking
+
+
+def compare(srv: MariaDBServer, w: Workload, warehouse: Path) -> list[str]:
+    """One entry per silver table that differs from the server's ``SELECT *``."""
+    problems = []
+    for t in w.tables:
+        cols = server_columns(srv, w.db, t.name)
+        want = server_rows(srv, w.db, t.name, cols)
+        got = silver_rows(warehouse, w.db, t.name, cols, deleted=deleted_column(warehouse, w.db, t.name))
+        if (got or []) != want:
+            problems.append(_diff(f"{w.db}.{t.name}", cols, want, got or []))
+    return problems
+
+
+def deleted_column(warehouse: Path, db: str, table: str) -> str:
+    """The silver table's own tombstone column (its prefix may not be ``_``)."""
+    from pipelines.paths import silver_table_path
+    from pipelines.silver import own_columns_of
+
+    import deltalake
+
+    path = silver_table_path(warehouse, db, table)
+    if not deltalake.DeltaTable.is_deltatable(path):
+        return "_deleted"
+    names = [f.name for f in deltalake.DeltaTable(path).schema().fields]
+    return own_columns_of(names).deleted
+
+
+def closed_binlogs(srv: MariaDBServer) -> list[Path]:
+    return srv.binlog_files()[:-1]
+
+
+def copy_files(files: list[Path], dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        if not (dest / f.name).exists():
+            shutil.copy2(f, dest / f.name)
+
+
+def job(binlogs: Path, warehouse: Path, backend: str, *, kill_after: float | None = None,
+        timeout: float = 900) -> subprocess.CompletedProcess | None:
+    """The main job as users run it; with ``kill_after`` SIGKILLed after that many seconds
+    (None back when it was killed, the completed process when it ended first)."""
+    cmd = [sys.executable, str(REPO / "jobs" / "run_pipeline.py"), "--binlog-dir", str(binlogs), "--warehouse",
+           str(warehouse), "--no-progress", "--delta-backend", backend]
+    if kill_after is None:
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=kill_after)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        return None
+
+
+def bronze_duplicates(warehouse: Path) -> int:
+    """Row changes bronze holds more than once (by file, position and row)."""
+    from pipelines import delta_io
+
+    path = warehouse / "bronze" / "binlog_changes"
+    import deltalake
+
+    if not deltalake.DeltaTable.is_deltatable(str(path)):
+        return 0
+    keys = delta_io.read_arrow(str(path), ["source_file", "event_pos", "row_idx"]).to_pylist()
+    return len(keys) - len({(k["source_file"], k["event_pos"], k["row_idx"]) for k in keys})
+
+
+def fault_seed(seed: int) -> bool:
+    """The seeds that SIGKILL the job once (about one in five)."""
+    return random.Random(f"kill/{seed}").random() < 0.2
+
+
+@dataclass
+class Outcome:
+    seed: int
+    mode: str
+    backend: str
+    problems: list[str]
+    killed: bool = False
+    rows: int = 0
+    columns: int = 0
+    statements: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        head = f"seed {self.seed} {self.mode} {self.backend}{' (killed once)' if self.killed else ''}"
+        if self.ok:
+            return f"ok    {head}: {self.statements} statements, {self.columns} columns, {self.rows} rows, {self.seconds:.1f} s"
+        first = self.problems[0].splitlines()
+        return f"FAIL  {head}: {first[0]}" + (f" | {first[-1].strip()}" if len(first) > 1 else "")
+
+
+def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=None, kill: bool | None = None,
+             steps: int = 40, verbose: bool = False) -> Outcome:
+    """One seed: workload on a fresh server, the pipeline in two runs, silver against the server.
+
+    With ``spark`` the pipeline runs in this process (bronze then silver, as the main job does);
+    without it, or when the seed kills (``kill``, default :func:`fault_seed`), as the job itself.
+    """
+    from pipelines import bronze, silver_step
+    from pipelines.config import load_config
+
+    kill = fault_seed(seed) if kill is None else kill
+    started = time.monotonic()
+    workdir.mkdir(parents=True, exist_ok=True)
+    srv = MariaDBServer(workdir / "mariadb", **MODES[mode]).start()
+    try:
+        srv.flush_logs()  # the install's own events stay out: the binlogs start with the workload
+        first = len(srv.binlog_files()) - 1
+        w = run_workload(srv, seed, mode, steps=steps)
+        if verbose:
+            print(";\n".join(w.statements) + ";")
+        srv.flush_logs()
+        files = srv.binlog_files()[first:-1]
+        binlogs, warehouse = workdir / "binlogs", workdir / "warehouse"
+        half = max(1, len(files) // 2)
+        problems: list[str] = []
+        rng = random.Random(f"kill/{seed}/{mode}")
+        for part, batch in enumerate((files[:half], files[half:])):
+            if not batch:
+                continue
+            copy_files(batch, binlogs)
+            if spark is not None and not kill:
+                cfg = load_config(REPO / "conf" / "pipeline.yaml", {
+                    "input": str(binlogs), "warehouse": str(warehouse), "progress": False, "delta.backend": backend})
+                bronze.run(spark, cfg)
+                silver_step.run(spark, cfg)
+                continue
+            if kill and part == 1:  # SIGKILL somewhere in the second run, then run again
+                job(binlogs, warehouse, backend, kill_after=rng.uniform(3.0, 25.0))
+            done = job(binlogs, warehouse, backend)
+            if done.returncode != 0:
+                problems.append(f"job exit {done.returncode}: " + (done.stderr.strip().splitlines() or ["?"])[-1])
+        problems += compare(srv, w, warehouse)
+        dup = bronze_duplicates(warehouse)
+        if dup:
+            problems.append(f"bronze holds {dup} row change(s) twice")
+        rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
+        return Outcome(seed, mode, backend, problems, kill, rows, sum(len(t.columns) for t in w.tables),
+                       len(w.statements), time.monotonic() - started)
+    finally:
+        srv.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (with --start)")
+    p.add_argument("--start", type=int, default=0)
+    p.add_argument("--seed", type=int, help="just this seed")
+    p.add_argument("--mode", action="append", choices=list(MODES), help="default: every mode")
+    p.add_argument("--backend", action="append", choices=["rs", "spark"], help="default: both")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--kill", action="store_true", help="every seed SIGKILLs the job once")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
+    p.add_argument("-v", "--verbose", action="store_true", help="print each seed's SQL")
+    args = p.parse_args(argv)
+
+    from spark_fixtures import TEST_CONF
+
+    from pipelines.spark_session import build_session
+
+    spark = build_session(app_name="binlog-delta-soak", master="local[2]", extra_conf=TEST_CONF, delta=True)
+    seeds = [args.seed] if args.seed is not None else list(range(args.start, args.start + args.seeds))
+    failed, counts = [], {}
+    for mode in args.mode or list(MODES):
+        for backend in args.backend or ["rs", "spark"]:
+            for seed in seeds:
+                work = args.workdir / f"{mode.replace('/', '-')}-{backend}-{seed}"
+                shutil.rmtree(work, ignore_errors=True)
+                try:
+                    out = run_seed(seed, mode, work, backend=backend, spark=spark,
+                                   kill=True if args.kill else None, steps=args.steps, verbose=args.verbose)
+                except Exception as e:  # noqa: BLE001 - a seed that crashes is a failing seed
+                    out = Outcome(seed, mode, backend, [f"{type(e).__name__}: {e}"])
+                print(out.line(), flush=True)
+                if out.ok:
+                    shutil.rmtree(work, ignore_errors=True)
+                else:
+                    failed.append(out)
+                counts.setdefault((mode, backend), [0, 0])[0 if out.ok else 1] += 1
+    spark.stop()
+    print("\nper mode and backend: clean / failed")
+    for (mode, backend), (ok, bad) in sorted(counts.items()):
+        print(f"  {mode:16s} {backend:6s} {ok:4d} / {bad}")
+    for out in failed:
+        print(f"\nreproduce: python tests/soak.py --seed {out.seed} --mode {out.mode} --backend {out.backend}"
+              f"{' --kill' if out.killed else ''} -v")
+        print("\n".join(out.problems))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
