@@ -19,6 +19,10 @@ Layout of the YAML file (every key but ``input`` and ``warehouse`` is optional):
       shop.orders: [order_id]
     delete_mode: hard                  # hard | soft
     scd2: ["shop.customers"]           # tables kept as SCD type 2 (glob patterns)
+    silver:
+      column_prefix: "_"               # silver's own columns: _seq, _op, _commit_ts, _deleted (+ SCD2's)
+      table_column_prefix:             # per table, for source tables with columns of those names
+        shop.events: "_cdc_"
     time_zone: UTC                     # IANA name
     strict: false                      # true: bad input fails the run; false: it is quarantined
     accept_gaps: false                 # true: a missing file in the sequence is not an error
@@ -111,6 +115,22 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class SilverConfig:
+    """Names of silver's own columns: ``<prefix>seq``, ``<prefix>op``, ... (see pipelines.silver)."""
+
+    column_prefix: str = "_"
+    table_column_prefix: Mapping[str, str] = field(default_factory=dict)  # "db.table" -> prefix
+
+    def prefix_for(self, db: str, table: str) -> str:
+        """The prefix of a new silver table's own columns.
+
+        >>> SilverConfig("_", {"shop.t": "_cdc_"}).prefix_for("shop", "t")
+        '_cdc_'
+        """
+        return self.table_column_prefix.get(f"{db}.{table}", self.column_prefix)
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """The validated configuration. Build it with :func:`load_config`."""
 
@@ -128,6 +148,7 @@ class PipelineConfig:
     parallelism: Parallelism = Parallelism()
     delta: DeltaConfig = DeltaConfig()
     spark: SparkConfig = SparkConfig()
+    silver: SilverConfig = SilverConfig()
     source: str = "<defaults>"  # the YAML file this came from
 
     def warehouse_path(self, *parts: str) -> str:
@@ -149,13 +170,14 @@ class PipelineConfig:
 
 _TOP_KEYS = {
     "input", "warehouse", "tables", "keys", "delete_mode", "scd2", "time_zone", "strict",
-    "accept_gaps", "schema_seed", "progress", "parallelism", "delta", "spark",
+    "accept_gaps", "schema_seed", "progress", "parallelism", "delta", "spark", "silver",
 }
 _SECTION_KEYS = {
     "tables": {"include", "exclude"},
     "parallelism": {"target_bytes_per_task", "max_batch_bytes"},
     "delta": {"backend", "packages"},
     "spark": {"master", "app_name", "conf"},
+    "silver": {"column_prefix", "table_column_prefix"},
 }
 
 
@@ -313,6 +335,25 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
         conf=dict(conf),
     )
 
+    silver_raw = c.section(raw, "silver")
+    prefix = silver_raw.get("column_prefix", SilverConfig.column_prefix)
+    if not _good_prefix(prefix):
+        c.bad("silver.column_prefix", _PREFIX_RULE, prefix)
+        prefix = SilverConfig.column_prefix
+    per_table: dict[str, str] = {}
+    per_table_raw = silver_raw.get("table_column_prefix") or {}
+    if not isinstance(per_table_raw, Mapping):
+        c.bad("silver.table_column_prefix", "a mapping of 'db.table' to a prefix", per_table_raw)
+    else:
+        for t, p in per_table_raw.items():
+            if not isinstance(t, str) or "." not in t or any(ch in t for ch in "*?["):
+                c.bad(f"silver.table_column_prefix.{t}", "a 'db.table' name (no patterns)", t)
+            elif not _good_prefix(p):
+                c.bad(f"silver.table_column_prefix.{t}", _PREFIX_RULE, p)
+            else:
+                per_table[t] = p
+    silver = SilverConfig(column_prefix=prefix, table_column_prefix=dict(per_table))
+
     cfg = PipelineConfig(
         input=paths["input"] or "",
         warehouse=paths["warehouse"] or "",
@@ -328,11 +369,19 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
         parallelism=parallelism,
         delta=delta,
         spark=spark,
+        silver=silver,
         source=source,
     )
     if c.problems:
         raise ConfigError(source, c.problems)
     return cfg
+
+
+_PREFIX_RULE = "a non-empty prefix for silver's own column names, e.g. '_' or '_cdc_' (not '__silver_...')"
+
+
+def _good_prefix(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 32 and not value.lower().startswith("__silver_")
 
 
 def _set_dotted(raw: dict, dotted: str, value: Any) -> None:

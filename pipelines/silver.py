@@ -26,7 +26,10 @@ The silver table
 Source columns keep their names and silver types (:func:`pipelines.typemap.silver_schema`);
 pipeline columns start with ``_``: ``_seq`` (the change that wrote the row), ``_op``,
 ``_commit_ts``, ``_deleted`` (always present; true only for soft-delete tombstones), and with
-SCD2 ``_valid_from``, ``_valid_to``, ``_is_current``.
+SCD2 ``_valid_from``, ``_valid_to``, ``_is_current``. A source table with columns of those names
+(legal in MySQL) gets another prefix for silver's own columns from the configuration
+(``silver.table_column_prefix`` / ``silver.column_prefix``, :class:`OwnColumns`); an existing
+table keeps the prefix it was created with.
 
 Rules
 -----
@@ -90,34 +93,106 @@ from pipelines import delta_io
 from pipelines.delta_io import MergeClause, qualified, quote_ident
 from pipelines.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 
-SEQ, OP, COMMIT_TS, DELETED = "_seq", "_op", "_commit_ts", "_deleted"
-VALID_FROM, VALID_TO, IS_CURRENT = "_valid_from", "_valid_to", "_is_current"
-PIPELINE_FIELDS = [
-    T.StructField(SEQ, T.StringType()),
-    T.StructField(OP, T.StringType()),
-    T.StructField(COMMIT_TS, T.TimestampType()),
-    T.StructField(DELETED, T.BooleanType()),
-]
-SCD2_FIELDS = [
-    T.StructField(VALID_FROM, T.TimestampType()),
-    T.StructField(VALID_TO, T.TimestampType()),
-    T.StructField(IS_CURRENT, T.BooleanType()),
-]
-RESERVED = {f.name for f in PIPELINE_FIELDS + SCD2_FIELDS}
+
+class SilverSchemaError(ValueError):
+    """The batch, the specs and the silver table disagree about columns."""
+
+
+_P = "__silver_"  # prefix of internal working columns (reserved: no source column may start so)
+# the changes_df contract's own columns (see the module doc)
+CHANGE_SEQ, CHANGE_COMMIT_TS = "_seq", "_commit_ts"
+# Working names of silver's own columns while a batch is planned. They never meet a source
+# column (the prefix is reserved); the MERGE source gives them the table's own names
+# (:class:`OwnColumns`), which a source column may well have (`_seq`, `_op` are legal in MySQL).
+SEQ, OP, COMMIT_TS, DELETED = f"{_P}seq", f"{_P}op", f"{_P}commit_ts", f"{_P}deleted"
+VALID_FROM, VALID_TO, IS_CURRENT = f"{_P}valid_from", f"{_P}valid_to", f"{_P}is_current"
+_ROLES = {"seq": (SEQ, T.StringType()), "op": (OP, T.StringType()), "commit_ts": (COMMIT_TS, T.TimestampType()),
+          "deleted": (DELETED, T.BooleanType())}
+_SCD2_ROLES = {"valid_from": (VALID_FROM, T.TimestampType()), "valid_to": (VALID_TO, T.TimestampType()),
+               "is_current": (IS_CURRENT, T.BooleanType())}
+DEFAULT_PREFIX = "_"
 WATERMARK_KEY = "binlog_delta.silver_watermark"
 DELETE_MODES = ("hard", "soft")
+PREFIX_SETTINGS = "silver.table_column_prefix (per table) or silver.column_prefix"
 
-_P = "__silver_"  # prefix of internal working columns
+
+@dataclass(frozen=True)
+class OwnColumns:
+    """The names of silver's own columns in one table: ``<prefix>seq``, ``<prefix>op``,
+    ``<prefix>commit_ts``, ``<prefix>deleted`` and, with SCD2, ``<prefix>valid_from``,
+    ``<prefix>valid_to``, ``<prefix>is_current``. The prefix is ``_`` unless the configuration
+    picks another for a table whose source columns have those names.
+
+    >>> OwnColumns("_cdc_").seq, OwnColumns().names()
+    ('_cdc_seq', ['_seq', '_op', '_commit_ts', '_deleted'])
+    """
+
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prefix, str) or not self.prefix or self.prefix.lower().startswith(_P):
+            raise ValueError(f"a silver column prefix must be a non-empty string not starting with {_P!r}, "
+                             f"got {self.prefix!r}")
+
+    seq = property(lambda self: self.prefix + "seq")
+    op = property(lambda self: self.prefix + "op")
+    commit_ts = property(lambda self: self.prefix + "commit_ts")
+    deleted = property(lambda self: self.prefix + "deleted")
+    valid_from = property(lambda self: self.prefix + "valid_from")
+    valid_to = property(lambda self: self.prefix + "valid_to")
+    is_current = property(lambda self: self.prefix + "is_current")
+
+    def fields(self, scd2: bool = False) -> list[T.StructField]:
+        roles = {**_ROLES, **(_SCD2_ROLES if scd2 else {})}
+        return [T.StructField(self.prefix + role, dt) for role, (_w, dt) in roles.items()]
+
+    def names(self, scd2: bool = False) -> list[str]:
+        return [f.name for f in self.fields(scd2)]
+
+    def working(self) -> dict[str, str]:
+        """Own name -> working name, for every role."""
+        return {self.prefix + role: w for role, (w, _dt) in {**_ROLES, **_SCD2_ROLES}.items()}
+
+
+DEFAULT_OWN = OwnColumns()
+PIPELINE_FIELDS = DEFAULT_OWN.fields()
+SCD2_FIELDS = DEFAULT_OWN.fields(scd2=True)[len(PIPELINE_FIELDS):]
+RESERVED = {f.name for f in PIPELINE_FIELDS + SCD2_FIELDS}
+
+
+def own_columns_of(names: Sequence[str], preferred: str | None = None) -> OwnColumns:
+    """The own columns of an existing silver table, from its column names: the prefix ``p`` for
+    which ``p + seq``, ``op``, ``commit_ts`` and ``deleted`` all exist (``preferred`` wins when
+    several do). A table without them gets ``preferred`` (or ``_``); the schema check then says
+    what it lacks.
+
+    >>> own_columns_of(["id", "_seq", "_cdc_seq", "_cdc_op", "_cdc_commit_ts", "_cdc_deleted"]).prefix
+    '_cdc_'
+    """
+    have = set(names)
+    found = sorted({n[: -len("seq")] for n in names if n.endswith("seq") and len(n) > 3
+                    and all(n[: -len("seq")] + role in have for role in _ROLES)})
+    if preferred is not None and preferred in found:
+        return OwnColumns(preferred)
+    if len(found) == 1:
+        return OwnColumns(found[0])
+    if not found:
+        return OwnColumns(preferred or DEFAULT_PREFIX)
+    raise SilverSchemaError(f"the silver table has own columns under several prefixes {found}: say which "
+                            f"is this table's with {PREFIX_SETTINGS}")
+
+
+def working_changes(changes_df: DataFrame) -> DataFrame:
+    """``changes_df`` (the contract's ``_seq``/``_commit_ts``) with the working names that
+    :func:`key_events` and the plans use."""
+    renames = {CHANGE_SEQ: SEQ, CHANGE_COMMIT_TS: COMMIT_TS}
+    return changes_df.withColumnsRenamed({k: v for k, v in renames.items() if k in changes_df.columns})
 _BRONZE_ZEROS = f"{_P}bronze_zeros"
 _GUARD = f"{_P}guard"
 _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
 _MOVED = f"{_P}moved"
 PRESENT = "_present"
-
-
-class SilverSchemaError(ValueError):
-    """The batch, the specs and the silver table disagree about columns."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +257,7 @@ def changes_from_bronze(
         raise SilverSchemaError(f"bronze rows lack {missing}; present: {bronze_df.columns}")
     counted = ZERO_DATES_COL in bronze_df.columns  # bronze counted them: typing need not
     df = bronze_df.select(
-        "_seq", "op", F.col("commit_ts").alias(COMMIT_TS), "after", "before",
+        "_seq", "op", F.col("commit_ts").alias(CHANGE_COMMIT_TS), "after", "before",
         *([_presence(specs).alias(PRESENT)] if partial else []),
         *([F.col(ZERO_DATES_COL).alias(_BRONZE_ZEROS)] if counted else []),
         *([guard.alias(_GUARD)] if guard is not None else []),
@@ -442,25 +517,32 @@ def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
 # checks and schema
 
 
-def silver_table_schema(specs: Sequence[ColumnSpec], *, scd2: bool = False) -> T.StructType:
+def silver_table_schema(specs: Sequence[ColumnSpec], *, scd2: bool = False,
+                        own: OwnColumns = DEFAULT_OWN) -> T.StructType:
     """The schema of a new silver table: source columns, then the pipeline columns.
 
     >>> silver_table_schema([ColumnSpec("id", "int")]).fieldNames()
     ['id', '_seq', '_op', '_commit_ts', '_deleted']
+    >>> silver_table_schema([ColumnSpec("_seq", "int")], own=OwnColumns("_cdc_")).fieldNames()[:2]
+    ['_seq', '_cdc_seq']
     """
     values = silver_schema(specs)
-    _check_reserved([f.name for f in values.fields])
-    return T.StructType(values.fields + PIPELINE_FIELDS + (SCD2_FIELDS if scd2 else []))
+    _check_reserved([f.name for f in values.fields], own)
+    return T.StructType(values.fields + own.fields(scd2))
 
 
-def _check_reserved(names: Sequence[str]) -> None:
-    reserved = {r.lower() for r in RESERVED}
-    clash = [n for n in names if n.lower() in reserved or n.lower().startswith(_P)]
+def _check_reserved(names: Sequence[str], own: OwnColumns = DEFAULT_OWN) -> None:
+    reserved = {r.lower() for r in own.names(scd2=True)}
+    clash = [n for n in names if n.lower() in reserved]
+    internal = [n for n in names if n.lower().startswith(_P)]
     if clash:
         raise SilverSchemaError(
-            f"source columns {clash} collide with silver's own columns "
-            f"({sorted(RESERVED)} and the prefix {_P!r})"
-        )
+            f"source columns {clash} collide with silver's own columns {own.names(scd2=True)}: give this "
+            f"table's own columns another prefix than {own.prefix!r} with {PREFIX_SETTINGS}, "
+            f"e.g. '_cdc_'")
+    if internal:
+        raise SilverSchemaError(f"source columns {internal} start with {_P!r}, which silver keeps for its "
+                                "working columns")
 
 
 def _resolve_keys(keys: Sequence[str] | None, specs: Sequence[ColumnSpec]) -> list[str] | None:
@@ -482,14 +564,14 @@ def _check_changes(
     changes_df: DataFrame, specs: Sequence[ColumnSpec], keys: list[str] | None, scd2: bool
 ) -> None:
     problems = []
-    required = {SEQ: T.StringType(), "op": T.StringType()}
+    required = {CHANGE_SEQ: T.StringType(), "op": T.StringType()}
     for name, dt in required.items():
         if name not in changes_df.columns:
             problems.append(f"missing column {name!r}")
         elif changes_df.schema[name].dataType != dt:
             problems.append(f"{name!r} must be {dt.simpleString()}, is {changes_df.schema[name].dataType.simpleString()}")
-    if scd2 and COMMIT_TS not in changes_df.columns:
-        problems.append(f"scd2 needs column {COMMIT_TS!r}")
+    if scd2 and CHANGE_COMMIT_TS not in changes_df.columns:
+        problems.append(f"scd2 needs column {CHANGE_COMMIT_TS!r}")
     expected = {f.name: f.dataType for f in silver_schema(specs).fields}
     for image, needed in (("after", list(expected)), ("before", keys if keys is not None else list(expected))):
         if image not in changes_df.columns:
@@ -537,19 +619,19 @@ def _partial_update(changes_df: DataFrame) -> Column:
 
 
 def _plan_schema(
-    current: T.StructType | None, specs: Sequence[ColumnSpec], scd2: bool
+    current: T.StructType | None, specs: Sequence[ColumnSpec], scd2: bool, own: OwnColumns
 ) -> tuple[T.StructType, list[T.StructField], dict[str, str]]:
     """(target schema after evolution, fields to add, silver name -> spec name)."""
-    wanted = silver_table_schema(specs, scd2=scd2)
+    wanted = silver_table_schema(specs, scd2=scd2, own=own)
     if current is None:
         return wanted, [], {s.name: s.name for s in specs}
-    has_scd2 = IS_CURRENT in current.fieldNames()
+    has_scd2 = own.is_current in current.fieldNames()
     if has_scd2 != scd2:
         raise SilverSchemaError(
             f"the silver table is {'an' if has_scd2 else 'not an'} SCD2 table but scd2={scd2} was asked"
         )
     by_lower = {f.name.lower(): f for f in current.fields}
-    missing_pipeline = [f.name for f in PIPELINE_FIELDS + (SCD2_FIELDS if scd2 else []) if f.name not in current.fieldNames()]
+    missing_pipeline = [f.name for f in own.fields(scd2) if f.name not in current.fieldNames()]
     if missing_pipeline:
         raise SilverSchemaError(f"the silver table lacks pipeline columns {missing_pipeline}")
     names: dict[str, str] = {}
@@ -568,8 +650,9 @@ def _plan_schema(
     return T.StructType(current.fields + to_add), to_add, names
 
 
-def _value_schema(target: T.StructType) -> T.StructType:
-    return T.StructType([f for f in target.fields if f.name not in RESERVED])
+def _value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
+    ours = set(own.names(scd2=True))
+    return T.StructType([f for f in target.fields if f.name not in ours])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -610,8 +693,8 @@ def _watermark_metadata(seq: str) -> str:
 # MERGE plans (same SQL for both backends)
 
 
-def _newer(s: str = "s", t: str = "t") -> str:
-    return f"({qualified(t, SEQ)} IS NULL OR {qualified(s, SEQ)} > {qualified(t, SEQ)})"
+def _newer(own: OwnColumns, s: str = "s", t: str = "t") -> str:
+    return f"({qualified(t, own.seq)} IS NULL OR {qualified(s, own.seq)} > {qualified(t, own.seq)})"
 
 
 def _is(alias: str, col: str, value: str) -> str:
@@ -622,12 +705,16 @@ def _assign(names: Sequence[str]) -> dict[str, str]:
     return {n: qualified("s", n) for n in names}
 
 
-def _source(df: DataFrame, target: T.StructType, internal: Sequence[str]) -> tuple[DataFrame, T.StructType]:
-    """The MERGE source: every target column (with the target's type) plus internal columns."""
-    cols = [
-        (F.col(quote_ident(f.name)) if f.name in df.columns else F.lit(None)).cast(f.dataType).alias(f.name)
-        for f in target.fields
-    ]
+def _source(df: DataFrame, target: T.StructType, internal: Sequence[str],
+            own: OwnColumns) -> tuple[DataFrame, T.StructType]:
+    """The MERGE source: every target column (with the target's type; silver's own columns from
+    their working names) plus internal columns."""
+    working = own.working()
+    cols = []
+    for f in target.fields:
+        name = working.get(f.name, f.name)
+        value = F.col(quote_ident(name)) if name in df.columns else F.lit(None)
+        cols.append(value.cast(f.dataType).alias(f.name))
     out = df.select(*cols, *[F.col(c) for c in internal])
     schema = T.StructType(list(target.fields) + [out.schema[c] for c in internal])
     return out, schema
@@ -674,10 +761,12 @@ def _stored_rows(
     keys: Sequence[str],
     values: T.StructType,
     events: DataFrame,
+    own: OwnColumns,
     where: Column | None = None,
 ) -> DataFrame:
     """Silver's live rows (no tombstones; ``where`` narrows further) of the keys ``events`` touch."""
-    live = F.col(DELETED).isNull() | ~F.col(DELETED)
+    deleted = F.col(quote_ident(own.deleted))
+    live = deleted.isNull() | ~deleted
     if where is not None:
         live = live & where
     stored = delta_io.read(spark, path, backend=backend).where(live).select(
@@ -697,16 +786,17 @@ def _plan_keyed(
     path: str,
     backend: str,
     delete_mode: str,
+    own: OwnColumns,
 ) -> _Plan:
-    values = _value_schema(target)
+    values = _value_schema(target, own)
     events = key_events(changes, keys, values, names)
     if PRESENT in changes.columns:
-        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events), keys, values)
+        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events, own), keys, values)
     latest = latest_per_key(events, keys)
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
-    stored = delta_io.read(spark, path, columns=[*keys, SEQ], backend=backend).select(
+    stored = delta_io.read(spark, path, columns=[*keys, own.seq], backend=backend).select(
         *[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)],
-        F.col(SEQ).alias(f"{_P}tseq"),
+        F.col(quote_ident(own.seq)).alias(f"{_P}tseq"),
         F.lit(True).alias(f"{_P}tpresent"),
     )
     cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
@@ -727,15 +817,16 @@ def _plan_keyed(
     if counts.get("null_key"):
         classified.unpersist()
         raise ValueError(f"{counts['null_key']} change(s) have a NULL in key columns {keys}")
-    source, schema = _source(classified.where(F.col(_KIND) != "unchanged"), target, [_ACTION])
+    source, schema = _source(classified.where(F.col(_KIND) != "unchanged"), target, [_ACTION], own)
     all_cols = target.fieldNames()
     is_delete, is_upsert = _is("s", _ACTION, _DELETE), _is("s", _ACTION, _UPSERT)
     clauses = []
     if delete_mode == "soft":
-        clauses.append(MergeClause("update", f"{is_delete} AND {_newer()}", _assign([DELETED, SEQ, OP, COMMIT_TS])))
+        clauses.append(MergeClause("update", f"{is_delete} AND {_newer(own)}",
+                                   _assign([own.deleted, own.seq, own.op, own.commit_ts])))
     else:
-        clauses.append(MergeClause("delete", f"{is_delete} AND {_newer()}"))
-    clauses.append(MergeClause("update", f"{is_upsert} AND {_newer()}", _assign(all_cols)))
+        clauses.append(MergeClause("delete", f"{is_delete} AND {_newer(own)}"))
+    clauses.append(MergeClause("update", f"{is_upsert} AND {_newer(own)}", _assign(all_cols)))
     clauses.append(MergeClause("insert", None if delete_mode == "soft" else is_upsert, _assign(all_cols)))
     return _Plan(source, schema, _key_on(keys), clauses, counts, classified)
 
@@ -749,18 +840,21 @@ def _plan_scd2(
     path: str,
     backend: str,
     delete_mode: str,
+    own: OwnColumns,
 ) -> _Plan:
-    values = _value_schema(target)
+    values = _value_schema(target, own)
     events = key_events(changes, keys, values, names)
     if PRESENT in changes.columns:
-        current = F.col(IS_CURRENT)
-        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events, current), keys, values)
+        current = F.col(quote_ident(own.is_current))
+        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events, own, current), keys,
+                              values)
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
     tmax, tcur = f"{_P}tmax", f"{_P}tcurrent"
+    stored_current = F.col(quote_ident(own.is_current))
     stored = (
-        delta_io.read(spark, path, columns=[*keys, SEQ, IS_CURRENT], backend=backend)
+        delta_io.read(spark, path, columns=[*keys, own.seq, own.is_current], backend=backend)
         .groupBy(*[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)])
-        .agg(F.max(SEQ).alias(tmax), F.max(F.when(F.col(IS_CURRENT), F.lit(True))).alias(tcur))
+        .agg(F.max(F.col(quote_ident(own.seq))).alias(tmax), F.max(F.when(stored_current, F.lit(True))).alias(tcur))
     )
     joined = events.join(
         _small_if_local(stored, backend), on=[F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)], how="left"
@@ -790,7 +884,8 @@ def _plan_scd2(
         F.lit("close").alias(_KIND),
         F.col(_ACTION),
     )
-    src = rows.select(*[F.col(quote_ident(n)) for n in target.fieldNames()], _KIND, _ACTION)
+    working = own.working()
+    src = rows.select(*[F.col(quote_ident(working.get(n, n))) for n in target.fieldNames()], _KIND, _ACTION)
     src = src.unionByName(closes, allowMissingColumns=True).cache()
     tally = {
         (r[_KIND], r[_ACTION]): int(r["n"])
@@ -808,14 +903,16 @@ def _plan_scd2(
         "deleted": tally.get(("version", _DELETE), 0) + by_kind.get("delete_event", 0),
         "unchanged": by_kind.get("unchanged", 0),
     }
-    source, schema = _source(src.where(F.col(_KIND).isin("version", "close")), target, [_KIND])
+    source, schema = _source(src.where(F.col(_KIND).isin("version", "close")), target, [_KIND], own)
+    tseq, sseq = qualified("t", own.seq), qualified("s", own.seq)
     on = (
-        f"{_key_on(keys)} AND (({_is('s', _KIND, 'close')} AND {qualified('t', IS_CURRENT)} = true "
-        f"AND ({qualified('t', SEQ)} IS NULL OR {qualified('t', SEQ)} < {qualified('s', SEQ)})) "
-        f"OR ({_is('s', _KIND, 'version')} AND {qualified('t', SEQ)} = {qualified('s', SEQ)}))"
+        f"{_key_on(keys)} AND (({_is('s', _KIND, 'close')} AND {qualified('t', own.is_current)} = true "
+        f"AND ({tseq} IS NULL OR {tseq} < {sseq})) "
+        f"OR ({_is('s', _KIND, 'version')} AND {tseq} = {sseq}))"
     )
     clauses = [
-        MergeClause("update", _is("s", _KIND, "close"), {VALID_TO: qualified("s", VALID_TO), IS_CURRENT: "false"}),
+        MergeClause("update", _is("s", _KIND, "close"),
+                    {own.valid_to: qualified("s", own.valid_to), own.is_current: "false"}),
         MergeClause("insert", _is("s", _KIND, "version"), _assign(target.fieldNames())),
     ]
     return _Plan(source, schema, on, clauses, counts, src)
@@ -830,8 +927,9 @@ def _plan_keyless(
     path: str,
     backend: str,
     delete_mode: str,
+    own: OwnColumns,
 ) -> _Plan:
-    values = _value_schema(target)
+    values = _value_schema(target, own)
     op = F.col("op")
     origin, seq = f"{_P}origin", f"{_P}seq"
     # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
@@ -853,11 +951,13 @@ def _plan_keyless(
     # Positional working names: identity columns may carry any name; NULLs must match NULLs.
     ic = [f"{_P}c{i}" for i in range(len(identity))]
     wanted = F.broadcast(deletes.select(*[F.col(quote_ident(n)).alias(c) for n, c in zip(identity, ic)]))
+    stored_deleted = F.col(quote_ident(own.deleted))
     live = (
-        delta_io.read(spark, path, columns=[*identity, SEQ, DELETED], backend=backend)
-        .where(F.col(DELETED).isNull() | ~F.col(DELETED))
+        delta_io.read(spark, path, columns=[*identity, own.seq, own.deleted], backend=backend)
+        .where(stored_deleted.isNull() | ~stored_deleted)
         .join(wanted, [F.col(quote_ident(n)).eqNullSafe(F.col(c)) for n, c in zip(identity, ic)], "left_semi")
-        .select(*[F.col(quote_ident(n)) for n in identity], F.col(SEQ), F.lit("t").alias(origin))
+        .select(*[F.col(quote_ident(n)) for n in identity], F.col(quote_ident(own.seq)).alias(SEQ),
+                F.lit("t").alias(origin))
     )
     rows = inserts.unionByName(live, allowMissingColumns=True).unionByName(deletes, allowMissingColumns=True)
     group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
@@ -892,14 +992,14 @@ def _plan_keyless(
         "deleted": by_action.get(_DELETE, 0),
         "missing_deletes": by_action.get("missing", 0),
     }
-    source, schema = _source(src.where(F.col(_ACTION) != "missing"), target, [_ACTION])
+    source, schema = _source(src.where(F.col(_ACTION) != "missing"), target, [_ACTION], own)
     is_delete = _is("s", _ACTION, _DELETE)
     if delete_mode == "soft":
-        on_delete = MergeClause("update", is_delete, _assign([DELETED, OP, COMMIT_TS]))
+        on_delete = MergeClause("update", is_delete, _assign([own.deleted, own.op, own.commit_ts]))
     else:
         on_delete = MergeClause("delete", is_delete)
     clauses = [on_delete, MergeClause("insert", _is("s", _ACTION, _INSERT), _assign(target.fieldNames()))]
-    on = f"{qualified('t', SEQ)} = {qualified('s', SEQ)}"
+    on = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}"
     return _Plan(source, schema, on, clauses, counts, src)
 
 
@@ -915,8 +1015,12 @@ def apply_changes(
     backend: str = "auto",
     txn_app_id: str | None = None,
     txn_version: int | None = None,
+    column_prefix: str | None = None,
 ) -> ApplyStats:
     """Apply one batch of changes of one source table to its silver table (see the module doc).
+
+    ``column_prefix`` names silver's own columns of a new table (default ``_``: ``_seq``, ...);
+    an existing table keeps the prefix it has (:func:`own_columns_of`).
 
     ``specs`` describe the source table's columns as of this batch (their order is the image
     ``idx`` order); ``keys`` its primary key (None: no key).  The table is created when missing and
@@ -938,10 +1042,14 @@ def apply_changes(
     keys = _resolve_keys(keys, specs)
     if scd2 and keys is None:
         raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
-    _check_reserved([s.name for s in specs])
-    _check_changes(changes_df, specs, keys, scd2)
     which = delta_io.resolve_backend(spark, backend)
     path = str(target_path)
+    exists = delta_io.table_exists(path, spark=spark, backend=which)
+    current = delta_io.schema(path, spark=spark, backend=which) if exists else None
+    own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
+        OwnColumns(column_prefix or DEFAULT_PREFIX)
+    _check_reserved([s.name for s in specs], own)
+    _check_changes(changes_df, specs, keys, scd2)
 
     delta_io.check_txn(txn_app_id, txn_version)
     if txn_app_id is not None:
@@ -954,9 +1062,7 @@ def apply_changes(
                 watermark=read_watermark(path, spark=spark, backend=which),
             )
 
-    exists = delta_io.table_exists(path, spark=spark, backend=which)
-    current = delta_io.schema(path, spark=spark, backend=which) if exists else None
-    target, to_add, names = _plan_schema(current, specs, scd2)
+    target, to_add, names = _plan_schema(current, specs, scd2, own)
     added: list[str] = []
     if not exists:
         delta_io.create_if_missing(path, target, spark=spark, backend=which)
@@ -972,7 +1078,7 @@ def apply_changes(
     fresh = F.lit(True) if watermark is None else F.col(SEQ) > F.lit(watermark)
     # Not cached: the overview below reads only what it counts (Spark prunes the typing it does not
     # need), and the plans cache what their MERGE reads, so each value is typed once.
-    marked = changes_df.withColumn(fresh_flag, fresh)
+    marked = working_changes(changes_df).withColumn(fresh_flag, fresh)
     zeros = F.col(ZERO_DATES_COL) if ZERO_DATES_COL in changes_df.columns else F.lit(0)
     overview = marked.select(
         F.count(F.lit(1)).alias("all"),
@@ -1009,12 +1115,12 @@ def apply_changes(
             "image cannot be matched"
         )
     if scd2:
-        plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode)
+        plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode, own)
     elif keys is not None:
-        plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode)
+        plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode, own)
     else:
         identity = [silver for silver in target.fieldNames() if silver in names]
-        plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode)
+        plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode, own)
     new_mark = overview["max_seq"]
     try:
         delta_io.merge(

@@ -944,7 +944,8 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
     changes = silver.changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells,
                                          partial=partial, guard=F.col(_IN_SEGMENT))
     return silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
-                                scd2=scd2, backend=cfg.delta.backend)
+                                scd2=scd2, backend=cfg.delta.backend,
+                                column_prefix=cfg.silver.prefix_for(step.db, step.table))
 
 
 def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], set_aside: list[DataFrame],

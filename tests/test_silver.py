@@ -22,6 +22,7 @@ from pipelines.silver import (
     latest_per_key,
     read_watermark,
     silver_table_schema,
+    working_changes,
 )
 from pipelines.typemap import ColumnSpec, silver_schema
 
@@ -78,8 +79,8 @@ def target(tmp_path):
 
 def test_key_events_split_a_key_change_into_delete_and_upsert(spark):
     batch = changes(spark, [("01", "c", (1, "a"), None), ("02", "u", (2, "a"), (1, "a")), ("03", "u", (2, "b"), (2, "a")), ("04", "d", None, (2, "b"))])
-    actual = key_events(batch, ["id"], silver_schema(SPECS)).drop("_commit_ts")
-    schema = "id INT, name STRING, _seq STRING, _op STRING, _deleted BOOLEAN, __silver_action STRING"
+    actual = key_events(working_changes(batch), ["id"], silver_schema(SPECS)).drop("__silver_commit_ts")
+    schema = "id INT, name STRING, __silver_seq STRING, __silver_op STRING, __silver_deleted BOOLEAN, __silver_action STRING"
     expected = spark.createDataFrame(
         [
             (1, "a", "01", "c", False, "upsert"),
@@ -95,8 +96,9 @@ def test_key_events_split_a_key_change_into_delete_and_upsert(spark):
 
 def test_latest_per_key_orders_by_seq_not_by_arrival(spark):
     batch = changes(spark, [("03", "u", (1, "c"), (1, "b")), ("01", "c", (1, "a"), None), ("02", "u", (1, "b"), (1, "a")), ("04", "c", (2, "x"), None)])
-    actual = latest_per_key(key_events(batch, ["id"], silver_schema(SPECS)), ["id"]).select("id", "name", "_seq")
-    expected = spark.createDataFrame([(1, "c", "03"), (2, "x", "04")], "id INT, name STRING, _seq STRING")
+    events = key_events(working_changes(batch), ["id"], silver_schema(SPECS))
+    actual = latest_per_key(events, ["id"]).select("id", "name", "__silver_seq")
+    expected = spark.createDataFrame([(1, "c", "03"), (2, "x", "04")], "id INT, name STRING, __silver_seq STRING")
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
@@ -438,8 +440,35 @@ def test_argument_guards(spark, target):
         apply_changes(spark, batch, SPECS, target, keys=None, scd2=True, backend="rs")
     with pytest.raises(SilverSchemaError, match=r"key columns \['nope'\]"):
         apply_changes(spark, batch, SPECS, target, keys=["nope"], backend="rs")
-    with pytest.raises(SilverSchemaError, match="collide with silver's own columns"):
+    with pytest.raises(SilverSchemaError, match=r"collide with silver's own columns.*silver\.table_column_prefix"):
         apply_changes(spark, batch, [ColumnSpec("_seq", "int")], target, keys=None, backend="rs")
+
+
+# ---------------------------------------------------------------------------------------------
+# source columns named like silver's own: another prefix for the table's own columns
+
+OWNISH = [ColumnSpec("_seq", "int"), ColumnSpec("_op", "varchar", length=5), ColumnSpec("_deleted", "int")]
+
+
+@pytest.mark.parametrize("mode", ["keyed-hard", "keyed-soft", "keyless", "scd2"])
+def test_source_columns_named_like_silvers_own_land_under_another_prefix(spark, delta_backend, target, mode):
+    kw = dict(keys=None if mode == "keyless" else ["_seq"], delete_mode="soft" if mode == "keyed-soft" else "hard",
+              scd2=mode == "scd2", backend=delta_backend, column_prefix="_cdc_")
+    first = [("01", "c", (1, "a", 7), None), ("02", "c", (2, "b", 8), None), ("03", "c", (3, "c", 9), None)]
+    apply_changes(spark, changes(spark, first, OWNISH), OWNISH, target, **kw)
+    second = [("04", "u", (1, "z", 70), (1, "a", 7)), ("05", "d", None, (2, "b", 8))]
+    # the next run may name another prefix: the table keeps the one it has
+    apply_changes(spark, changes(spark, second, OWNISH), OWNISH, target, **{**kw, "column_prefix": "_"})
+    got = read(spark, target, delta_backend)
+    own = ["_cdc_seq", "_cdc_op", "_cdc_commit_ts", "_cdc_deleted"] + (
+        ["_cdc_valid_from", "_cdc_valid_to", "_cdc_is_current"] if mode == "scd2" else [])
+    assert got.columns == ["_seq", "_op", "_deleted", *own]
+    live = {"keyed-soft": "NOT _cdc_deleted", "scd2": "_cdc_is_current"}.get(mode, "true")
+    rows = sorted(tuple(r) for r in got.where(live).select("_seq", "_op", "_deleted", "_cdc_seq").collect())
+    assert rows == [(1, "z", 70, "04"), (3, "c", 9, "03")]
+    # a replay changes nothing: the watermark is in the table's own column
+    again = apply_changes(spark, changes(spark, second, OWNISH), OWNISH, target, **kw)
+    assert again.changes == 0
 
 
 def test_null_key_and_bad_op_fail_fast(spark, delta_backend, target):
