@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
+from urllib.parse import unquote
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -374,7 +375,9 @@ def _read_rs_files(spark: SparkSession, dt, schema: T.StructType) -> DataFrame |
         physical = physical_names(dt.schema().to_json())
         if physical is None:
             return None
-    uris = dt.file_uris()
+    # delta-rs gives URIs with percent-escapes (a backtick, a space or any non-ASCII letter in a
+    # database or table name); Hadoop takes a path string as it is and would look for "%60"
+    uris = [unquote(u) for u in dt.file_uris()]
     if not uris:
         return spark.createDataFrame([], schema=schema)
     if physical is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import random
 import shutil
 import signal
@@ -39,8 +40,9 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
+for _path in (TESTS, REPO):  # this checkout's pipelines, whatever the venv installed
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 from mariadb_server import MariaDBServer  # noqa: E402
 from oracle import _diff, q, server_columns, server_rows, silver_rows  # noqa: E402
@@ -111,6 +113,7 @@ WIDER = {"VARCHAR(40) CHARACTER SET utf8mb4": "VARCHAR(80) CHARACTER SET utf8mb4
 NAMES = ["a", "b2", "qty", "my col", "a.b", "it's", 'q"x', "a`b", "größe", "名前", "☕ cup", "select", "order",
          "key", "from", "group", "_seq", "_op", "_deleted", "_commit_ts", "x=y", "p(1)", "semi;colon", "tab\tname",
          "UPPER", "with,comma", "{brace}", "op", "after", "before"]
+OWN_NAMES = ("_seq", "_op", "_deleted", "_commit_ts")  # silver's own columns under the default prefix
 TABLE_NAMES = ["t", "orders", "my table", "a.b", "it's", "select", "日本", "t`x", "x-y", "☕"]
 
 
@@ -136,6 +139,7 @@ class Table:
     columns: list[Col]  # in table order
     key: list[str]  # [] for a keyless table
     next_id: int = 1
+    collides: bool = False  # a source column takes a name of silver's own (see write_config)
 
     def value_columns(self) -> list[Col]:
         return [c for c in self.columns if c.name not in self.key]
@@ -168,7 +172,8 @@ def random_table(rng: random.Random, name: str) -> Table:
     values = [_named(rng.choice(VALUE_TYPES), _name(rng, taken, NAMES)) for _ in range(rng.randint(2, 7))]
     columns = key_cols + values
     rng.shuffle(columns)
-    return Table(name, columns, [c.name for c in key_cols])
+    return Table(name, columns, [c.name for c in key_cols],
+                 collides=any(c.name.lower() in OWN_NAMES for c in columns))
 
 
 def create_sql(db: str, t: Table) -> str:
@@ -242,11 +247,13 @@ def delete_sql(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str
 
 
 def alter_sql(db: str, t: Table, rng: random.Random) -> str | None:
-    """ADD (somewhere), DROP (a value column) or MODIFY (same silver type) one column."""
+    """ADD (somewhere), DROP (a value column) or MODIFY (same silver type) one column. An added
+    column never takes a name of silver's own: the table's prefix was chosen when it was made."""
     what = rng.choice(["add", "add", "drop", "modify"])
     target = f"{q(db)}.{q(t.name)}"
     if what == "add" or len(t.value_columns()) < 2:
-        col = _named(rng.choice(VALUE_TYPES), _name(rng, {c.name.lower() for c in t.columns}, NAMES))
+        taken = {c.name.lower() for c in t.columns} | set(OWN_NAMES)
+        col = _named(rng.choice(VALUE_TYPES), _name(rng, taken, NAMES))
         if rng.random() < 0.5:
             where, at = " FIRST", 0
         else:
@@ -367,15 +374,31 @@ def copy_files(files: list[Path], dest: Path) -> None:
             shutil.copy2(f, dest / f.name)
 
 
-def job(binlogs: Path, warehouse: Path, backend: str, *, kill_after: float | None = None,
+def write_config(w: Workload, workdir: Path, backend: str) -> Path:
+    """The job's configuration: the shipped one, with another prefix for silver's own columns of
+    every table whose source columns take the default names (as a user would set it)."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "conf" / "pipeline.yaml").read_text())
+    cfg.update(input=str(workdir / "binlogs"), warehouse=str(workdir / "warehouse"), progress=False)
+    cfg["delta"] = {**cfg.get("delta", {}), "backend": backend}
+    cfg["silver"] = {"column_prefix": "_", "table_column_prefix": {
+        f"{w.db}.{t.name}": "_cdc_" for t in w.tables if t.collides}}
+    path = workdir / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    return path
+
+
+def job(config: Path, backend: str, *, kill_after: float | None = None,
         timeout: float = 900) -> subprocess.CompletedProcess | None:
     """The main job as users run it; with ``kill_after`` SIGKILLed after that many seconds
     (None back when it was killed, the completed process when it ended first)."""
-    cmd = [sys.executable, str(REPO / "jobs" / "run_pipeline.py"), "--binlog-dir", str(binlogs), "--warehouse",
-           str(warehouse), "--no-progress", "--delta-backend", backend]
+    cmd = [sys.executable, str(REPO / "jobs" / "run_pipeline.py"), "--config", str(config), "--no-progress",
+           "--delta-backend", backend]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     if kill_after is None:
-        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=kill_after)
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
@@ -450,6 +473,7 @@ def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=
         srv.flush_logs()
         files = srv.binlog_files()[first:-1]
         binlogs, warehouse = workdir / "binlogs", workdir / "warehouse"
+        config = write_config(w, workdir, backend)
         half = max(1, len(files) // 2)
         problems: list[str] = []
         rng = random.Random(f"kill/{seed}/{mode}")
@@ -458,14 +482,16 @@ def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=
                 continue
             copy_files(batch, binlogs)
             if spark is not None and not kill:
-                cfg = load_config(REPO / "conf" / "pipeline.yaml", {
-                    "input": str(binlogs), "warehouse": str(warehouse), "progress": False, "delta.backend": backend})
+                cfg = load_config(config)
                 bronze.run(spark, cfg)
-                silver_step.run(spark, cfg)
+                try:
+                    silver_step.run(spark, cfg)
+                except silver_step.SilverStepError as e:  # the tables it names differ below
+                    problems.append(str(e).splitlines()[0])
                 continue
             if kill and part == 1:  # SIGKILL somewhere in the second run, then run again
-                job(binlogs, warehouse, backend, kill_after=rng.uniform(3.0, 25.0))
-            done = job(binlogs, warehouse, backend)
+                job(config, backend, kill_after=rng.uniform(3.0, 25.0))
+            done = job(config, backend)
             if done.returncode != 0:
                 problems.append(f"job exit {done.returncode}: " + (done.stderr.strip().splitlines() or ["?"])[-1])
         problems += compare(srv, w, warehouse)

@@ -557,3 +557,14 @@ def test_concurrent_commits_never_carry_another_tables_identity(spark, tmp_path)
                 if "txn" in action:
                     txns.setdefault(action["txn"]["appId"], []).append(action["txn"]["version"])
         assert {k: sorted(v) for k, v in txns.items()} == {f"silver-{i}": [1, 2, 3]}
+
+
+def test_delta_rs_files_under_names_that_need_escapes_are_read(spark, tmp_path):
+    # delta-rs lists files as percent-escaped URIs: a folder named after a database with a
+    # backtick, a space or a non-ASCII letter must still be found by Spark's Parquet reader
+    for name, columns in (("plain", "id INT, v STRING"), ("mapped", "id INT, `a b` STRING")):
+        path = str(tmp_path / "silver" / "db`x ☕" / f"{name} 日本")
+        delta_io.append(spark, spark.createDataFrame([(1, "a")], columns), path, backend="rs")
+        delta_io.append(spark, spark.createDataFrame([(2, "b")], columns), path, backend="rs")
+        got = delta_io.read(spark, path, backend="rs")
+        assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (2, "b")]
