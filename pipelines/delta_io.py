@@ -732,8 +732,26 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema) -> None:
     if isinstance(table_schema, pa.Schema):
         table_schema = arrow_schema_to_spark(table_schema)
     nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
-    DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore",
-                      configuration=create_properties(nullable) or None)
+    properties = create_properties(nullable)
+    DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore", configuration=properties or None)
+    if properties:
+        _rs_ensure_mapping_feature(path)
+
+
+def _rs_ensure_mapping_feature(path: str) -> None:
+    """Make a column-mapped table's protocol say so. deltalake 1.6 creates a table that has
+    column mapping and another feature (a TIMESTAMP_NTZ column) with table-features protocol 3/7
+    but without ``columnMapping`` among its features; its writers then put the logical names in
+    the Parquet files, which delta-spark reads as NULLs. Done right after the create, and again
+    before a write in case a run died in between."""
+    from deltalake import TableFeatures
+
+    dt = _rs_table(path)
+    protocol = dt.protocol()
+    if not uses_column_mapping(dt.metadata().configuration):
+        return
+    if protocol.min_writer_version >= 7 and "columnMapping" not in (protocol.writer_features or ()):
+        dt.alter.add_feature(TableFeatures.ColumnMapping, allow_protocol_versions_increase=True)
 
 
 def _ddl_type(dt: T.DataType) -> str:
@@ -1013,6 +1031,8 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
             _rs_create(path, data.schema)  # with column mapping, which its names need
         table = target if target is not None else _rs_table(path)
         if uses_column_mapping(table.metadata().configuration):
+            _rs_ensure_mapping_feature(path)
+            table = _rs_table(path) if target is None else _rs_snapshot_for_txn(path, txn_app_id, data.schema)
             # delta-rs writes a column-mapped table only with its exact columns: new ones are
             # added first (by delta-spark, see add_columns), missing ones are written as nulls
             current = schema(path, backend="rs")
@@ -1395,6 +1415,8 @@ def merge_rs(
         raise ValueError("'source' in merge cannot be None")
     _check_merge(on, clauses)
     check_txn(txn_app_id, txn_version)
+
+    _rs_ensure_mapping_feature(path)
 
     def attempt(n: int) -> dict | None:
         target = _rs_table(path)

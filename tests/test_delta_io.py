@@ -568,3 +568,23 @@ def test_delta_rs_files_under_names_that_need_escapes_are_read(spark, tmp_path):
         delta_io.append(spark, spark.createDataFrame([(2, "b")], columns), path, backend="rs")
         got = delta_io.read(spark, path, backend="rs")
         assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (2, "b")]
+
+
+def test_delta_rs_makes_a_mapped_table_with_a_datetime_that_delta_spark_reads(spark, tmp_path):
+    # deltalake 1.6 alone gives such a table a protocol without columnMapping, then writes the
+    # logical names into Parquet: delta-spark read every value as NULL (found by the soak)
+    require_delta_spark(spark)
+    path = str(tmp_path / "t")
+    schema = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a b", T.StringType()),
+                           T.StructField("at", T.TimestampNTZType())])
+    at = dt.datetime(2020, 1, 2, 3, 4, 5)
+    assert delta_io.create_if_missing(path, schema, backend="rs")
+    delta_io.append(spark, spark.createDataFrame([(1, "x", at)], schema), path, backend="rs")
+    delta_io.merge(spark, path, spark.createDataFrame([(1, "y", at), (2, "z", None)], schema), "t.`id` = s.`id`",
+                   [MergeClause("update", None, {n: qualified("s", n) for n in schema.fieldNames()}),
+                    MergeClause("insert", None, {n: qualified("s", n) for n in schema.fieldNames()})], backend="rs")
+    features = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["tableFeatures"]
+    assert {"columnMapping", "timestampNtz"} <= set(features)
+    expected = spark.createDataFrame([(1, "y", at), (2, "z", None)], schema)
+    for backend in ("spark", "rs"):
+        assert_equal_sorted_by(delta_io.read(spark, path, backend=backend), expected, "id")
