@@ -474,22 +474,6 @@ def history(
 # ---------------------------------------------------------------------------------------------
 # transaction identifiers (idempotent writes)
 
-_TXN_SCHEMA = T.StructType(
-    [
-        T.StructField(
-            "txn",
-            T.StructType(
-                [
-                    T.StructField("appId", T.StringType()),
-                    T.StructField("version", T.LongType()),
-                    T.StructField("lastUpdated", T.LongType()),
-                ]
-            ),
-        )
-    ]
-)
-
-
 def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
     """Fail fast unless the transaction identifier is complete (both parts) or absent.
 
@@ -508,23 +492,18 @@ def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
 
 
 def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
-    """Read the newest ``txn`` version for ``app_id`` from the Delta log with plain Spark readers.
+    """The newest ``txn`` version for ``app_id`` in delta-spark's own snapshot of the table.
 
-    Transaction actions live in the commit JSON files and in checkpoints (classic, multi-part and
-    V2 top-level files); versions of one app only grow, so the maximum is the current one.
+    The snapshot is the last checkpoint plus the commits after it (what Delta itself checks an
+    idempotent write against), so the cost does not grow with the table's history and the ids
+    survive log cleanup. Reached through the JVM (``DeltaLog.update().transactions()``): the
+    Python API has no call for it.
     """
-    log = f"{str(path).rstrip('/')}/{DELTA_LOG}"
-    commits = spark.read.schema(_TXN_SCHEMA).option("pathGlobFilter", "*.json").json(log)
-    checkpoints = (
-        spark.read.schema(_TXN_SCHEMA).option("pathGlobFilter", "*.checkpoint*.parquet").parquet(log)
-    )
-    row = (
-        commits.unionByName(checkpoints)
-        .where(F.col("txn.appId") == F.lit(app_id))
-        .agg(F.max("txn.version").alias("v"))
-        .collect()[0]
-    )
-    return None if row["v"] is None else int(row["v"])
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
+    defaults = [getattr(log, f"update$default${i}")() for i in (1, 2, 3)]
+    found = log.update(*defaults).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else None
 
 
 def last_txn_version(

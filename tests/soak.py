@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -122,9 +123,8 @@ def _literal(col: Col, rng: random.Random) -> str:
         return "'" + ".".join(str(rng.randint(0, 255)) for _ in range(4)) + "'"
     if col.kind == "inet6":
         return "'" + ":".join(f"{rng.getrandbits(16):x}" for _ in range(8)) + "'"
-    if col.kind == "uuid":
-        h = f"{rng.getrandbits(128):032x}"
-        return f"'{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}'"
+    if col.kind == "uuid":  # MariaDB takes only the RFC 4122 variant
+        return f"'{uuid.UUID(int=rng.getrandbits(128), version=rng.choice([1, 4]))}'"
     if col.kind == "geometry":
         return f"ST_GeomFromText('POINT({rng.randint(-99, 99)} {rng.randint(-99, 99)}.5)')"
     return sql_literal(col, random_value(rng, col))

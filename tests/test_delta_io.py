@@ -271,21 +271,24 @@ def test_rows_to_arrow_rejects_what_spark_rejects():
         {"id": 1, "ts": None, "pair": {"a": "a", "b": "b"}}]
 
 
-def test_spark_log_reader_agrees_with_delta_rs_on_txn_versions(spark, tmp_path):
-    # The delta-spark backend reads txn versions from the log with plain Spark readers.
-    # Also after a checkpoint, with the commit files it covers cleaned up.
+def test_spark_snapshot_agrees_with_delta_rs_on_txn_versions(spark, tmp_path):
+    # The delta-spark backend takes txn versions from Delta's snapshot (checkpoint + newer
+    # commits): also after a checkpoint, with the commit files before it cleaned up.
     import deltalake
 
+    require_delta_spark(spark)
     path = str(tmp_path / "t")
     df = spark.createDataFrame([(1,)], "id INT")
     for version in (3, 7):
         delta_io.append(spark, df, path, txn_app_id="loader", txn_version=version, backend="rs")
     assert delta_io._spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
     assert delta_io._spark_log_txn_version(spark, path, "nobody") is None
-    deltalake.DeltaTable(path).create_checkpoint()
-    for commit in (tmp_path / "t" / "_delta_log").glob("*.json"):
-        commit.unlink()
-    assert delta_io._spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
+    deltalake.DeltaTable(path).create_checkpoint()  # at version 1
+    delta_io.append(spark, df, path, txn_app_id="other", txn_version=1, backend="rs")
+    (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()  # what log cleanup removes
+    for backend in ("spark", "rs"):
+        assert delta_io.last_txn_version(path, "loader", spark=spark, backend=backend) == 7
+        assert delta_io.last_txn_version(path, "other", spark=spark, backend=backend) == 1
 
 
 def test_append_guards(spark, tmp_path):
