@@ -53,6 +53,14 @@ run: setup
 bench: setup
 	$(PY) -m scripts.bench
 
+# Random server-oracle workloads: SEEDS seeds in each binlog_row_metadata x binlog_row_image mode
+# (even seeds on delta-rs, odd on delta-spark; about one in five SIGKILLs the job once).
+# SOAK_ARGS: more options of tests/soak.py (--start, --mode, --backend, --kill, --steps, -v).
+SEEDS ?= 20
+.PHONY: soak
+soak: setup
+	$(PY) tests/soak.py --seeds $(SEEDS) $(SOAK_ARGS)
+
 sql: setup
 	$(PY) -m pipelines.sql "$(Q)"
 

@@ -98,14 +98,13 @@ def warehouse_lock(cfg, args: argparse.Namespace) -> Iterator[None]:
 def session(cfg):
     """The SparkSession for ``cfg`` (see :func:`pipelines.spark_session.build_session`).
 
-    delta-spark is put on the classpath only where the backend may use it: ``spark``, or ``auto``
-    with a master that is not local. A local run with ``auto`` starts plain Spark and writes with
-    delta-rs, the faster choice on one machine. Under spark-submit the submit command decides.
+    delta-spark goes on the classpath whenever its jars are at hand (``DELTA_JARS``,
+    ``delta.packages``, or the ones ``make setup`` fetched): it costs no measurable start-up time,
+    and the delta-rs backend hands it the few changes delta-rs cannot make (adding a column to a
+    column-mapped table). Which backend writes is ``delta.backend``: ``auto`` keeps delta-rs on a
+    local master, the faster one on one machine. Under spark-submit the submit command decides.
     """
-    from pipelines.spark_session import build_session, is_local_master
+    from pipelines.spark_session import build_session
 
-    backend = cfg.delta.backend
-    packages = ",".join(cfg.delta.packages) if backend != "rs" else ""
-    wants_delta = backend == "spark" or (backend == "auto" and not is_local_master(cfg.spark.master))
-    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf),
-                         delta=wants_delta)
+    packages = ",".join(cfg.delta.packages) if cfg.delta.backend != "rs" else ""
+    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf), delta=True)

@@ -582,10 +582,10 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             tables.add((v.db, v.table))
     skipped = {t for t in tables if not cfg.tables.matches(*t)}
     tables = sorted(tables - skipped)
-    pk_idx = {}
+    pk_idx = {}  # per shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
     for r in shape_rows:
         if r["pk_idx"]:
-            pk_idx.setdefault((r["db"], r["table"]), list(r["pk_idx"]))
+            pk_idx.setdefault((r["db"], r["table"], r["_shape"]), list(r["pk_idx"]))
 
     steps = _plan_steps(history, tables, marks, shape_rows)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
@@ -684,7 +684,8 @@ class _Run:
         if step.shapes:
             resolution = schema_history.resolve_columns(
                 step.db, step.table, version, [parse_shape(s) for s in step.shapes],
-                key_override=cfg.key_override(step.db, step.table), table_map_key_idx=self.pk_idx.get(key),
+                key_override=cfg.key_override(step.db, step.table),
+                table_map_key_idx=next((self.pk_idx[(*key, s)] for s in step.shapes if (*key, s) in self.pk_idx), None),
                 db_charset=history.db_charset(step.db))
         if step.events:
             done = _apply_events(spark, cfg, step, path, resolution, version, history)
