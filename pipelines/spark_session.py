@@ -41,6 +41,9 @@ COMMON_DEFAULTS: dict[str, str] = {
     # (two tables); with 100 the next run found none of them, compiled all again, and the JIT
     # optimised the new classes from scratch: a warm 4x silver run took 29 s instead of 22 s.
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # the console gets warnings and errors (Spark's INFO lines are hundreds per run, spark-submit
+    # shows them); spark.conf of the configuration can set INFO or DEBUG
+    "spark.log.level": "WARN",
 }
 
 # Settings for a small local session: no UI, few shuffle partitions, UTC everywhere.
@@ -161,7 +164,7 @@ def build_session(
     Locally (not under ``spark-submit``) the master is ``master``, default ``local[2]``; under
     ``spark-submit`` the master and resources come from the submit command and ``master`` is
     not applied (a warning names it when it differs). ``delta`` asks for delta-spark (see the
-    module's docstring). ``log_level`` (default ``WARN``) is the JVM's log level for the run.
+    module's docstring). ``log_level`` overrides the JVM's log level (``spark.log.level``, WARN).
 
     Example::
 
@@ -190,14 +193,14 @@ def build_session(
     conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta)
     if submitted:
         conf.pop("spark.master", None)  # the submit command's master decides
+        if delta:
+            conf.update(_submitted_delta_conf())
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel((log_level or DEFAULT_LOG_LEVEL).upper())
+    if log_level:
+        session.sparkContext.setLogLevel(log_level.upper())
     return session
-
-
-DEFAULT_LOG_LEVEL = "WARN"
 
 
 def _report_ignored_master(master: str | None) -> None:
@@ -208,6 +211,23 @@ def _report_ignored_master(master: str | None) -> None:
     if submitted and submitted != master:
         print(f"warning: spark.master {master!r} from the configuration is not applied: this job was "
               f"submitted with --master {submitted!r}, which decides", file=sys.stderr, flush=True)
+
+
+def _submitted_delta_conf() -> dict[str, str]:
+    """Under spark-submit with delta-spark on the driver's classpath (``--jars``, ``--packages``):
+    the Delta SQL extension (added to any the command named) and catalog, which delta-spark needs
+    and the submit command may not have set."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    if not _delta_classes_load(SparkContext._jvm):
+        return {}
+    submitted = SparkConf()
+    extensions = [e for e in submitted.get("spark.sql.extensions", "").split(",") if e.strip()]
+    out = {"spark.sql.extensions": ",".join(extensions + ([DELTA_EXTENSION] if DELTA_EXTENSION not in extensions else []))}
+    if not submitted.get("spark.sql.catalog.spark_catalog", ""):
+        out["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
+    return out
 
 
 def _submitted_master() -> str | None:

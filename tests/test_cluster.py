@@ -1,0 +1,75 @@
+"""The main job on a real Spark standalone cluster (a master and two one-core workers on
+127.0.0.1), submitted the way docs/deploy.md says: ``spark-submit --master spark://...
+--py-files dist/binlog_delta.zip jobs/run_pipeline.py``. The shipped configuration names
+``spark.master: local[2]``; the submit command must win: the master registers the application
+and both workers launch executors. Silver must equal the source server, first on delta-spark
+(what ``auto`` takes on a cluster), then, with more binlogs, on delta-rs."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from spark_cluster import StandaloneCluster, cluster_env
+
+from mariadb_server import MariaDBServer, mariadb_available
+from pipelines import delta_jars
+from soak import REPO, compare, run_workload, write_config
+
+pytestmark = [pytest.mark.spark, pytest.mark.mariadb, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def package() -> str:
+    done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return str(REPO / "dist" / "binlog_delta.zip")
+
+
+def _submit(cluster, package, config, *extra) -> subprocess.CompletedProcess:
+    jars = delta_jars.find_jars()
+    assert jars, "the delta-spark jars are missing from jars/ (make setup fetches them)"
+    cmd = [*cluster.submit_command(), "--jars", ",".join(jars), "--py-files", package,
+           str(REPO / "jobs" / "run_pipeline.py"), "--config", str(config), "--no-progress", *extra]
+    return subprocess.run(cmd, cwd=REPO, env=cluster_env(), capture_output=True, text=True, timeout=900)
+
+
+def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package):
+    ok, why = mariadb_available()
+    if not ok:
+        pytest.skip(why)
+    srv = MariaDBServer(tmp_path / "mariadb", row_metadata="FULL").start()
+    try:
+        srv.flush_logs()
+        first = len(srv.binlog_files()) - 1
+        w = run_workload(srv, seed=4242, mode="full/full", steps=25)
+        srv.flush_logs()
+        files = srv.binlog_files()[first:-1]
+        (tmp_path / "binlogs").mkdir()
+        for f in files[: len(files) // 2 or 1]:
+            shutil.copy(f, tmp_path / "binlogs" / f.name)
+        config = write_config(w, tmp_path, "auto")
+        assert "local[2]" in (REPO / "conf" / "pipeline.yaml").read_text()  # what the job must not obey
+
+        with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
+            run = _submit(cluster, package, config)
+            assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+            assert "is not applied: this job was submitted with --master spark://127.0.0.1" in run.stderr
+            apps = [a for a in cluster.applications() if a["name"] == "binlog-delta"]
+            assert len(apps) == 1, cluster.master_state()
+            executors = cluster.executor_dirs(apps[0]["id"])
+            assert all(executors.values()), f"a worker launched no executor: {executors}"
+            assert "silver run" in run.stdout and " ok:" in run.stdout.split("silver run", 1)[1]
+            info = [line for line in run.stderr.splitlines() if " INFO " in line]
+            assert len(info) < 30, f"{len(info)} INFO lines on the console:\n" + "\n".join(info[:40])
+
+            # more binlogs, this time written with delta-rs (tasks on the executors stage bronze)
+            for f in files[len(files) // 2 or 1:]:
+                shutil.copy(f, tmp_path / "binlogs" / f.name)
+            again = _submit(cluster, package, config, "--delta-backend", "rs")
+            assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
+            assert len([a for a in cluster.applications() if a["name"] == "binlog-delta"]) == 2
+        problems = compare(srv, w, tmp_path / "warehouse")
+        assert not problems, "\n".join(problems)
+    finally:
+        srv.stop()
