@@ -172,6 +172,7 @@ from pipelines.binlog.events import EVENT_DECODERS, DecodeContext, GtidListEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
+from pipelines.binlog.values import InvalidText
 from pipelines.bronze_rows import _OPS, ArrowRowsBuilder, _TableLayout, _ts, bronze_row
 from pipelines.bronze_schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION, WRITTEN_LATER, seq_key
 from pipelines.config import PipelineConfig
@@ -193,9 +194,9 @@ QUARANTINE_DDL = (
     "file STRING, file_seq BIGINT, offset BIGINT, reason STRING, error_class STRING, "
     "decoder_version STRING, raw BINARY, batch BIGINT, run_id STRING, ts TIMESTAMP"
 )
-DDL_TABLE_DDL = (
+DDL_TABLE_DDL = (  # query_raw: the exact bytes, when they are not valid in the statement's charset
     "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, db STRING, query STRING, "
-    "commit_ts TIMESTAMP, in_group BOOLEAN, gtid STRING, server_id BIGINT, _run_id STRING"
+    "commit_ts TIMESTAMP, in_group BOOLEAN, gtid STRING, server_id BIGINT, _run_id STRING, query_raw BINARY"
 )
 XA_DDL = (
     "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, kind STRING, xa_xid STRING, gtid STRING, "
@@ -237,6 +238,7 @@ class BronzeStats:
     statements: int = 0
     quarantined: int = 0
     ignorable_skipped: int = 0  # unknown events flagged ignorable, skipped on purpose
+    invalid_text: int = 0  # statements and values not valid in their charset (landed with their bytes)
     bytes: int = 0
     batches: int = 0
     held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
@@ -264,6 +266,8 @@ class BronzeStats:
             f"{self.files_ignored} other name(s) ignored; {self.events} events; "
             f"rows c={r['c']} u={r['u']} d={r['d']}; {self.statements} statement(s); "
             f"{self.quarantined} quarantined; {self.ignorable_skipped} ignorable event(s) skipped; "
+            + (f"{self.invalid_text} statement(s) or value(s) not valid in their charset, kept as bytes too; "
+               if self.invalid_text else "")
             + (f"{len(self.held_back)} file(s) held back; " if self.held_back else "")
             + (f"{len(self.warnings)} warning(s); " if self.warnings else "")
             + f"{self.bytes / 1e6:.2f} MB in {self.seconds:.1f} s ({self.mb_per_s:.2f} MB/s)"
@@ -752,7 +756,7 @@ def _sub_index(idx: FileIndex, start: int, end: int) -> FileIndex:
 def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
     """Tagged records of one range: ``("row", bronze row)``, ``("stmt", ddl row)``,
     ``("quar", quarantine row)`` and, last, ``("stat", (name, start, end, events,
-    {op: rows}, error, skipped, ignorable))``.
+    {op: rows}, error, skipped, ignorable, invalid_text))``.
 
     * ``error`` is None or ``(offset, cut, reason, class)``: the range stopped at
       a bad event at ``offset``; nothing from ``cut`` (the start of its
@@ -763,6 +767,9 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
       (``{op: rows}`` already leaves them out).
     * ``ignorable`` counts the unknown events flagged ignorable that were skipped;
       an unknown event without the flag gets a quarantine row of its own.
+    * ``invalid_text`` counts the statements and (``("row", ...)`` records only) row values
+      whose bytes are not valid in their declared charset: they land with visible
+      replacements in the text and the exact bytes beside it (``query_raw``, a cell's ``bin``).
 
     With ``batches``, each rows event comes as one ``("rows", (RowsBatch, layout))`` record
     instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
@@ -772,7 +779,7 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
     """
     layouts: dict[int, _TableLayout] = {}
     err = None
-    events = ignorable = 0
+    events = ignorable = invalid_stmts = 0
     ops: Counter = Counter()
     skipped: list[tuple[int, int]] = []
     with _task_bytes(w.uri, w.start, w.end) as buf:
@@ -798,8 +805,10 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
                         yield ("row", row)
                     elif type(ch) is StatementChange:
                         seq = seq_key(w.file_seq, ch.pos, 0)
-                        yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, ch.query, _ts(ch.tx.commit_ts),
-                                        ch.in_group, ch.tx.gtid, ch.server_id, w.run_id))
+                        raw = ch.query.raw if type(ch.query) is InvalidText else None
+                        invalid_stmts += raw is not None
+                        yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, str(ch.query), _ts(ch.tx.commit_ts),
+                                        ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
                         if ch.in_group and not _DDL_START.match(ch.query):
                             # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
                             yield ("quar", (w.name, w.file_seq, ch.pos,
@@ -845,7 +854,8 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
                                         w.run_id, w.ingested_at))
         except BinlogError:
             pass
-    yield ("stat", (w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable))
+    invalid = invalid_stmts + sum(lay.invalid_text for lay in layouts.values())
+    yield ("stat", (w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable, invalid))
 
 
 def _skippable(e: BinlogError, tx) -> bool:
@@ -908,7 +918,7 @@ def stage_range(w: WorkRange, target: StageTarget) -> Iterator[tuple]:
                     stager.add_batch(builder.take())
                 continue
             if kind == "stat":
-                name, start, end, events, _ops, err, skipped, ignorable = rec[1]
+                name, start, end, events, _ops, err, skipped, ignorable, invalid = rec[1]
                 drop = list(skipped) + ([(err[1], 1 << 62)] if err else [])
                 if builder.rows:
                     stager.add_batch(builder.take())
@@ -919,7 +929,8 @@ def stage_range(w: WorkRange, target: StageTarget) -> Iterator[tuple]:
                         ops.update(stager.read(f, ["op"]).column("op").to_pylist())
                     files = stager.files
                 yield ("files", (name, start, files))
-                rec = ("stat", (name, start, end, events, dict(ops), err, skipped, ignorable))
+                rec = ("stat", (name, start, end, events, dict(ops), err, skipped, ignorable,
+                                invalid + builder.invalid_text))
             yield rec
     except BaseException:
         stager.abort()
@@ -953,6 +964,7 @@ class FilePlan:
     ranges: list[tuple[int, int]] = field(default_factory=list)
     events: int = 0
     ignorable_skipped: int = 0
+    invalid_text: int = 0
     flavor: str | None = None
     gtid_start: str | None = None
     gtid_end: str | None = None
@@ -1326,10 +1338,11 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
     stats_of_ranges = [rec for kind, rec in small if kind == "stat"]
     for rec in stats_of_ranges:
-        name, _s, _e, events, ops, err, skipped, ignorable = rec
+        name, _s, _e, events, ops, err, skipped, ignorable, invalid = rec
         p = by_name[name]
         p.events += events
         p.ignorable_skipped += ignorable
+        p.invalid_text += invalid
         if skipped:
             skips.setdefault(name, []).extend(skipped)
         for op, n in ops.items():
@@ -1424,6 +1437,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
     stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)
+    stats.invalid_text += sum(p.invalid_text for p in plans)
     stats.events += sum(p.events for p in plans)
     stats.bytes += sum(p.end - p.start for p in plans)
     stats.batches += 1

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from pipelines.binlog.changes import RowChange, RowsBatch
 from pipelines.binlog.constants import ColumnType, column_type_name
 from pipelines.binlog.errors import BinlogError
-from pipelines.binlog.values import canonical_text, datetime_text, decimal_text
+from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text
 from pipelines.bronze_schema import DECODER_VERSION, SEQ_ROW_DIGITS, seq_key, shape_text
 
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
@@ -131,7 +131,7 @@ def column_type_text(tm, i: int) -> str:
 class _TableLayout:
     """What the rows of one table map need, computed once per table map."""
 
-    __slots__ = ("tm", "names", "types", "fsps", "key", "heads", "dates", "_shapes")
+    __slots__ = ("tm", "names", "types", "fsps", "key", "heads", "dates", "_shapes", "invalid_text")
 
     def __init__(self, tm):
         n = tm.column_count
@@ -144,6 +144,7 @@ class _TableLayout:
         self.heads = tuple((i, self.names[i], self.types[i]) for i in range(n))  # a cell's first fields
         self.dates = frozenset(i for i in range(n) if tm.column_types[i] in _DATE_TYPES)
         self._shapes: dict[tuple, str] = {}
+        self.invalid_text = 0  # values seen by cell() whose bytes are not valid in their charset
 
     def shape(self, cols_before, cols_after) -> str:
         """The ``_shape`` of rows logging these columns (``None``: the image is absent)."""
@@ -162,6 +163,9 @@ class _TableLayout:
     def cell(self, i: int, v) -> tuple:
         if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
             return (i, self.names[i], self.types[i], None, bytes(v))
+        if type(v) is InvalidText:  # the text with replacements, and the exact bytes beside it
+            self.invalid_text += 1
+            return (i, self.names[i], self.types[i], str(v), v.raw)
         return (i, self.names[i], self.types[i], canonical_text(v, self.fsps[i]), None)
 
     def image(self, cols, values) -> list | None:
@@ -246,6 +250,9 @@ def _generic(values, fsp) -> tuple[list, list]:
         if t is bytes or t is bytearray or t is memoryview:
             texts.append(None)
             bins.append(bytes(v))
+        elif t is InvalidText:
+            texts.append(str(v))
+            bins.append(v.raw)
         else:
             texts.append(canonical_text(v, fsp))
             bins.append(None)
@@ -332,6 +339,14 @@ def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, presen
     return pa.ListArray.from_arrays(offsets, cells, type=list_type), cells
 
 
+def _with_bytes(cells: pa.StructArray | None) -> int:
+    """Cells with both a text and bytes: values not valid in their charset (:class:`InvalidText`)."""
+    if cells is None or not len(cells):
+        return 0
+    both = pc.and_(pc.is_valid(cells.field("text")), pc.is_valid(cells.field("bin")))
+    return int(pc.sum(both).as_py() or 0)
+
+
 def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.StructArray | None,
                list_type: pa.ListType) -> pa.Array:
     """The ``pk`` list of a group, as :func:`bronze_row` picks it: each key column from the
@@ -371,6 +386,7 @@ class ArrowRowsBuilder:
 
     def _reset(self) -> None:
         self.rows = 0
+        self.invalid_text = getattr(self, "invalid_text", 0)  # over the builder's life
         self._groups: dict[tuple, _Group] = {}
         # one entry per run of rows (a rows event, or a part of it with the same image presence)
         self._ev: list[tuple] = []  # (group, first row in group, count, event fields ...)
@@ -422,6 +438,7 @@ class ArrowRowsBuilder:
             z = np.zeros(g.n, dtype=np.int32)
             b, b_cells = _image_array(g.layout, g.cols_before, g.before, g.n, g.has_before, list_type, z)
             a, a_cells = _image_array(g.layout, g.cols_after, g.after, g.n, g.has_after, list_type, z)
+            self.invalid_text += _with_bytes(b_cells) + _with_bytes(a_cells)
             befores.append(b)
             afters.append(a)
             pks.append(_key_array(g, g.n, b_cells, a_cells, pk_type))

@@ -134,3 +134,14 @@ def with_rotate_to(data: bytes, next_file: str) -> bytes:
     header = rot.raw[:COMMON_HEADER_LEN]
     raw = header + rotate_body(next_file) + (b"\0\0\0\0" if crc else b"")
     return replace_event(data, rot.pos, raw)
+
+
+def replace_bytes(data: bytes, old: bytes, new: bytes) -> bytes:
+    """The file with ``old`` replaced by ``new`` (the same length) inside every event's body,
+    CRCs fixed: values written by a real server, rewritten to bytes it would not have accepted
+    from us (text in another charset than its column's or statement's)."""
+    if len(old) != len(new):
+        raise ValueError(f"replace_bytes keeps lengths: {len(old)} != {len(new)}")
+    raws = [e.raw if e.type_code == EventType.FORMAT_DESCRIPTION else
+            e.raw[:COMMON_HEADER_LEN] + e.raw[COMMON_HEADER_LEN:].replace(old, new) for e in events(data)]
+    return assemble(raws, has_checksum(data))

@@ -519,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="default: even seeds on delta-rs, odd ones on delta-spark (each seed once)")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--kill", action="store_true", help="every seed SIGKILLs the job once")
+    p.add_argument("--no-kill", action="store_true", help="no seed SIGKILLs the job (all run in this process)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
     p.add_argument("-v", "--verbose", action="store_true", help="print each seed's SQL")
     args = p.parse_args(argv)
@@ -537,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
         try:
             out = run_seed(seed, mode, work, backend=backend, spark=spark,
-                           kill=True if args.kill else None, steps=args.steps, verbose=args.verbose)
+                           kill=True if args.kill else False if args.no_kill else None, steps=args.steps,
+                           verbose=args.verbose)
         except Exception as e:  # noqa: BLE001 - a seed that crashes is a failing seed
             out = Outcome(seed, mode, backend, [f"{type(e).__name__}: {e}"])
         print(out.line(), flush=True)

@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from pipelines.binlog import jsonb as J
 from pipelines.binlog.columns import override_metas
 from pipelines.binlog.constants import ColumnType as CT
+from pipelines.binlog.values import InvalidText
 from pipelines.binlog.errors import CorruptEvent, TruncatedEvent
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.rows import decode_rows, image_as_dict, row_decoder
@@ -60,11 +61,13 @@ def test_truncated_rows_name_the_table():
             decode_rows("insert", tm, body[:-cut], (), ALL, event_type=30)
 
 
-def test_corrupt_text_falls_back_to_the_reference_error():
+def test_text_not_valid_in_its_charset_keeps_its_bytes():
+    # the compiled decoder decodes strictly; the reference path gives an InvalidText
     cols, tm = people()
     body = b"\x00" + struct.pack("<i", 1) + b"\x02\xc3\x28" + b"\x05"
-    with pytest.raises(CorruptEvent, match="not utf-8"):
-        decode_rows("insert", tm, body, (), ALL, event_type=30)
+    [(before, after)] = decode_rows("insert", tm, body, (), ALL, event_type=30)
+    assert before is None and after[0] == 1 and after[2] == 5
+    assert isinstance(after[1], InvalidText) and after[1] == "\ufffd(" and after[1].raw == b"\xc3\x28"
 
 
 def test_image_without_columns_is_corrupt():

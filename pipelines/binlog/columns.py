@@ -55,6 +55,7 @@ from .constants import ColumnType as CT, column_type_name
 from .decimal import NEWDECIMAL_ENV, decimal_bin_size, decode_newdecimal, decode_old_decimal, newdecimal_lines
 from .errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType
 from .jsonb import json_text
+from .values import decode_text
 
 # -- TABLE_MAP metadata ---------------------------------------------------------------
 
@@ -341,12 +342,12 @@ def _read_length(buf, off, nbytes: int, spec: ColumnSpec) -> tuple[int, int]:
 
 
 def _text(raw: bytes, spec: ColumnSpec):
+    """A character column's value: its text, or an :class:`.values.InvalidText` (the exact bytes
+    kept) where the bytes are not valid in the column's character set. The compiled decoders
+    decode strictly and leave such rows to this reference path."""
     if spec.codec is None:
         return raw
-    try:
-        return raw.decode(spec.codec)
-    except UnicodeDecodeError as e:
-        raise CorruptEvent(f"{spec.name}: bytes {raw[:32].hex()} are not {spec.codec}: {e.reason}") from None
+    return decode_text(raw, spec.codec)
 
 
 def decode_varchar(buf, off, spec):

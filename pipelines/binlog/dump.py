@@ -15,7 +15,7 @@ from typing import IO, Iterable
 
 from .constants import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnType, column_type_name, event_type_name
 from .events import RowsEvent, TableMapEvent, UnknownEvent
-from .values import json_value
+from .values import InvalidText, json_value
 
 _SKIP_FIELDS = {"header", "table_map", "rows", "raw", "events", "body", "query_bytes"}
 
@@ -65,6 +65,8 @@ def _field_json(v):
         return {str(k): _field_json(x) for k, x in v.items()}
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"hex": bytes(v).hex()}
+    if type(v) is InvalidText:
+        return json_value(v)
     if isinstance(v, (int, float, str, bool)) or v is None:
         return v
     return json_value(v) if not isinstance(v, type) else str(v)
@@ -97,7 +99,12 @@ def event_json(ev) -> dict:
         return out
     for f in dataclasses.fields(ev):
         if f.name not in _SKIP_FIELDS:
-            out.setdefault(f.name, _field_json(getattr(ev, f.name)))
+            value = getattr(ev, f.name)
+            if type(value) is InvalidText:  # valid JSON text, and beside it the exact bytes
+                out.setdefault(f.name, str(value))
+                out[f"{f.name}_hex"] = value.raw.hex()
+            else:
+                out.setdefault(f.name, _field_json(value))
     if type(ev) is UnknownEvent:
         out["raw_len"] = len(ev.raw)
     for prop in ("gtid",):
@@ -123,7 +130,11 @@ def _text_value(v, fsp) -> str:
         return "NULL"
     if isinstance(v, (bytes, bytearray)):
         return "'" + bytes(v).decode("latin-1").translate(_BYTE_ESCAPES) + "'"
+    if type(v) is InvalidText:  # as mysqlbinlog shows such text: its bytes
+        return _text_value(v.raw, fsp)
     j = json_value(v, fsp)
+    if isinstance(j, dict):  # a partial JSON update: its diffs
+        return json.dumps(j, ensure_ascii=False)
     if isinstance(j, str):
         return "'" + j.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(j)

@@ -31,7 +31,7 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .constants import (
     COMMON_HEADER_LEN,
@@ -45,6 +45,8 @@ from .constants import (
 from .errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType, need
 from .framing import EVENT_HEADER, EventHeader, FormatDescription, RawEvent, parse_format_description
 from .layout import Layout
+from .charsets import BINARY_COLLATION, codec_for_collation
+from .values import decode_text
 
 
 @dataclass(slots=True)
@@ -127,8 +129,21 @@ def _cstr(buf, off: int, end: int, what: str) -> tuple[bytes, int]:
 
 
 def _text(raw: bytes) -> str:
-    """Identifiers and statements: UTF-8, with undecodable bytes kept as surrogates."""
-    return raw.decode("utf-8", "surrogateescape")
+    """Identifiers and file names: UTF-8; an :class:`.values.InvalidText` (the exact bytes kept)
+    where the bytes are not UTF-8."""
+    return decode_text(raw, "utf-8")
+
+
+def _statement_text(raw: bytes, status_vars: Mapping[str, Any]) -> str:
+    """A statement in the client character set its ``Q_CHARSET`` names (UTF-8 without one, or
+    for ``binary``); an :class:`.values.InvalidText` where the bytes are not valid there (the
+    server stores whatever bytes the client sent: cp1251 text on a utf8 connection is common)."""
+    charset = status_vars.get("Q_CHARSET")
+    try:
+        codec = codec_for_collation(charset["client"]) if charset is not None else None
+    except UnsupportedType:  # a collation id newer than our table: the text, as UTF-8
+        codec = None
+    return decode_text(raw, codec or "utf-8")
 
 
 def _uuid(raw) -> str:
@@ -327,7 +342,7 @@ class QueryEvent:
     exec_time: int
     error_code: int
     schema: str
-    query: str  # UTF-8 with surrogateescape; see query_bytes for the exact bytes
+    query: str  # in the client charset (Q_CHARSET); an InvalidText when not valid there; query_bytes: exact
     query_bytes: bytes
     status_vars: dict[str, Any]
     compressed: bool = False
@@ -388,8 +403,8 @@ USER_VAR_UNSIGNED_F = 0x01
 class UserVarEvent:
     """USER_VAR: the value of ``@name`` for the next statement.
 
-    ``value`` is decoded for the simple types: STRING -> bytes (in collation
-    ``charset``), REAL -> float, INT -> int (unsigned when ``flags`` has
+    ``value`` is decoded for the simple types: STRING -> text in collation ``charset``
+    (bytes for ``binary``; an InvalidText when not valid), REAL -> float, INT -> int (unsigned when ``flags`` has
     UNSIGNED_F). DECIMAL and ROW values are left undecoded (``value`` is None);
     ``value_bytes`` always holds the logged bytes (for DECIMAL: precision, scale,
     then the binary decimal).
@@ -1010,13 +1025,15 @@ def _query_parts(data, ctx, code: int, layout: Layout, *, compressed: bool = Fal
 
 def decode_query(data, ctx, header) -> QueryEvent:
     p, _ = _query_parts(data, ctx, EventType.QUERY, QUERY_POST_HEADER)
-    return QueryEvent(header, p.thread_id, p.exec_time, p.error_code, p.schema, _text(p.query_bytes), p.query_bytes, p.status_vars)
+    return QueryEvent(header, p.thread_id, p.exec_time, p.error_code, p.schema,
+                      _statement_text(p.query_bytes, p.status_vars), p.query_bytes, p.status_vars)
 
 
 def decode_query_compressed(data, ctx, header) -> QueryEvent:
     p, _ = _query_parts(data, ctx, EventType.MARIA_QUERY_COMPRESSED, QUERY_POST_HEADER, compressed=True)
     return QueryEvent(
-        header, p.thread_id, p.exec_time, p.error_code, p.schema, _text(p.query_bytes), p.query_bytes, p.status_vars, True
+        header, p.thread_id, p.exec_time, p.error_code, p.schema, _statement_text(p.query_bytes, p.status_vars),
+        p.query_bytes, p.status_vars, True
     )
 
 
@@ -1028,8 +1045,8 @@ def decode_execute_load_query(data, ctx, header) -> ExecuteLoadQueryEvent:
             f"{len(p.query_bytes)}-byte statement, dup handling {ph.dup_handling}"
         )
     return ExecuteLoadQueryEvent(
-        header, p.thread_id, p.exec_time, p.error_code, p.schema, _text(p.query_bytes), p.query_bytes, p.status_vars,
-        ph.file_id, ph.fn_pos_start, ph.fn_pos_end, ph.dup_handling,
+        header, p.thread_id, p.exec_time, p.error_code, p.schema, _statement_text(p.query_bytes, p.status_vars),
+        p.query_bytes, p.status_vars, ph.file_id, ph.fn_pos_start, ph.fn_pos_end, ph.dup_handling,
     )
 
 
@@ -1058,9 +1075,13 @@ def decode_rand(data, ctx, header) -> RandEvent:
     return RandEvent(header, b.seed1, b.seed2)
 
 
-def _user_var_value(value_type: int, raw: bytes, flags: int):
+def _user_var_value(value_type: int, raw: bytes, flags: int, charset: int):
     if value_type == USER_VAR_STRING:
-        return raw
+        try:
+            codec = codec_for_collation(charset) if charset != BINARY_COLLATION else None
+        except UnsupportedType:
+            codec = None
+        return decode_text(raw, codec) if codec else raw
     if value_type == USER_VAR_REAL:
         if len(raw) != 8:
             raise CorruptEvent(f"USER_VAR REAL value of {len(raw)} bytes (need 8)")
@@ -1090,7 +1111,7 @@ def decode_user_var(data, ctx, header) -> UserVarEvent:
     raw = bytes(data[off : off + h.value_len])
     off += h.value_len
     flags = data[off] if off < len(data) else 0  # older servers wrote no flags byte
-    return UserVarEvent(header, name, False, h.value_type, h.charset, raw, _user_var_value(h.value_type, raw, flags), flags)
+    return UserVarEvent(header, name, False, h.value_type, h.charset, raw, _user_var_value(h.value_type, raw, flags, h.charset), flags)
 
 
 def decode_begin_load_query(data, ctx, header) -> BeginLoadQueryEvent:
@@ -1277,7 +1298,7 @@ def _decode_members(per_column: tuple, charsets) -> tuple:
             continue
         cid = charsets[i] if charsets else None
         codec = (codec_for_collation(cid) if cid is not None else None) or "utf-8"
-        out.append(tuple(m.decode(codec, "surrogateescape") for m in members))
+        out.append(tuple(decode_text(m, codec) for m in members))
     return tuple(out)
 
 

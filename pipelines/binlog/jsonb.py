@@ -536,6 +536,16 @@ class PartialJson:
 
     diffs: tuple[JsonDiff, ...]
 
+    def as_json(self) -> list[dict]:
+        """The diffs as JSON-ready objects: ``{"op", "path"[, "value"]}``, the value as JSON text
+        (MySQL's spelling, so every JSON type, opaque ones included, keeps its exact form).
+
+        >>> PartialJson((JsonDiff(REPLACE, "$.age", (), 31),)).as_json()
+        [{'op': 'REPLACE', 'path': '$.age', 'value': '31'}]
+        """
+        return [{"op": DIFF_OPERATIONS[d.operation], "path": d.path,
+                 **({} if d.operation == REMOVE else {"value": to_text(d.value)})} for d in self.diffs]
+
     def apply(self, before) -> str:
         """JSON text after applying the diffs to ``before`` (JSON text, or a tree)."""
         tree = parse_text(before) if isinstance(before, str) else before

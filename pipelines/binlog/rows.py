@@ -212,7 +212,9 @@ def decode_rows(
         decoders = tuple(row_decoder(table_map, p) for p in presents)
         try:
             return tuple(_fast_images(decoders, buf, end, op))
-        except Exception as first:  # struct.error, IndexError, UnicodeDecodeError, ...
+        except UnicodeDecodeError:  # text not valid in its charset: kept as InvalidText there
+            return tuple(_as_pairs(_reference_images(decoders, buf, end), op))
+        except Exception as first:  # struct.error, IndexError, ...
             _retry(decoders, buf, end, first)
     except BinlogError as e:
         e.message = f"{e.message} (rows event type {event_type}, table {table_map.schema}.{table_map.table})"
@@ -224,6 +226,15 @@ def decode_rows(
             )
         e.args = (e.message,)
         raise
+
+
+def _as_pairs(images: list, op: str) -> list[tuple]:
+    """:func:`_reference_images` in :func:`_fast_images`' form: ``(before, after)`` pairs."""
+    if op == OP_INSERT:
+        return [(None, img) for img in images]
+    if op == OP_DELETE:
+        return [(img, None) for img in images]
+    return images
 
 
 def _retry(decoders, buf: bytes, end: int, first: Exception) -> None:

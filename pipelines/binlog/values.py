@@ -14,7 +14,9 @@ str            itself (zero/invalid dates arrive as MySQL's text)
 list (VECTOR)  JSON array text
 =============  ==================================================
 
-``bytes`` have no text form: they go in the binary slot.
+``bytes`` have no text form: they go in the binary slot. Text whose bytes are not valid in
+its declared character set is an :class:`InvalidText`: a ``str`` (the text with U+FFFD where
+the bytes did not decode) that keeps the exact bytes in ``raw``.
 """
 from __future__ import annotations
 
@@ -23,6 +25,39 @@ import json
 from decimal import Decimal
 
 _UTC = _dt.timezone.utc
+
+
+class InvalidText(str):
+    """Text whose bytes are not valid in its declared character set (old PHP applications sent
+    cp1251 bytes on a utf8 connection; the server stores whatever it is sent). The string is the
+    text with U+FFFD replacing what did not decode; ``raw`` holds the exact bytes.
+
+    >>> t = decode_text(b"\\xd0\\xe5 ok", "utf-8")
+    >>> str(t), t.raw, t.codec
+    ('\ufffd\ufffd ok', b'\\xd0\\xe5 ok', 'utf-8')
+    """
+
+    __slots__ = ("raw", "codec")
+
+    def __new__(cls, raw: bytes, codec: str):
+        self = super().__new__(cls, raw.decode(codec, "replace"))
+        self.raw, self.codec = bytes(raw), codec
+        return self
+
+    def __reduce__(self):  # pickled to and from Spark tasks
+        return InvalidText, (self.raw, self.codec)
+
+
+def decode_text(raw: bytes, codec: str) -> str:
+    """``raw`` decoded with ``codec``; an :class:`InvalidText` where it is not valid there.
+
+    >>> decode_text("é".encode(), "utf-8"), type(decode_text(b"\\xff", "utf-8")).__name__
+    ('é', 'InvalidText')
+    """
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError:
+        return InvalidText(raw, codec)
 
 
 def time_text(td: _dt.timedelta, fsp: int | None = None) -> str:
@@ -61,8 +96,8 @@ def canonical_text(value, fsp: int | None = None) -> str | None:
     t = type(value)
     if value is None or t is bytes or t is bytearray:
         return None
-    if t is str:
-        return value
+    if t is str or t is InvalidText:
+        return str(value)
     if t is int or t is bool:
         return str(int(value))
     if t is Decimal:
@@ -86,8 +121,19 @@ def json_value(value, fsp: int | None = None):
     t = type(value)
     if value is None or t is int or t is float or t is str or t is bool:
         return value
+    if t is InvalidText:  # valid JSON text, and the bytes the server stored
+        return {"text": str(value), "hex": value.raw.hex(), "charset": value.codec}
     if t is bytes or t is bytearray:
         return {"hex": bytes(value).hex()}
     if t is list or t is tuple:
         return list(value)
+    as_json = _JSON_FORMS.get(t.__name__)
+    if as_json is not None:
+        return as_json(value)
     return canonical_text(value, fsp)
+
+
+# values whose JSON form is an object of its own (by type name: values.py imports no decoder)
+_JSON_FORMS = {
+    "PartialJson": lambda v: {"partial_json": v.as_json()},  # a JSON column logged as diffs only
+}
