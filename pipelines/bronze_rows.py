@@ -15,6 +15,7 @@ Arrow ``take``; values of unusual types take the per-value path of :func:`bronze
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import functools
 import os
 from decimal import Decimal
@@ -26,8 +27,9 @@ import pyarrow.compute as pc
 from pipelines.binlog.changes import RowChange, RowsBatch
 from pipelines.binlog.constants import ColumnType, column_type_name
 from pipelines.binlog.errors import BinlogError
+from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text
-from pipelines.bronze_schema import DECODER_VERSION, SEQ_ROW_DIGITS, seq_key, shape_text
+from pipelines.bronze_schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, shape_text
 
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
@@ -166,6 +168,8 @@ class _TableLayout:
         if type(v) is InvalidText:  # the text with replacements, and the exact bytes beside it
             self.invalid_text += 1
             return (i, self.names[i], self.types[i], str(v), v.raw)
+        if type(v) is PartialJson:  # the diffs, marked: silver cannot read them as the document
+            return (i, self.names[i], self.types[i], json.dumps(v.as_json()), PARTIAL_JSON_MARK)
         return (i, self.names[i], self.types[i], canonical_text(v, self.fsps[i]), None)
 
     def image(self, cols, values) -> list | None:
@@ -253,6 +257,9 @@ def _generic(values, fsp) -> tuple[list, list]:
         elif t is InvalidText:
             texts.append(str(v))
             bins.append(v.raw)
+        elif t is PartialJson:
+            texts.append(json.dumps(v.as_json()))
+            bins.append(PARTIAL_JSON_MARK)
         else:
             texts.append(canonical_text(v, fsp))
             bins.append(None)
@@ -340,11 +347,15 @@ def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, presen
 
 
 def _with_bytes(cells: pa.StructArray | None) -> int:
-    """Cells with both a text and bytes: values not valid in their charset (:class:`InvalidText`)."""
+    """Cells with both a text and bytes: values not valid in their charset (:class:`InvalidText`;
+    the partial-JSON marker is not counted)."""
     if cells is None or not len(cells):
         return 0
     both = pc.and_(pc.is_valid(cells.field("text")), pc.is_valid(cells.field("bin")))
-    return int(pc.sum(both).as_py() or 0)
+    if not pc.any(both).as_py():
+        return 0
+    marked = pc.equal(cells.field("bin"), pa.scalar(PARTIAL_JSON_MARK, pa.binary()))
+    return int(pc.sum(pc.and_(both, pc.invert(pc.fill_null(marked, False)))).as_py() or 0)
 
 
 def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.StructArray | None,

@@ -2,7 +2,9 @@
 
 Every value keeps its exact meaning: ``text`` holds the canonical text of typed
 values (see :mod:`pipelines.binlog.values`), ``bin`` holds the bytes of binary values;
-both NULL means SQL NULL. ``type`` records the MySQL column type as logged
+both NULL means SQL NULL; both set: text not valid in its charset (``text`` with U+FFFD, ``bin``
+the exact bytes), or a JSON value logged as diffs (``bin`` is :data:`PARTIAL_JSON_MARK`,
+``text`` the diffs). ``type`` records the MySQL column type as logged
 (e.g. ``LONG UNSIGNED``, ``NEWDECIMAL(10,2)``, ``VARCHAR(40) utf8mb4``).
 
 The total-order key ``_seq`` sorts as the changes happened:
@@ -18,6 +20,10 @@ from __future__ import annotations
 
 BRONZE_TABLE = "bronze/binlog_changes"
 DECODER_VERSION = "0.1.0"
+
+# ``bin`` of a cell whose JSON value was logged as diffs only (MySQL 8 PARTIAL_UPDATE_ROWS without
+# the document in the before image): ``text`` then holds the diffs, ``[{"op", "path", "value"}]``.
+PARTIAL_JSON_MARK = b"binlog-delta:partial-json"
 
 # Column form of one image: one struct per column present in the image.
 COLUMN_VALUE_DDL = "idx INT, name STRING, type STRING, text STRING, bin BINARY"

@@ -160,6 +160,24 @@ def test_column_arrays_fast_paths_cover_typical_columns():
         assert (text.to_pylist(), binary.to_pylist()) == (texts, bins), values
 
 
+def test_text_not_valid_in_its_charset_and_partial_json_keep_what_they_are():
+    from pipelines.binlog.jsonb import REPLACE, JsonDiff, PartialJson
+    from pipelines.binlog.values import decode_text
+    from pipelines.bronze_rows import _with_bytes
+    from pipelines.bronze_schema import PARTIAL_JSON_MARK
+
+    bad = decode_text("Регистрация".encode("cp1251"), "utf-8")
+    diffs = PartialJson((JsonDiff(REPLACE, "$.age", (), 31),))
+    values = ["ok", bad, diffs, None]
+    texts, bins = _generic(values, None)
+    assert texts == ["ok", "\ufffd" * 11, '[{"op": "REPLACE", "path": "$.age", "value": "31"}]', None]
+    assert bins == [None, "Регистрация".encode("cp1251"), PARTIAL_JSON_MARK, None]
+    text, binary = column_arrays(values, None)
+    assert (text.to_pylist(), binary.to_pylist()) == (texts, bins)
+    cells = pa.StructArray.from_arrays([text, binary], names=["text", "bin"])
+    assert _with_bytes(cells) == 1  # the invalid text is counted, the marked diffs are not
+
+
 # -- the image shape bronze writes -----------------------------------------------------------------
 
 def _silver_tables(warehouse: Path) -> dict[str, list[dict]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+import event_builders as eb
 import pytest
 
 from pipelines.binlog.constants import ChecksumAlg, EventType
@@ -144,3 +145,42 @@ def test_encrypted_binlog_stops_with_a_clear_error(corpus_dir):
                 seen.append(raw.header.type_code)
     assert EventType.MARIA_START_ENCRYPTION in seen
     assert e.value.offset is not None and str(path) in str(e.value)
+
+
+def _with_positions_of_another_file(data: bytes, shift: int) -> bytes:
+    """Every event after the FORMAT_DESCRIPTION with a next position ``shift`` bytes away, as a
+    relay log keeps its source's positions (CRCs are left alone: read without verifying)."""
+    from binlog_surgery import NEXT_POS_FIELD, events, set_u32
+
+    for e in events(data)[1:]:
+        data = set_u32(data, e.pos + NEXT_POS_FIELD, e.end + shift)
+    return data
+
+
+@pytest.mark.parametrize("shift", [-139, 5000])
+def test_positions_of_another_file_are_information_not_damage(shift):
+    # a MySQL 8.0.17 relay log read with --no-verify stopped at "event of type 34 ... next event is
+    # at 232"; MySQL 5.0/5.1 relay logs likewise. Events are framed by their length.
+    data = eb.binlog_file([(EventType.QUERY, eb.query("BEGIN")), (EventType.XID, eb.xid(7)),
+                           (EventType.QUERY, eb.query("COMMIT"))], eb.fmt(checksum_alg=0))
+    relay = _with_positions_of_another_file(data, shift)
+    with BinlogFile(relay, verify_checksums=False) as bf:
+        got = [(r.header.pos, r.header.end_pos, r.header.next_pos) for r in bf.events()]
+        assert bf.foreign_positions_from == got[1][0]
+    with BinlogFile(data) as bf:
+        want = [(r.header.pos, r.header.end_pos) for r in bf.events()]
+        assert bf.foreign_positions_from is None
+    assert [(p, e) for p, e, _n in got] == want  # offsets are the file's own
+    assert [n for _p, _e, n in got][1:] == [e + shift for _p, e in want][1:]
+
+
+def test_a_damaged_length_is_still_caught_where_no_event_starts():
+    data = eb.binlog_file([(EventType.QUERY, eb.query("BEGIN")), (EventType.XID, eb.xid(7)),
+                           (EventType.QUERY, eb.query("COMMIT"))], eb.fmt(checksum_alg=0))
+    with BinlogFile(data) as bf:
+        second = [r.header for r in bf.events()][1]
+    from binlog_surgery import LENGTH_FIELD, set_u32
+
+    bad = set_u32(data, second.pos + LENGTH_FIELD, second.end_pos - second.pos + 3)
+    with BinlogFile(bad) as bf, pytest.raises(CorruptEvent, match="where no event starts"):
+        list(bf.events())

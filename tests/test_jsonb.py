@@ -392,3 +392,14 @@ def Decimal_opaque() -> JsonOpaque:
 def test_decimal_opaque_helper():
     assert text(encode(Decimal_opaque())) == "1.25"
     assert J.to_text(Decimal("0.000000001")) == "0.000000001"
+
+
+def test_partial_json_prints_as_its_diffs():
+    # dump (text and jsonl) of a PARTIAL_UPDATE_ROWS value whose document is not in the event
+    from pipelines.binlog.dump import _text_value
+    from pipelines.binlog.values import json_value
+
+    pj = J.PartialJson((J.JsonDiff(J.REPLACE, "$.age", (), 31), J.JsonDiff(J.REMOVE, "$.old", ())))
+    expected = {"partial_json": [{"op": "REPLACE", "path": "$.age", "value": "31"}, {"op": "REMOVE", "path": "$.old"}]}
+    assert json_value(pj) == expected
+    assert json.loads(_text_value(pj, None)) == expected

@@ -40,6 +40,7 @@ FDE_POST_HEADER = Layout(
     "FormatDescriptionPostHeader",
 )
 _HEADER_UNPACK = EVENT_HEADER._struct.unpack_from
+_KNOWN_TYPES = frozenset(int(t) for t in EventType)
 _CRC_LEN = CHECKSUM_LEN
 _ALG_LEN = 1
 
@@ -171,6 +172,10 @@ class BinlogFile:
         self.size = len(self.buf)
         self.verify_checksums = verify_checksums
         self.encrypted_from: int | None = None
+        # Offset of the first event whose next position is not where its length ends it, when
+        # the event after it is sound: the file's positions count in another file (relay logs
+        # keep the source's positions; so did some 5.0/5.1 servers). Events are framed by length.
+        self.foreign_positions_from: int | None = None
         try:
             self._check_magic()
             self.format = self._read_format_description()
@@ -260,6 +265,17 @@ class BinlogFile:
         if stored != actual:
             raise ChecksumMismatch(stored, actual, file=self.name, offset=pos)
 
+    def _event_starts_at(self, at: int) -> bool:
+        """Whether a sound event header starts at ``at`` (or the file ends there): a known type,
+        a length of at least a header that fits in the file, a next position 0 or past it."""
+        if at == self.size:
+            return True
+        if self.size - at < COMMON_HEADER_LEN:
+            return False
+        _ts, code, _sid, length, next_pos, _flags = _HEADER_UNPACK(self.buf, at)
+        return (code in _KNOWN_TYPES and COMMON_HEADER_LEN <= length <= self.size - at
+                and (next_pos == 0 or next_pos >= length))
+
     def events(self, start: int | None = None, end: int | None = None) -> Iterator[RawEvent]:
         """Yield every complete event whose first byte is in ``[start, end)``.
 
@@ -294,14 +310,18 @@ class BinlogFile:
                 stored = int.from_bytes(buf[end_pos - 4 : end_pos], "little")
                 if stored != zlib.crc32(buf[pos : end_pos - 4]):
                     self._verify(pos, length)
-            elif next_pos and next_pos != end_pos and code != EventType.FORMAT_DESCRIPTION:
-                # Without checksums a damaged length field is caught here.
-                raise CorruptEvent(
-                    f"event of type {code} says the next event is at {next_pos}, "
-                    f"but its length {length} ends it at {end_pos}",
-                    file=name,
-                    offset=pos,
-                )
+            elif next_pos and next_pos != end_pos and code != EventType.FORMAT_DESCRIPTION \
+                    and self.foreign_positions_from is None:
+                # Without checksums a damaged length field is caught here: it ends the event where
+                # no event starts. A sound event there means the positions count in another file.
+                if not self._event_starts_at(end_pos):
+                    raise CorruptEvent(
+                        f"event of type {code} says the next event is at {next_pos}, "
+                        f"but its length {length} ends it at {end_pos}, where no event starts",
+                        file=name,
+                        offset=pos,
+                    )
+                self.foreign_positions_from = pos
             if code == EventType.FORMAT_DESCRIPTION and pos != len(BINLOG_MAGIC):
                 try:
                     fmt = self.format = parse_format_description(buf[pos + COMMON_HEADER_LEN : end_pos])
