@@ -737,7 +737,10 @@ class _Run:
         if any(spec.mysql_type == "json" for spec in resolution.specs):
             # a JSON value logged as diffs only (MySQL 8 PARTIAL_JSON with a MINIMAL before image):
             # silver does not apply diffs yet, so the change is set aside, loudly, not misread
-            diffs = F.exists("after", lambda c: c["bin"] == F.lit(PARTIAL_JSON_MARK))
+            # (NULL-safe: cells without bytes and absent after images must count as "no diffs")
+            diffs = F.coalesce(
+                F.exists("after", lambda c: F.coalesce(c["bin"] == F.lit(PARTIAL_JSON_MARK), F.lit(False))),
+                F.lit(False))
             with self.lock:
                 self.set_aside.append(rows.where(diffs).withColumns({
                     "_q_reason": F.lit("a JSON column logged as diffs only (binlog_row_value_options="

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from mariadb_server import MariaDBServer
+from workloads import _parse_time as _time
 
 from pipelines import delta_io
 from pipelines.binlog.charsets import CHARSET_CODECS
@@ -61,14 +62,6 @@ def _datetime(text: str):
     except ValueError:
         return None
     return v
-
-
-def _time(text: str) -> dt.timedelta:
-    neg = text.startswith("-")
-    hms, _, frac = text.lstrip("-").partition(".")
-    h, m, s = (int(x) for x in hms.split(":"))
-    td = dt.timedelta(hours=h, minutes=m, seconds=s, microseconds=int(frac.ljust(6, "0")[:6] or 0))
-    return -td if neg else td
 
 
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
