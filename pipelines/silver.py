@@ -60,6 +60,12 @@ Rules
   (:func:`fill_partial`).  In a batch with partial images, a silver column the specs lack keeps
   its stored value on update (it may just not have been logged), unlike the DROP COLUMN rule
   below.  A table without a key cannot take partial images (ValueError).
+* Partial JSON (MySQL 8 ``binlog_row_value_options=PARTIAL_JSON``): an update whose after image
+  logs a JSON column as diffs (bronze marks the cell, :data:`~pipelines.bronze_schema.PARTIAL_JSON_MARK`)
+  gets the whole document: per key, in ``_seq`` order, the diffs are applied to the document the
+  row had just before (an earlier change of the batch, diffs included, else silver's stored row),
+  as MySQL applies them (:func:`fold_json_diffs`).  A document silver never saw (a row it never
+  held), or one the diffs do not fit, stays NULL, like any column a partial image lacks.
 * Tables without a key (``keys=None``): rows are a multiset identified by their values; each silver
   row's ``_seq`` is the change that inserted it (its identity).  ``c`` adds one row, ``d`` removes
   exactly one row with the before image's values (the oldest copy), ``u`` does both.  Per batch,
@@ -90,6 +96,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io
+from pipelines.binlog.errors import BinlogError
+from pipelines.binlog.jsonb import PartialJson
+from pipelines.bronze_schema import PARTIAL_JSON_MARK
 from pipelines.delta_io import MergeClause, qualified, quote_ident
 from pipelines.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 
@@ -193,6 +202,8 @@ _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
 _MOVED = f"{_P}moved"
 PRESENT = "_present"
+# working column: per JSON column, the diffs an update logged in place of the document (or NULL)
+DIFFS = f"{_P}json_diffs"
 
 
 @dataclass(frozen=True)
@@ -256,9 +267,13 @@ def changes_from_bronze(
     if missing:
         raise SilverSchemaError(f"bronze rows lack {missing}; present: {bronze_df.columns}")
     counted = ZERO_DATES_COL in bronze_df.columns  # bronze counted them: typing need not
+    diffs = _json_diffs(bronze_df, specs) if partial else None
+    if diffs is not None:  # the marked cells leave the image: the update does not carry the document
+        bronze_df = bronze_df.withColumns(diffs)
     df = bronze_df.select(
         "_seq", "op", F.col("commit_ts").alias(CHANGE_COMMIT_TS), "after", "before",
         *([_presence(specs).alias(PRESENT)] if partial else []),
+        *([F.col(DIFFS)] if diffs is not None else []),
         *([F.col(ZERO_DATES_COL).alias(_BRONZE_ZEROS)] if counted else []),
         *([guard.alias(_GUARD)] if guard is not None else []),
     )
@@ -277,6 +292,28 @@ def changes_from_bronze(
     if counted:
         out = out.withColumn(ZERO_DATES_COL, F.col(_BRONZE_ZEROS)).drop(_BRONZE_ZEROS)
     return out
+
+
+def _json_diffs(bronze_df: DataFrame, specs: Sequence[ColumnSpec]) -> dict[str, Column] | None:
+    """For tables with JSON columns: :data:`DIFFS` (a STRUCT of the diffs text per JSON spec, NULL
+    for rows without any) and the ``after`` image without the marked cells. None otherwise."""
+    ordinals = [i if s.ordinal is None else s.ordinal for i, s in enumerate(specs)]
+    json_specs = [(s, o) for s, o in zip(specs, ordinals) if s.mysql_type == "json"]
+    cell = bronze_df.schema["after"].dataType
+    if not json_specs or not isinstance(cell, T.ArrayType) or "bin" not in cell.elementType.fieldNames():
+        return None
+
+    def marked(c: Column) -> Column:
+        return F.coalesce(c["bin"] == F.lit(PARTIAL_JSON_MARK), F.lit(False))
+
+    def diffs_of(ordinal: int) -> Column:  # (Spark reads a lambda's arity: no default arguments)
+        cells = F.filter("after", lambda c: (c["idx"] == ordinal) & marked(c))
+        return F.try_element_at(cells, F.lit(1))["text"]
+
+    any_marked = F.coalesce(F.exists("after", marked), F.lit(False))
+    per_column = F.struct(*[diffs_of(o).alias(s.name) for s, o in json_specs])
+    return {DIFFS: F.when(any_marked, per_column),
+            "after": F.when(any_marked, F.filter("after", lambda c: ~marked(c))).otherwise(F.col("after"))}
 
 
 def _presence(specs: Sequence[ColumnSpec]) -> Column:
@@ -394,6 +431,12 @@ def key_events(
             deletes_flags.append(F.lit(False).alias(_flag(i)))
         flags.append(((op == "u") & key_changed).alias(_MOVED))
         deletes_flags.append(F.lit(False).alias(_MOVED))
+        if DIFFS in changes.columns:  # diffs by silver name, for fill_partial to apply
+            logged = _struct_fields(changes, DIFFS)
+            by_silver = [(f.name, source_names.get(f.name)) for f in value_schema.fields]
+            diffs = F.struct(*[F.col(DIFFS).getField(src).alias(name) for name, src in by_silver if src in logged])
+            flags.append(F.when(F.col(DIFFS).isNotNull(), diffs).alias(DIFFS))
+            deletes_flags.append(F.lit(None).cast(_diffs_type(by_silver, logged)).alias(DIFFS))
     upserts = changes.where(op.isin("c", "u")).select(
         *after_values,
         *tail,
@@ -413,8 +456,99 @@ def key_events(
     return upserts.unionByName(deletes)
 
 
+def _diffs_type(by_silver, logged: dict) -> T.StructType:
+    """The type of :data:`DIFFS` by silver name (what :func:`key_events` gives upserts)."""
+    return T.StructType([T.StructField(name, T.StringType()) for name, src in by_silver if src in logged])
+
+
 def _flag(i: int) -> str:
     return f"{_P}p{i}"
+
+
+_UNSET = object()
+
+
+def fold_json_diffs(chain: Sequence[tuple], ncols: int) -> list[tuple]:
+    """The documents of one key's events where updates logged JSON diffs: plain values in, plain
+    values out.  ``chain``: ``(order, seq, action, values, present, diffs)`` per event of the key
+    (``order`` 0 for silver's stored row; ``values`` after :func:`fill_partial`'s fill; ``present``
+    whether the event carries each column; ``diffs`` the diffs text or None), in any order.
+    Returns ``(seq, action, values)`` per event of the batch (not the stored row), ``values`` the
+    documents as the server had them after the event.
+
+    >>> fold_json_diffs([(0, "", "stored", ('{"a": 1}',), (True,), (None,)),
+    ...                  (1, "2", "upsert", ('{"a": 1}',), (False,), ('[{"op": "REPLACE", "path": "$.a", "value": "3"}]',)),
+    ...                  (1, "1", "upsert", ('{"a": 1}',), (False,), ('[{"op": "INSERT", "path": "$.b", "value": "2"}]',))], 1)
+    [('1', 'upsert', ('{"a": 1, "b": 2}',)), ('2', 'upsert', ('{"a": 3, "b": 2}',))]
+    """
+    events = sorted(chain, key=lambda e: (e[0], e[1], _DESC[e[2]]))
+    state = [_UNSET] * ncols
+    out = []
+    for order, seq, action, values, present, diffs in events:
+        values = list(values)
+        if action == _DELETE:  # the row is gone: what follows starts from its own values
+            state = [None] * ncols
+        else:
+            for j in range(ncols):
+                if diffs[j] is not None:
+                    base = values[j] if state[j] is _UNSET else state[j]
+                    values[j] = None if base is None else _applied(diffs[j], base)
+                    state[j] = values[j]
+                elif present[j] or state[j] is _UNSET:
+                    state[j] = values[j]
+                else:  # not logged: the document as the fold has it (the fill may predate diffs)
+                    values[j] = state[j]
+        if order:
+            out.append((seq, action, tuple(values)))
+    return out
+
+
+def _applied(diffs: str, base: str) -> str | None:
+    """``base`` with the diffs applied; None where they do not fit it (MySQL would have rejected
+    them on the server's document, so silver's is not the server's: history it never saw)."""
+    try:
+        return PartialJson.from_json(diffs).apply(base)
+    except BinlogError:
+        return None
+
+
+_DESC = {_UPSERT: 0, _DELETE: 1, "stored": 2}  # fill_partial's window order: action descending
+
+
+def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
+    """:func:`fill_partial`'s rows with the documents of JSON diffs applied (:func:`fold_json_diffs`),
+    for the keys that have diffs; the other rows pass as they are."""
+    names = [f.name for f in rows.schema[DIFFS].dataType.fields]
+    values = [f.name for f in value_schema.fields]
+    positions = [values.index(n) for n in names]
+    k = [f"{_P}k{i}" for i in range(len(keys))]
+    touched = rows.where(F.col(DIFFS).isNotNull()).select(
+        *[F.col(quote_ident(key)).alias(a) for key, a in zip(keys, k)]).distinct()
+    same_key = F.lit(True)
+    for key, a in zip(keys, k):
+        same_key = same_key & F.col(quote_ident(key)).eqNullSafe(F.col(a))
+    affected = rows.join(touched, same_key, "left_semi")
+    event = F.struct(
+        F.col(f"{_P}order").alias("o"), F.col(SEQ).alias("s"), F.col(_ACTION).alias("a"),
+        F.array(*[F.col(quote_ident(n)) for n in names]).alias("v"),
+        F.array(*[F.col(_flag(p)) for p in positions]).alias("p"),
+        F.array(*[F.col(DIFFS).getField(n) for n in names]).alias("d"))
+    out_type = T.ArrayType(T.StructType([T.StructField("s", T.StringType()), T.StructField("a", T.StringType()),
+                                         T.StructField("v", T.ArrayType(T.StringType()))]))
+    ncols = len(names)
+    fold = F.udf(lambda chain: [(s, a, list(v)) for s, a, v in fold_json_diffs(
+        [(e["o"], e["s"], e["a"], e["v"], e["p"], e["d"]) for e in chain], ncols)], out_type)
+    folded = (affected.groupBy(*[F.col(quote_ident(key)) for key in keys])
+              .agg(F.collect_list(event).alias(f"{_P}chain"))
+              .select(F.explode(fold(F.col(f"{_P}chain"))).alias(f"{_P}doc"))
+              .select(F.col(f"{_P}doc.s").alias(f"{_P}doc_seq"), F.col(f"{_P}doc.a").alias(f"{_P}doc_action"),
+                      F.col(f"{_P}doc.v").alias(f"{_P}docs")))
+    joined = rows.join(folded, (F.col(SEQ) == F.col(f"{_P}doc_seq")) & (F.col(_ACTION) == F.col(f"{_P}doc_action"))
+                       & (F.col(f"{_P}order") == 1), "left")
+    found = F.col(f"{_P}doc_seq").isNotNull()
+    return joined.select(
+        *[F.when(found, F.col(f"{_P}docs")[names.index(c)]).otherwise(F.col(quote_ident(c))).alias(c)
+          if c in names else F.col(quote_ident(c)) for c in rows.columns])
 
 
 def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
@@ -496,8 +630,11 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
         ).localCheckpoint(eager=True)
         if not rows.where(F.col(pending)).limit(1).count():
             break
-    out = resolved(rows).where(F.col(order) == 1)
-    return out.drop(order, pending, _MOVED, *flags)
+    out = resolved(rows)
+    if DIFFS in out.columns:
+        out = _apply_json_diffs(out, keys, value_schema)
+    out = out.where(F.col(order) == 1)
+    return out.drop(order, pending, _MOVED, DIFFS, *flags)
 
 
 def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
@@ -1107,7 +1244,7 @@ def apply_changes(
 
     changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
     if PRESENT in changes.columns and not overview["partial"]:
-        changes = changes.drop(PRESENT)  # full images only: nothing to fill
+        changes = changes.drop(PRESENT, DIFFS)  # full images only: nothing to fill
     if PRESENT in changes.columns and keys is None:
         raise ValueError(
             f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io, schema_history
-from pipelines.bronze_schema import (BRONZE_TABLE, PARTIAL_JSON_MARK, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER,
+from pipelines.bronze_schema import (BRONZE_TABLE, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER,
                                      shape_text)
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
@@ -734,20 +734,6 @@ class _Run:
                                        f"keyless row is identified by all of them"),
                     "_q_class": F.lit("PartialRowImage")}))
             rows = rows.where(~lacks)
-        if any(spec.mysql_type == "json" for spec in resolution.specs):
-            # a JSON value logged as diffs only (MySQL 8 PARTIAL_JSON with a MINIMAL before image):
-            # silver does not apply diffs yet, so the change is set aside, loudly, not misread
-            # (NULL-safe: cells without bytes and absent after images must count as "no diffs")
-            diffs = F.coalesce(
-                F.exists("after", lambda c: F.coalesce(c["bin"] == F.lit(PARTIAL_JSON_MARK), F.lit(False))),
-                F.lit(False))
-            with self.lock:
-                self.set_aside.append(rows.where(diffs).withColumns({
-                    "_q_reason": F.lit("a JSON column logged as diffs only (binlog_row_value_options="
-                                       "PARTIAL_JSON, the document not in the before image): silver cannot "
-                                       "apply them yet; bronze keeps the diffs in the cell's text"),
-                    "_q_class": F.lit("PartialJsonUpdate")}))
-            rows = rows.where(~diffs)
         defaults = _insert_defaults(spark, version, resolution.specs) if partial else {}
         retyped = _retype(spark, cfg, path, resolution.specs)
         result = _apply_segment(spark, cfg, step, path, rows, resolution, defaults, partial=partial)

@@ -551,6 +551,27 @@ class PartialJson:
         tree = parse_text(before) if isinstance(before, str) else before
         return to_text(apply_diffs(tree, self.diffs))
 
+    @classmethod
+    def from_json(cls, items) -> "PartialJson":
+        """The inverse of :meth:`as_json` (what bronze keeps in a cell's text): a list of
+        ``{"op", "path"[, "value"]}``, or that list as JSON text.
+
+        >>> PartialJson.from_json('[{"op": "REPLACE", "path": "$.age", "value": "31"}]').apply('{"age": 30}')
+        '{"age": 31}'
+        """
+        if isinstance(items, str):
+            items = parse_text(items)
+        if not isinstance(items, list):
+            raise CorruptEvent(f"partial JSON diffs must be a list, got {type(items).__name__}")
+        diffs = []
+        for item in items:
+            if not isinstance(item, dict) or item.get("op") not in DIFF_OPERATIONS or "path" not in item:
+                raise CorruptEvent(f"not a partial JSON diff: {item!r}")
+            op = DIFF_OPERATIONS.index(item["op"])
+            value = None if op == REMOVE else parse_text(item["value"])
+            diffs.append(JsonDiff(op, item["path"], parse_path(item["path"]), value))
+        return cls(tuple(diffs))
+
 
 def _net_length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """``net_field_length``: 1 byte < 251, 0xfc + 2, 0xfd + 3, 0xfe + 8 bytes."""
