@@ -30,8 +30,12 @@ if _spec is None or _spec.origin is None:  # not importable, or only as a namesp
     sys.path.insert(0, str(REPO_ROOT))
 
 
-def parse_args(description: str | None, argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse_args(description: str | None, argv: Sequence[str] | None = None,
+               extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The flags every job takes (``extra`` adds a job's own)."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if extra is not None:
+        extra(p)
     p.add_argument("--config", default=str(REPO_ROOT / "conf" / "pipeline.yaml"), help="YAML configuration file")
     p.add_argument("--binlog-dir", help="folder of binlog files (any Hadoop path); overrides 'input'")
     p.add_argument("--warehouse", help="warehouse folder (any Hadoop path); overrides 'warehouse'")

@@ -22,6 +22,10 @@ def main(argv=None) -> int:
             from pipelines import silver_step  # written separately; imported only when needed
 
             silver_step.run(spark, cfg)
+            from pipelines import maintenance
+
+            if maintenance.due(spark, cfg):  # maintenance.every_runs
+                maintenance.run(spark, cfg)
         finally:
             spark.stop()
     return 0

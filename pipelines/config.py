@@ -23,6 +23,12 @@ Layout of the YAML file (every key but ``input`` and ``warehouse`` is optional):
       column_prefix: "_"               # silver's own columns: _seq, _op, _commit_ts, _deleted (+ SCD2's)
       table_column_prefix:             # per table, for source tables with columns of those names
         shop.events: "_cdc_"
+    maintenance:                       # jobs/maintain.py (and the main job every N runs)
+      retention_hours: 168             # VACUUM keeps files a version of the last 7 days uses
+      log_retention_hours: 720         # delta.logRetentionDuration: log entries kept 30 days
+      compact_min_files: 8             # a table with more data files than this is compacted
+      target_file_bytes: 134217728     # compaction's target file size (128 MiB)
+      every_runs: 0                    # 0: only the maintain job; N: run_pipeline maintains every N runs
     time_zone: UTC                     # IANA name
     strict: false                      # true: bad input fails the run; false: it is quarantined
     accept_gaps: false                 # true: a missing file in the sequence is not an error
@@ -131,6 +137,15 @@ class SilverConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    retention_hours: int = 168  # Delta's default VACUUM retention (7 days)
+    log_retention_hours: int = 720  # Delta's default delta.logRetentionDuration (30 days)
+    compact_min_files: int = 8
+    target_file_bytes: int = 128 << 20
+    every_runs: int = 0
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """The validated configuration. Build it with :func:`load_config`."""
 
@@ -149,6 +164,7 @@ class PipelineConfig:
     delta: DeltaConfig = DeltaConfig()
     spark: SparkConfig = SparkConfig()
     silver: SilverConfig = SilverConfig()
+    maintenance: MaintenanceConfig = MaintenanceConfig()
     source: str = "<defaults>"  # the YAML file this came from
 
     def warehouse_path(self, *parts: str) -> str:
@@ -170,7 +186,7 @@ class PipelineConfig:
 
 _TOP_KEYS = {
     "input", "warehouse", "tables", "keys", "delete_mode", "scd2", "time_zone", "strict",
-    "accept_gaps", "schema_seed", "progress", "parallelism", "delta", "spark", "silver",
+    "accept_gaps", "schema_seed", "progress", "parallelism", "delta", "spark", "silver", "maintenance",
 }
 _SECTION_KEYS = {
     "tables": {"include", "exclude"},
@@ -178,6 +194,7 @@ _SECTION_KEYS = {
     "delta": {"backend", "packages"},
     "spark": {"master", "app_name", "conf"},
     "silver": {"column_prefix", "table_column_prefix"},
+    "maintenance": {"retention_hours", "log_retention_hours", "compact_min_files", "target_file_bytes", "every_runs"},
 }
 
 
@@ -239,6 +256,13 @@ class _Checker:
         v = raw.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             self.bad(name, "a positive integer (bytes)", v)
+            return default
+        return v
+
+    def count(self, raw: Mapping, key: str, name: str, default: int) -> int:
+        v = raw.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            self.bad(name, "a whole number >= 0", v)
             return default
         return v
 
@@ -354,6 +378,18 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
                 per_table[t] = p
     silver = SilverConfig(column_prefix=prefix, table_column_prefix=dict(per_table))
 
+    m_raw = c.section(raw, "maintenance")
+    m = MaintenanceConfig
+    maintenance = MaintenanceConfig(
+        retention_hours=c.count(m_raw, "retention_hours", "maintenance.retention_hours", m.retention_hours),
+        log_retention_hours=c.count(m_raw, "log_retention_hours", "maintenance.log_retention_hours",
+                                    m.log_retention_hours),
+        compact_min_files=c.count(m_raw, "compact_min_files", "maintenance.compact_min_files", m.compact_min_files),
+        target_file_bytes=c.positive_int(m_raw, "target_file_bytes", "maintenance.target_file_bytes",
+                                         m.target_file_bytes),
+        every_runs=c.count(m_raw, "every_runs", "maintenance.every_runs", m.every_runs),
+    )
+
     cfg = PipelineConfig(
         input=paths["input"] or "",
         warehouse=paths["warehouse"] or "",
@@ -370,6 +406,7 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
         delta=delta,
         spark=spark,
         silver=silver,
+        maintenance=maintenance,
         source=source,
     )
     if c.problems:

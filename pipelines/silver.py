@@ -822,7 +822,7 @@ def read_watermark(
     return None
 
 
-def _watermark_metadata(seq: str) -> str:
+def watermark_metadata(seq: str) -> str:
     return json.dumps({WATERMARK_KEY: seq})
 
 
@@ -1269,7 +1269,7 @@ def apply_changes(
             backend=which,
             txn_app_id=txn_app_id,
             txn_version=txn_version,
-            user_metadata=_watermark_metadata(new_mark),
+            user_metadata=watermark_metadata(new_mark),
             source_schema=plan.source_schema,
             # big batches of a keyed table MERGE in parts (by key hash) with delta-rs
             split_by=keys if keys is not None and not scd2 else None,
