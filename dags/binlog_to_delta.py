@@ -1,4 +1,5 @@
-"""Airflow DAG ``binlog_to_delta``: ingest_bronze >> apply_silver, hourly, one run at a time.
+"""Airflow DAG ``binlog_to_delta``: ingest_bronze >> apply_silver, hourly, one run at a time; and
+``binlog_to_delta_maintenance``: maintain (compact, checkpoint, VACUUM), daily.
 
 Each task is a ``spark-submit`` (``SparkSubmitOperator``, connection ``spark_default``)
 of one of the repository's jobs::
@@ -54,6 +55,7 @@ except ImportError:  # Airflow 2.10 / 2.11
     from airflow.models.param import Param
 
 DAG_ID = "binlog_to_delta"
+MAINTENANCE_DAG_ID = "binlog_to_delta_maintenance"
 REPO = Path(os.environ.get("BINLOG_DELTA_HOME") or Path(__file__).resolve().parents[1])
 CONFIG = Path(os.environ.get("BINLOG_DELTA_CONFIG") or REPO / "conf" / "pipeline.yaml")
 JOBS = REPO / "jobs"
@@ -130,12 +132,12 @@ def job_args() -> list[str]:
     ]
 
 
-def spark_job(task_id: str, script: str) -> SparkSubmitOperator:
+def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = ()) -> SparkSubmitOperator:
     """One ``spark-submit`` of ``jobs/<script>``."""
     return SparkSubmitOperator(
         task_id=task_id,
         application=str(JOBS / script),
-        application_args=job_args(),
+        application_args=job_args() + list(extra_args),
         py_files=_setting("py_files"),
         packages=_setting("packages"),
         jars=_setting("jars"),
@@ -172,3 +174,25 @@ with DAG(
     apply_silver = spark_job("apply_silver", "apply_silver.py")
 
     ingest_bronze >> apply_silver
+
+
+# Warehouse upkeep (compaction, checkpoints and log cleanup, VACUUM: jobs/maintain.py), daily. It
+# waits for the warehouse lock, so it never runs beside an ingest of the DAG above.
+with DAG(
+    dag_id=MAINTENANCE_DAG_ID,
+    description="binlog_to_delta's warehouse upkeep: compact, checkpoint, clean up logs, VACUUM",
+    schedule=os.environ.get("BINLOG_DELTA_MAINTENANCE_SCHEDULE", "@daily"),
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"owner": "data-eng", "retries": 1, "retry_delay": timedelta(minutes=30),
+                  "execution_timeout": timedelta(hours=6)},
+    params={
+        "config": Param(None, type=["null", "string"], description="override --config for this run"),
+        "binlog_dir": Param(None, type=["null", "string"], description="override --binlog-dir for this run"),
+        "warehouse": Param(None, type=["null", "string"], description="override --warehouse for this run"),
+    },
+    user_defined_macros={"defaults": DEFAULTS},
+    tags=["binlog", "delta", "maintenance"],
+) as maintenance_dag:
+    maintain = spark_job("maintain", "maintain.py", ("--lock-timeout", "3600"))

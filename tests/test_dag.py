@@ -20,6 +20,7 @@ from pipelines.config import load_config
 REPO = Path(__file__).resolve().parents[1]
 AIRFLOW_PYTHON = REPO / ".venv-airflow" / "bin" / "python"
 DAG_ID = "binlog_to_delta"
+MAINTENANCE_DAG_ID = "binlog_to_delta_maintenance"
 OPERATOR = "airflow.providers.apache.spark.operators.spark_submit.SparkSubmitOperator"
 PARSE_SECONDS = 60
 
@@ -130,7 +131,7 @@ def _arg(args: list[str], flag: str) -> str:
 
 def test_dag_folder_imports_cleanly(bag):
     assert bag["import_errors"] == {}
-    assert sorted(bag["dags"]) == [DAG_ID]
+    assert sorted(bag["dags"]) == [DAG_ID, MAINTENANCE_DAG_ID]
     assert Path(bag["dags"][DAG_ID]["fileloc"]) == REPO / "dags" / "binlog_to_delta.py"
     assert bag["dags"][DAG_ID]["serialized"] == ["apply_silver", "ingest_bronze"]
 
@@ -196,3 +197,14 @@ def test_unreadable_config_is_an_import_error_naming_the_file(tmp_path):
     assert bag["dags"] == {}
     [error] = bag["import_errors"].values()
     assert str(missing) in error and "BINLOG_DELTA_CONFIG" in error
+
+
+def test_maintenance_dag_submits_the_maintain_job_and_waits_for_the_lock(bag):
+    m = bag["dags"][MAINTENANCE_DAG_ID]
+    assert m["serialized"] == ["maintain"] and m["max_active_runs"] == 1
+    task = m["tasks"]["maintain"]
+    assert task["operator"] == OPERATOR and Path(task["application"]) == REPO / "jobs" / "maintain.py"
+    args = task["defaults"]["application_args"]
+    assert _arg(args, "--lock-timeout") == "3600"
+    cfg = load_config(REPO / "conf" / "pipeline.yaml")
+    assert _arg(args, "--warehouse") == cfg.warehouse
