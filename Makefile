@@ -53,6 +53,11 @@ run: setup
 bench: setup
 	$(PY) -m scripts.bench
 
+# compact, checkpoint and clean up logs, VACUUM every table of the configured warehouse
+.PHONY: maintain
+maintain: setup
+	$(PY) jobs/maintain.py --config conf/pipeline.yaml
+
 # Random server-oracle workloads: SEEDS seeds in each binlog_row_metadata x binlog_row_image mode
 # (even seeds on delta-rs, odd on delta-spark; about one in five SIGKILLs the job once).
 # SOAK_ARGS: more options of tests/soak.py (--start, --mode, --backend, --kill, --steps, -v).
