@@ -25,7 +25,10 @@ folder                                   plain name                   qualified 
 
 Two engines, chosen by ``--engine`` (default: ``delta.backend`` of the config):
 
-* ``spark``: Spark SQL with delta-spark; every table is a temporary view.
+* ``spark``: Spark SQL with delta-spark; every table is a temporary view, and the function
+  ``binlog_changes(content, path)`` (:mod:`pipelines.binlog_udf`) decodes raw binlog files read
+  with Spark's ``binaryFile`` source. Such a query needs no Delta: on an empty warehouse it runs
+  without delta-spark on the classpath.
 * ``rs``: the Delta Lake Rust engine (``deltalake.QueryBuilder``, Apache
   DataFusion SQL). It starts no JVM, so it answers in well under a second.
 * ``auto``: ``spark`` when :func:`pipelines.spark_session.delta_spark_available`,
@@ -181,7 +184,11 @@ def query_rs(sql: str, tables: Sequence[WarehouseTable]) -> pa.Table:
 
 
 def query_spark(sql: str, tables: Sequence[WarehouseTable], spark) -> pa.Table:
-    """Run ``sql`` with Spark SQL over ``tables``, each registered as a temporary view."""
+    """Run ``sql`` with Spark SQL over ``tables``, each registered as a temporary view, with the
+    ``binlog_changes`` function registered (:mod:`pipelines.binlog_udf`: SQL over raw binlog files)."""
+    from pipelines import binlog_udf
+
+    binlog_udf.register(spark)
     for t in tables:
         df = spark.read.format("delta").load(t.path)
         df.createOrReplaceTempView(quote(t.qualified))
@@ -205,7 +212,7 @@ def _delta_spark_possible(cfg) -> bool:
     return False
 
 
-def open_spark(engine: str, cfg=None):
+def open_spark(engine: str, cfg=None, *, need_delta: bool = True):
     """``(session, owned)`` with delta-spark for ``engine`` ``spark`` or ``auto``, or ``None``
     when ``auto`` finds no delta-spark. ``owned`` sessions were built here; stop them after use.
 
@@ -226,8 +233,8 @@ def open_spark(engine: str, cfg=None):
         extra_conf=dict(cfg.spark.conf) if cfg is not None else None,
         delta=True,  # DELTA_JARS, delta.packages, else the jars make setup fetched
     )
-    if delta_spark_available(spark):
-        return spark, owned
+    if delta_spark_available(spark) or (engine == "spark" and not need_delta):
+        return spark, owned  # (without tables to read, SQL over raw binlog files needs no Delta)
     if owned:
         spark.stop()
     if engine == "spark":
@@ -266,12 +273,12 @@ def run(sql: str, tables: Sequence[WarehouseTable], *, engine: str = "auto", spa
     if spark is not None:
         from pipelines.spark_session import delta_spark_available
 
-        if delta_spark_available(spark):
-            return query_spark(sql, tables, spark)
+        if delta_spark_available(spark) or (engine == "spark" and not tables):
+            return query_spark(sql, tables, spark)  # no tables to read: raw files need no Delta
         if engine == "spark":
             raise RuntimeError("engine 'spark': the given session has no delta-spark on its classpath")
         return query_rs(sql, tables)
-    opened = open_spark(engine, cfg)
+    opened = open_spark(engine, cfg, need_delta=bool(tables))
     if opened is None:
         return query_rs(sql, tables)
     session, owned = opened
