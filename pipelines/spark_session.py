@@ -210,7 +210,7 @@ def _report_ignored_master(master: str | None) -> None:
     submitted = _submitted_master()
     if submitted and submitted != master:
         print(f"warning: spark.master {master!r} from the configuration is not applied: this job was "
-              f"submitted with --master {submitted!r}, which decides", file=sys.stderr, flush=True)
+              f"submitted with --master {submitted}, which decides", file=sys.stderr, flush=True)
 
 
 def _submitted_delta_conf() -> dict[str, str]:
@@ -232,9 +232,10 @@ def _submitted_delta_conf() -> dict[str, str]:
 
 def _submitted_master() -> str | None:
     """The master spark-submit launched this job with (read off the running JVM's SparkConf)."""
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
     try:
+        SparkContext._ensure_initialized()  # the JVM spark-submit started: its conf has the master
         return SparkConf().get("spark.master", None)
     except Exception:  # noqa: BLE001 - only used for a warning
         return None

@@ -54,7 +54,8 @@ def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package):
         with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
             run = _submit(cluster, package, config)
             assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
-            assert "is not applied: this job was submitted with --master spark://127.0.0.1" in run.stderr
+            # (spark-submit merges the Python driver's stderr into its stdout)
+            assert "is not applied: this job was submitted with --master spark://127.0.0.1" in run.stdout + run.stderr
             apps = [a for a in cluster.applications() if a["name"] == "binlog-delta"]
             assert len(apps) == 1, cluster.master_state()
             executors = cluster.executor_dirs(apps[0]["id"])

@@ -138,7 +138,7 @@ def check_file(path: str, name: str, newest: bool, cfg) -> list[tuple]:
         got = list(bronze.decode_range(w))  # anything raised here fails the test
         kind, stat = got[-1]
         assert kind == "stat" and all(k != "stat" for k, _r in got[:-1])
-        _name, _s, _e, _events, _ops, err, skipped, _ignorable = stat
+        _name, _s, _e, _events, _ops, err, skipped, _ignorable, _invalid_text = stat
         if err is not None:
             offset, cut, reason, _cls = err
             assert s <= cut <= offset <= size and f"{name}: offset " in reason, err
