@@ -53,6 +53,11 @@ run: setup
 bench: setup
 	$(PY) -m scripts.bench
 
+# a table with a long history, before and after maintenance (delta-rs, no JVM)
+.PHONY: bench-maintenance
+bench-maintenance: setup
+	$(PY) -m scripts.maintenance_bench
+
 # compact, checkpoint and clean up logs, VACUUM every table of the configured warehouse
 .PHONY: maintain
 maintain: setup
