@@ -147,6 +147,12 @@ def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = ()) -> Sp
     )
 
 
+def run_params() -> dict:
+    """The trigger params both DAGs take: a run's own --config, --binlog-dir, --warehouse."""
+    return {name: Param(None, type=["null", "string"], description=f"override --{flag} for this run")
+            for name, flag in (("config", "config"), ("binlog_dir", "binlog-dir"), ("warehouse", "warehouse"))}
+
+
 with DAG(
     dag_id=DAG_ID,
     description="MySQL/MariaDB binlog files -> Delta Lake bronze change log -> silver tables",
@@ -161,11 +167,7 @@ with DAG(
         "retry_exponential_backoff": True,
         "execution_timeout": timedelta(hours=3),
     },
-    params={
-        "config": Param(None, type=["null", "string"], description="override --config for this run"),
-        "binlog_dir": Param(None, type=["null", "string"], description="override --binlog-dir for this run"),
-        "warehouse": Param(None, type=["null", "string"], description="override --warehouse for this run"),
-    },
+    params=run_params(),
     user_defined_macros={"defaults": DEFAULTS},
     tags=["binlog", "delta", "cdc"],
     doc_md=__doc__,
@@ -187,11 +189,7 @@ with DAG(
     max_active_runs=1,
     default_args={"owner": "data-eng", "retries": 1, "retry_delay": timedelta(minutes=30),
                   "execution_timeout": timedelta(hours=6)},
-    params={
-        "config": Param(None, type=["null", "string"], description="override --config for this run"),
-        "binlog_dir": Param(None, type=["null", "string"], description="override --binlog-dir for this run"),
-        "warehouse": Param(None, type=["null", "string"], description="override --warehouse for this run"),
-    },
+    params=run_params(),
     user_defined_macros={"defaults": DEFAULTS},
     tags=["binlog", "delta", "maintenance"],
 ) as maintenance_dag:
