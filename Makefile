@@ -45,7 +45,7 @@ $(AIRFLOW_STAMP): requirements-airflow.txt
 # PYTEST_ARGS: e.g. make test PYTEST_ARGS="-k spark tests/test_delta_io.py" (default: every test)
 PYTEST_ARGS ?= tests
 test: setup
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 run: setup
 	$(PY) jobs/run_pipeline.py --config conf/pipeline.yaml
