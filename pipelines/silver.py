@@ -1225,7 +1225,9 @@ def apply_changes(
         F.sum(F.coalesce(~F.col("op").isin("c", "u", "d"), F.lit(True)).cast("int")).alias("bad_op"),
         F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
         F.sum(F.when(F.col(fresh_flag), _partial_update(changes_df).cast("int"))).alias("partial"),
-    ).collect()[0]
+        *([F.sum(F.when(F.col(fresh_flag) & F.col(DIFFS).isNotNull(), 1).otherwise(0)).alias("diffs")]
+          if DIFFS in changes_df.columns else []),
+    ).collect()[0].asDict()
     if overview["null_seq"] or overview["bad_op"]:
         raise ValueError(
             f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
@@ -1245,6 +1247,8 @@ def apply_changes(
     changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
     if PRESENT in changes.columns and not overview["partial"]:
         changes = changes.drop(PRESENT, DIFFS)  # full images only: nothing to fill
+    if DIFFS in changes.columns and not overview.get("diffs"):
+        changes = changes.drop(DIFFS)  # no JSON diffs in this batch: no fold to plan
     if PRESENT in changes.columns and keys is None:
         raise ValueError(
             f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "
