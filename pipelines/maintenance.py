@@ -28,6 +28,7 @@ The summary line says what was removed and what was kept::
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -174,5 +175,10 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
 
         stats.seconds = time.monotonic() - started
         print(stats.summary(), flush=True)
-        delta_io.append_rows(spark, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"), backend=backend)
+        try:
+            delta_io.append_rows(spark, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"), backend=backend)
+        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
+            if stats.status == "ok":
+                raise
+            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
     return stats
