@@ -499,11 +499,20 @@ def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int |
     survive log cleanup. Reached through the JVM (``DeltaLog.update().transactions()``): the
     Python API has no call for it.
     """
-    jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
-    defaults = [getattr(log, f"update$default${i}")() for i in (1, 2, 3)]
-    found = log.update(*defaults).transactions().get(app_id)
+    found = spark_snapshot(spark, path).transactions().get(app_id)
     return int(found.get()) if found.isDefined() else None
+
+
+def spark_delta_log(spark: SparkSession, path: str):
+    """delta-spark's ``DeltaLog`` of the table (through the JVM: checkpoints and the snapshot's
+    state have no Python API)."""
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
+
+
+def spark_snapshot(spark: SparkSession, path: str):
+    """The table's current delta-spark snapshot: its last checkpoint plus the commits after it."""
+    log = spark_delta_log(spark, path)
+    return log.update(*[getattr(log, f"update$default${i}")() for i in (1, 2, 3)])
 
 
 def last_txn_version(

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipelines.delta_io import _SPARK_USER_METADATA, _arrow_fs, _rs_table, commit_session, quote_ident, resolve_backend
+from pipelines.delta_io import (_SPARK_USER_METADATA, _arrow_fs, _rs_commit_properties, _rs_table, commit_session, quote_ident,
+                                resolve_backend, spark_delta_log, spark_snapshot)
 
 LOG_RETENTION = "delta.logRetentionDuration"
 _SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -51,7 +52,7 @@ def storage(path: str, *, spark: SparkSession | None = None, backend: str = "aut
     if resolve_backend(spark, backend) == "spark":
         detail = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0]
         files, live = int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
-        version = _spark_log(spark, path).update(*_update_defaults(_spark_log(spark, path))).version()
+        version = spark_snapshot(spark, path).version()
     else:
         table = _rs_table(path)
         adds = table.get_add_actions(flatten=True)
@@ -92,7 +93,7 @@ def checkpoint(path: str, *, spark: SparkSession | None = None, backend: str = "
     """Write a checkpoint of the table's current version, then clean up the log files that it
     covers and that are older than the table's ``delta.logRetentionDuration``."""
     if resolve_backend(spark, backend) == "spark":
-        _spark_log(spark, path).checkpoint()  # delta-spark cleans up expired log files after it
+        spark_delta_log(spark, path).checkpoint()  # delta-spark cleans up expired log files after it
         return
     table = _rs_table(path)
     table.create_checkpoint()
@@ -134,14 +135,4 @@ def vacuum(path: str, retention_hours: int, *, spark: SparkSession | None = None
 
 
 def _rs_properties(user_metadata: str | None):
-    from deltalake import CommitProperties
-
-    return None if user_metadata is None else CommitProperties(custom_metadata={"userMetadata": user_metadata})
-
-
-def _spark_log(spark: SparkSession, path: str):
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
-
-
-def _update_defaults(log) -> list:
-    return [getattr(log, f"update$default${i}")() for i in (1, 2, 3)]
+    return _rs_commit_properties(None, None, user_metadata)
