@@ -35,11 +35,14 @@ $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e . || $(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-# Airflow in its own venv (its pins clash with ours): tests/test_dag.py parses dags/ with it.
+# Airflow in its own venv (its pins clash with ours): tests/test_dag.py parses dags/ with it and
+# runs the DAG with `airflow dags test`. Built anew when the pins change (no leftovers of the old set).
 $(AIRFLOW_STAMP): requirements-airflow.txt
-	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	rm -rf $(AIRFLOW_VENV)
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
 	$(AIRFLOW_VENV)/bin/python -m pip install -q --upgrade pip
 	$(AIRFLOW_VENV)/bin/python -m pip install -q -r requirements-airflow.txt
+	$(AIRFLOW_VENV)/bin/python -m pip check
 	touch $(AIRFLOW_STAMP)
 
 # PYTEST_ARGS: e.g. make test PYTEST_ARGS="-k spark tests/test_delta_io.py" (default: every test)

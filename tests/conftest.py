@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,3 +62,15 @@ def corpus_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"binlog corpus not found at {path}")
     return path
+
+
+# ------------------------------------------------------------------------------------ spark-submit
+
+
+@pytest.fixture(scope="session")
+def package() -> str:
+    """``dist/binlog_delta.zip`` built by ``make package``, as ``spark-submit --py-files`` takes it."""
+    repo = _TESTS_DIR.parent
+    done = subprocess.run(["make", "-s", "package"], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return str(repo / "dist" / "binlog_delta.zip")

@@ -19,13 +19,6 @@ from soak import REPO, compare, run_workload, write_config
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def package() -> str:
-    done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return str(REPO / "dist" / "binlog_delta.zip")
-
-
 def _submit(cluster, package, config, *extra) -> subprocess.CompletedProcess:
     jars = delta_jars.find_jars()
     assert jars, "the delta-spark jars are missing from jars/ (make setup fetches them)"
