@@ -878,7 +878,7 @@ class StageTarget:
     schema: object  # pyarrow.Schema of the bronze table
 
 
-STATS_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op")
+STATS_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "_ingested_at")
 
 
 def _parquet_options(schema) -> dict:

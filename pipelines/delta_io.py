@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -331,41 +331,67 @@ def read(
     predicate: str | Column | None = None,
     *,
     backend: str = "auto",
+    above: tuple[str, object] | None = None,
 ) -> DataFrame:
     """Read the Delta table at ``path`` as a Spark DataFrame.
 
     ``columns`` selects (and orders) columns; ``predicate`` is a Spark SQL boolean expression (text
-    or Column) applied in Spark after the read, identically for both backends.
+    or Column) applied in Spark after the read, identically for both backends. ``above``
+    ``(column, value)`` keeps the rows whose column is greater than ``value``, and the files whose
+    statistics say they hold no such row are not read at all (delta-spark's data skipping; on
+    delta-rs the file list is pruned by the add actions' ``max`` statistics): an append-only
+    table read above a high mark costs what is above it, not its whole history.
 
     >>> read(spark, str(tmp_path / "t"), columns=["id"], predicate="id > 1").collect()  # doctest: +SKIP
     [Row(id=2)]
     """
+    keep = None if above is None else F.col(quote_ident(above[0])) > F.lit(above[1])
     if resolve_backend(spark, backend) == "spark":
         df = spark.read.format("delta").load(str(path))
+        if keep is not None:
+            df = df.where(keep)
         if columns is not None:
             _check_columns(columns, df.columns, f"read({path})")
             df = df.select(*[F.col(quote_ident(c)) for c in columns])
     else:
         dt = _rs_table(path)
         full = strip_mapping_metadata(delta_schema_to_spark(dt.schema().to_json()))
+        wanted = None
         if columns is not None:
             _check_columns(columns, full.fieldNames(), f"read({path})")
+            wanted = list(columns)
             by_name = {f.name: f for f in full.fields}
-            full = T.StructType([by_name[c] for c in columns])
-        df = _read_rs_files(spark, dt, full)
+            full = T.StructType([by_name[c] for c in dict.fromkeys([*columns, *([above[0]] if above else [])])])
+        df = _read_rs_files(spark, dt, full, None if above is None else _rs_files_above(dt, *above))
         if df is None:
             df = arrow_to_spark(spark, _rs_query(dt, full.fieldNames()), full)
+        if keep is not None:
+            df = df.where(keep)
+        if wanted is not None and len(wanted) != len(full.fields):
+            df = df.select(*[F.col(quote_ident(c)) for c in wanted])
     if predicate is not None:
         df = df.where(F.expr(predicate) if isinstance(predicate, str) else predicate)
     return df
 
 
-def _read_rs_files(spark: SparkSession, dt, schema: T.StructType) -> DataFrame | None:
+def _rs_files_above(dt, column: str, value) -> set[str] | None:
+    """The table's files (relative paths, unescaped) that may hold a row with ``column`` above
+    ``value``: those whose ``max`` statistic is above it, or that have none. ``None`` when the
+    column has no statistics at all (every file is read)."""
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    stat = f"max.{column}"
+    if stat not in adds.column_names:
+        return None
+    return {unquote(p) for p, m in zip(adds.column("path").to_pylist(), adds.column(stat).to_pylist())
+            if m is None or m > value}
+
+
+def _read_rs_files(spark: SparkSession, dt, schema: T.StructType, only: set[str] | None = None) -> DataFrame | None:
     """Let Spark read the table's live Parquet files itself (distributed, nothing passes
-    through the driver), as delta-rs lists them. A column-mapped table's files hold each column
-    under its physical name: they are read by those and renamed. ``None`` when the table uses a
-    feature a plain Parquet read would get wrong: partition columns, deletion vectors, or nested
-    fields under column mapping."""
+    through the driver), as delta-rs lists them (``only``: those of these relative paths). A
+    column-mapped table's files hold each column under its physical name: they are read by those
+    and renamed. ``None`` when the table uses a feature a plain Parquet read would get wrong:
+    partition columns, deletion vectors, or nested fields under column mapping."""
     meta = dt.metadata()
     features = set(dt.protocol().reader_features or ())
     if meta.partition_columns or "deletionVectors" in features:
@@ -378,6 +404,9 @@ def _read_rs_files(spark: SparkSession, dt, schema: T.StructType) -> DataFrame |
     # delta-rs gives URIs with percent-escapes (a backtick, a space or any non-ASCII letter in a
     # database or table name); Hadoop takes a path string as it is and would look for "%60"
     uris = [unquote(u) for u in dt.file_uris()]
+    if only is not None:  # a file's URI is the table's location, then its relative path
+        root = unquote(urlparse(dt.table_uri).path).rstrip("/") + "/"
+        uris = [u for u in uris if (i := u.find(root)) < 0 or u[i + len(root):] in only]  # unsure: read it
     if not uris:
         return spark.createDataFrame([], schema=schema)
     if physical is None:
@@ -1084,14 +1113,29 @@ class StagedFile:
 
 
 def _stats_json(rows: int, lo: dict, hi: dict, nulls: dict) -> str:
-    return json.dumps({"numRecords": rows, "minValues": lo, "maxValues": hi, "nullCount": nulls},
+    return json.dumps({"numRecords": rows, "minValues": {k: _stat_value(v, False) for k, v in lo.items()},
+                       "maxValues": {k: _stat_value(v, True) for k, v in hi.items()}, "nullCount": nulls},
                       separators=(",", ":"))
+
+
+def _stat_value(v, upper: bool):
+    """A min/max statistic as Delta writes it: timestamps as UTC ISO text in milliseconds, the
+    minimum rounded down and the maximum up (so a file is never skipped that holds a match)."""
+    if not isinstance(v, _dt.datetime):
+        return v
+    if v.tzinfo is None:  # pyarrow gives tz-naive values for a timestamp without a zone: UTC
+        v = v.replace(tzinfo=_dt.timezone.utc)
+    v = v.astimezone(_dt.timezone.utc)
+    ms = v.replace(microsecond=v.microsecond // 1000 * 1000)
+    if upper and ms < v:
+        ms += _dt.timedelta(milliseconds=1)
+    return ms.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms.microsecond // 1000:03d}Z"
 
 
 class ParquetStager:
     """Write rows (tuples in ``schema`` order) as Parquet files into the folder of the table at
     ``table_uri``, a few thousand rows at a time, so a task never holds more than
-    :data:`STAGED_BATCH_ROWS` rows. ``stats_columns`` (top-level string or integer columns) get
+    :data:`STAGED_BATCH_ROWS` rows. ``stats_columns`` (top-level string, integer or timestamp columns) get
     min/max/null-count statistics in the add actions; every file gets its row count.
     ``parquet_options`` go to ``pyarrow.parquet.ParquetWriter`` (which columns get dictionaries
     and Parquet statistics, ...); whole record batches can be added with :meth:`add_batch`.

@@ -11,7 +11,9 @@ How a run goes
    versions in ``_pipeline/schema_history``.
 2. **What is new**: per table, the largest ``_seq`` already applied is in
    ``_pipeline/silver_watermarks`` (layout :data:`WATERMARKS_DDL`; append-only, the
-   max per table counts). Bronze rows above their table's watermark are counted per image
+   max per table counts). Only the bronze files ingested since the last run that finished are
+   read (:func:`read_through_key`: the older ones are never opened, so a run costs what is new,
+   not bronze's history). Bronze rows above their table's watermark are counted per image
    shape (:func:`shape_counts`: narrow columns only), then each segment reads its own; rows
    of XA branches that were prepared and then rolled back (``_pipeline/xa``) are
    dropped; tables outside ``tables.include``/``exclude`` are skipped.
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import json
 import sys
 import threading
 import uuid
@@ -528,8 +531,42 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     return stats
 
 
+READ_THROUGH_DB = ""  # no source database has an empty name: the rows of silver's read-through marks
+READ_THROUGH_MARGIN = _dt.timedelta(hours=1)  # clocks of drivers on other hosts may disagree
+
+
+def read_through_key(cfg: PipelineConfig) -> tuple[str, str]:
+    """The watermark row that says when a run that read bronze finished with no failed table.
+
+    Its ``max_seq`` holds that run's start (UTC, ISO text). Such a run dealt with every bronze
+    row ingested before it started (runs hold the warehouse lock, so bronze did not grow
+    meanwhile): applied it, quarantined it, or skipped its table by ``tables``. The next run
+    then reads only the bronze files ingested since (``_ingested_at`` statistics, less
+    :data:`READ_THROUGH_MARGIN`), so its cost follows the new changes, not bronze's history. A
+    late file (``accept_gaps``) is new by that measure too, whatever its ``_seq``. The mark
+    belongs to the ``tables`` setting it was made with: after a change of ``include``/
+    ``exclude`` a newly included table's old changes are behind it, so that setting has no mark
+    yet and bronze is read whole once.
+
+    >>> read_through_key(cfg)  # doctest: +SKIP
+    ('', 'read-through ["*"] ["*.tmp_*"]')
+    """
+    return (READ_THROUGH_DB, "read-through " + json.dumps(list(cfg.tables.include)) + " "
+            + json.dumps(list(cfg.tables.exclude)))
+
+
+def _read_through_since(mark: str | None) -> _dt.datetime | None:
+    if not mark:
+        return None
+    try:
+        return _dt.datetime.fromisoformat(mark) - READ_THROUGH_MARGIN
+    except ValueError:
+        return None  # not a mark of ours: read bronze whole
+
+
 def read_watermarks(spark: SparkSession, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
-    """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks``."""
+    """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with the
+    read-through marks: :func:`read_through_key`)."""
     path = cfg.pipeline_path(WATERMARKS)
     if not delta_io.table_exists(path, spark=spark, backend=cfg.delta.backend):
         return {}
@@ -552,10 +589,14 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     stats.schema_versions = len(added)
     stats.unparsed_ddl = [f"{v.db}.{v.table or '*'} at {v.valid_from}: {v.reason}" for v in added if v.kind == UNPARSED]
     marks = read_watermarks(spark, cfg)
+    since = _read_through_since(marks.get(read_through_key(cfg)))
+    marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
 
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     if delta_io.table_exists(bronze_path, spark=spark, backend=backend):
-        bronze = delta_io.read(spark, bronze_path, backend=backend)
+        # only what was ingested since the last run that finished (the files before are not read)
+        bronze = delta_io.read(spark, bronze_path, backend=backend,
+                               above=None if since is None else ("_ingested_at", since))
         if marks:  # per table: only above its watermark (a table seen for the first time: everything)
             wm = spark.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
                                        "_wm_db STRING, _wm_table STRING, _wm STRING")
@@ -589,6 +630,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
 
     steps = _plan_steps(history, tables, marks, shape_rows)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
+    finished = False
     try:
         lanes = _lanes(steps)
         workers = max(1, min(len(lanes), SILVER_THREADS))
@@ -609,12 +651,15 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         if errors:  # every failed table is named; the others were applied
             raise SilverStepError(f"{len(errors)} table(s) failed:\n" + "\n".join(f"  - {e}" for e in errors)) \
                 from errors[0]
+        finished = True
     finally:
         if state.quarantine or state.set_aside:
             n, handled = _write_quarantine(spark, cfg, bronze, state.quarantine, state.set_aside, stats.run_id)
             stats.quarantined += n
             for key, seq in handled.items():  # quarantined rows are dealt with: not again next run
                 state.marks[key] = max(state.marks.get(key, ""), seq)
+        if finished and bronze is not None and (shape_rows or since is None):  # with the tables' marks
+            state.marks[read_through_key(cfg)] = stats.started_at.astimezone(_UTC).isoformat()
         _write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
 
 

@@ -5,6 +5,7 @@ import datetime as dt
 import json
 import os
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -180,6 +181,26 @@ def test_read_columns_and_predicate(spark, delta_backend, tmp_path):
     assert_df_equality(actual, expected, ignore_row_order=True)
     with pytest.raises(DeltaIOError, match=r"missing columns \['nope'\]"):
         delta_io.read(spark, path, columns=["nope"], backend=delta_backend)
+
+
+def test_read_above_a_mark_never_opens_the_files_below_it(spark, delta_backend, tmp_path):
+    # an append-only table read above a high mark: the older files are not read at all (here
+    # they are deleted from disk, so opening one would fail), on both backends, also under a
+    # folder name that delta-rs escapes in its URIs
+    path = str(tmp_path / "db`x ☕" / "t 日本")
+    for batch in ((1, "a"), (2, "b")), ((3, "c"),), ((4, "d"), (5, None)):
+        delta_io.append(spark, spark.createDataFrame(list(batch), "id INT, v STRING"), path, backend=delta_backend)
+    old = {p.name for p in Path(path).glob("*.parquet")}
+    delta_io.append(spark, spark.createDataFrame([(6, "e")], "id INT, v STRING"), path, backend=delta_backend)
+    for name in old:
+        os.remove(Path(path) / name)
+    got = delta_io.read(spark, path, backend=delta_backend, above=("id", 5))
+    assert [tuple(r) for r in got.collect()] == [(6, "e")]
+    # rows at or below the mark are filtered out of a file that is read
+    delta_io.append(spark, spark.createDataFrame([(2, "x"), (7, "y")], "id INT, v STRING"), path,
+                    backend=delta_backend)
+    got = delta_io.read(spark, path, columns=["v", "id"], backend=delta_backend, above=("id", 5))
+    assert sorted(tuple(r) for r in got.collect()) == [("e", 6), ("y", 7)]
 
 
 def test_empty_table_reads_with_its_schema(spark, delta_backend, tmp_path):
@@ -439,6 +460,26 @@ def test_staged_files_commit_once_with_exact_types_and_stats(spark, tmp_path):
     adds = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
     assert sum(a["num_records"] for a in adds) == len(rows)
     assert min(a["min.id"] for a in adds) == 1 and max(a["max.id"] for a in adds) == 7
+
+
+def test_staged_timestamp_statistics_are_milliseconds_that_never_skip_a_match(spark, delta_backend, tmp_path):
+    # Delta keeps timestamp min/max in milliseconds: the minimum rounds down, the maximum up, so
+    # a read above a time inside the last millisecond still finds the row (both backends)
+    path = str(tmp_path / "ts")
+    os.makedirs(path)
+    schema = pa.schema([("id", pa.int32()), ("at", pa.timestamp("us", tz="UTC"))])
+    at = dt.datetime(2026, 11, 25, 10, 58, 5, 123456, tzinfo=dt.timezone.utc)
+    stager = delta_io.ParquetStager(path, schema, stats_columns=["at"])
+    stager.add_batch(pa.record_batch([pa.array([1, 2], pa.int32()), pa.array([at, at], schema.field("at").type)],
+                                     schema=schema))
+    files = stager.close()
+    assert json.loads(files[0].stats)["minValues"] == {"at": "2026-11-25T10:58:05.123Z"}
+    assert json.loads(files[0].stats)["maxValues"] == {"at": "2026-11-25T10:58:05.124Z"}
+    assert delta_io.commit_staged(path, files, T.StructType([T.StructField("id", T.IntegerType()),
+                                                             T.StructField("at", T.TimestampType())]))
+    just_before = at - dt.timedelta(microseconds=1)
+    assert delta_io.read(spark, path, backend=delta_backend, above=("at", just_before)).count() == 2
+    assert delta_io.read(spark, path, backend=delta_backend, above=("at", at)).count() == 0
 
 
 def test_staged_drop_rows_rewrites_files_and_abort_deletes_them(tmp_path):
