@@ -315,7 +315,17 @@ def list_binlogs(spark, folder: str) -> tuple[list[SourceFile], list[str]]:
 
 def list_folder(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
     """Like :func:`list_binlogs`, with the other entries as :class:`SourceFile`
-    too (``file_seq`` -1), sorted by name."""
+    too (``file_seq`` -1), sorted by name.
+
+    A local folder is listed with ``os.scandir`` (one system call per entry: 10,000 processed
+    files cost milliseconds); any other through the driver JVM's Hadoop FileSystem (several
+    Py4J calls per entry). Both give the same URIs (``file:/...``), sizes and mtimes (ms).
+    """
+    local = local_path(folder)
+    return _list_local(local, folder) if local is not None else _list_hadoop(spark, folder)
+
+
+def _list_hadoop(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
     jvm = spark.sparkContext._jvm
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
     path = jvm.org.apache.hadoop.fs.Path(folder)
@@ -334,6 +344,30 @@ def list_folder(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]]
             ignored.append(entry)
             continue
         files.append(entry)
+    files.sort(key=lambda f: (f.file_seq, f.name))
+    return files, sorted(ignored, key=lambda f: f.name)
+
+
+def _list_local(path: str, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
+    if not os.path.exists(path):
+        raise BronzeError(f"input folder {folder} does not exist")
+    if not os.path.isdir(path):
+        raise BronzeError(f"input {folder} is not a folder")
+    base = os.path.abspath(path).rstrip("/") or "/"
+    files, ignored = [], []
+    with os.scandir(base) as entries:
+        for e in entries:
+            try:
+                st, is_file = e.stat(), e.is_file()
+            except FileNotFoundError:  # removed while listed (a dangling link, a purge)
+                continue
+            m = _BINLOG_NAME.match(e.name)
+            entry = SourceFile(e.name, "file:" + os.path.join(base, e.name), int(st.st_size) if is_file else 0,
+                               st.st_mtime_ns // 1_000_000, int(m.group("seq")) if m is not None else -1)
+            if not is_file or m is None or e.name.startswith("."):
+                ignored.append(entry)
+                continue
+            files.append(entry)
     files.sort(key=lambda f: (f.file_seq, f.name))
     return files, sorted(ignored, key=lambda f: f.name)
 
@@ -1118,9 +1152,15 @@ def _bronze_struct():
 
 
 def _read_rows(spark, cfg: PipelineConfig, path: str) -> list:
+    """The rows of a small ``_pipeline`` table on the driver: on delta-rs as Arrow, with no Spark
+    job (the manifest of 10,000 processed files reads in milliseconds once compacted)."""
     d = _delta()
     if not d.table_exists(path, spark=spark, backend=cfg.delta.backend):
         return []
+    if d.resolve_backend(spark, cfg.delta.backend) == "rs":
+        from pyspark.sql import Row
+
+        return [Row(**r) for r in d.read_arrow(path).to_pylist()]
     return d.read(spark, path, backend=cfg.delta.backend).collect()
 
 
