@@ -55,6 +55,12 @@ run: setup
 
 bench: setup
 	$(PY) -m scripts.bench
+	$(PY) -m scripts.history_bench
+
+# a run's cost after 10, 1,000 and 5,000 runs of history, before and after maintenance
+.PHONY: bench-history
+bench-history: setup
+	$(PY) -m scripts.history_bench $(HISTORY_ARGS)
 
 # a table with a long history, before and after maintenance (delta-rs, no JVM)
 .PHONY: bench-maintenance
