@@ -1152,16 +1152,7 @@ def _bronze_struct():
 
 
 def _read_rows(spark, cfg: PipelineConfig, path: str) -> list:
-    """The rows of a small ``_pipeline`` table on the driver: on delta-rs as Arrow, with no Spark
-    job (the manifest of 10,000 processed files reads in milliseconds once compacted)."""
-    d = _delta()
-    if not d.table_exists(path, spark=spark, backend=cfg.delta.backend):
-        return []
-    if d.resolve_backend(spark, cfg.delta.backend) == "rs":
-        from pyspark.sql import Row
-
-        return [Row(**r) for r in d.read_arrow(path).to_pylist()]
-    return d.read(spark, path, backend=cfg.delta.backend).collect()
+    return _delta().read_rows(spark, path, backend=cfg.delta.backend)
 
 
 def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):

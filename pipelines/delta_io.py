@@ -374,6 +374,15 @@ def read(
     return df
 
 
+def nothing_above(spark: SparkSession | None, path: str, column: str, value, *, backend: str = "auto") -> bool:
+    """True when the table's statistics prove that no row has ``column`` above ``value`` (on
+    delta-rs, from its add actions, with no Spark job); False when some may (or when only a
+    Spark job could tell: delta-spark)."""
+    if resolve_backend(spark, backend) == "spark":
+        return False
+    return _rs_files_above(_rs_table(path), column, value) == set()
+
+
 def _rs_files_above(dt, column: str, value) -> set[str] | None:
     """The table's files (relative paths, unescaped) that may hold a row with ``column`` above
     ``value``: those whose ``max`` statistic is above it, or that have none. ``None`` when the
@@ -414,6 +423,25 @@ def _read_rs_files(spark: SparkSession, dt, schema: T.StructType, only: set[str]
     stored = T.StructType([T.StructField(physical[f.name], f.dataType, True) for f in schema.fields])
     files = spark.read.schema(stored).parquet(*uris)
     return files.select(*[F.col(quote_ident(physical[f.name])).alias(f.name) for f in schema.fields])
+
+
+def read_rows(spark: SparkSession | None, path: str, columns: Sequence[str] | None = None, *,
+              backend: str = "auto") -> list:
+    """The rows of a small table (the ``_pipeline`` tables) on the driver, as ``Row`` objects
+    (``r.name`` and ``r["name"]``; nested structs as dicts on delta-rs). On delta-rs they come
+    as Arrow with no Spark job (a run reads several such tables: each Spark job costs a second
+    or more in a new process); on delta-spark through Spark. A missing table has no rows.
+
+    >>> [r.name for r in read_rows(spark, "/wh/_pipeline/manifest", ["name"])]  # doctest: +SKIP
+    ['binlog.000001']
+    """
+    if not table_exists(path, spark=spark, backend=backend):
+        return []
+    if resolve_backend(spark, backend) == "spark":
+        return read(spark, path, columns, backend="spark").collect()
+    from pyspark.sql import Row
+
+    return [Row(**r) for r in read_arrow(path, columns).to_pylist()]
 
 
 def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:

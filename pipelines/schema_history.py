@@ -2033,9 +2033,7 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
 
     backend = cfg.delta.backend
     path = cfg.pipeline_path(SCHEMA_HISTORY)
-    persisted = []
-    if delta_io.table_exists(path, spark=spark, backend=backend):
-        persisted = delta_io.read(spark, path, backend=backend).collect()
+    persisted = delta_io.read_rows(spark, path, backend=backend)
     history = SchemaHistory(rows_to_versions(persisted))
     next_version: dict[tuple[str, str], int] = {}
     for r in persisted:
@@ -2044,14 +2042,12 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
     added: list[SchemaVersion] = []
     if cfg.schema_seed:
         added += load_seeds(history, cfg.schema_seed)
-    ddl_path = cfg.pipeline_path("ddl")
-    if delta_io.table_exists(ddl_path, spark=spark, backend=backend):
-        since = history.last_seq.replace("'", "")
-        stmts = (delta_io.read(spark, ddl_path, columns=["_seq", "file", "pos", "db", "query"],
-                               predicate=f"_seq > '{since}'", backend=backend)
-                 .orderBy("_seq").collect())
-        for r in stmts:
-            added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])
+    since = history.last_seq
+    stmts = sorted((r for r in delta_io.read_rows(spark, cfg.pipeline_path("ddl"),
+                                                  ["_seq", "file", "pos", "db", "query"], backend=backend)
+                    if r["_seq"] > since), key=lambda r: r["_seq"])
+    for r in stmts:
+        added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])
     for query, db, seq in statements:
         if seq > history.last_seq:
             added += history.apply_statement(query, db, seq)

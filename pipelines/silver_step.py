@@ -532,7 +532,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
 
 
 READ_THROUGH_DB = ""  # no source database has an empty name: the rows of silver's read-through marks
-READ_THROUGH_MARGIN = _dt.timedelta(hours=1)  # clocks of drivers on other hosts may disagree
+READ_THROUGH_MARGIN = _dt.timedelta(minutes=5)  # clocks of drivers on other hosts (Kerberos allows 5 min)
 
 
 def read_through_key(cfg: PipelineConfig) -> tuple[str, str]:
@@ -567,12 +567,17 @@ def _read_through_since(mark: str | None) -> _dt.datetime | None:
 def read_watermarks(spark: SparkSession, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
     """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with the
     read-through marks: :func:`read_through_key`)."""
-    path = cfg.pipeline_path(WATERMARKS)
-    if not delta_io.table_exists(path, spark=spark, backend=cfg.delta.backend):
+    path, backend = cfg.pipeline_path(WATERMARKS), cfg.delta.backend
+    if not delta_io.table_exists(path, spark=spark, backend=backend):
         return {}
-    rows = (delta_io.read(spark, path, backend=cfg.delta.backend)
+    if delta_io.resolve_backend(spark, backend) == "rs":  # Arrow, no Spark job
+        top = delta_io.read_arrow(path, ["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
+            [("max_seq", "max")])
+        return {(d, t): m for d, t, m in zip(top.column("db").to_pylist(), top.column("table").to_pylist(),
+                                             top.column("max_seq_max").to_pylist()) if m is not None}
+    rows = (delta_io.read(spark, path, backend=backend)
             .groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect())
-    return {(r["db"], r["table"]): r["m"] for r in rows}
+    return {(r["db"], r["table"]): r["m"] for r in rows if r["m"] is not None}
 
 
 def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
@@ -593,7 +598,9 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
 
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
-    if delta_io.table_exists(bronze_path, spark=spark, backend=backend):
+    has_new = delta_io.table_exists(bronze_path, spark=spark, backend=backend) and not (
+        since is not None and delta_io.nothing_above(spark, bronze_path, "_ingested_at", since, backend=backend))
+    if has_new:  # (nothing new: no Spark job at all, only the schema events below)
         # only what was ingested since the last run that finished (the files before are not read)
         bronze = delta_io.read(spark, bronze_path, backend=backend,
                                above=None if since is None else ("_ingested_at", since))
