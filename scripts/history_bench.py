@@ -147,6 +147,7 @@ class History:
     def add_runs(self, n: int) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
+        from pipelines.bronze import sha256_prefixes
         from pipelines.bronze_schema import seq_key
         from pipelines.silver import watermark_metadata
 
@@ -161,7 +162,8 @@ class History:
                 p.write_bytes(b"\xfebin")
                 st = p.stat()
                 row = dict(self.manifest_row, name=p.name, file_seq=s, path=str(p), size=st.st_size,
-                           mtime=int(st.st_mtime * 1000), start_pos=0, complete_until=st.st_size,
+                           mtime=st.st_mtime_ns // 1_000_000, start_pos=0, complete_until=st.st_size,
+                           sha256=sha256_prefixes(str(p), [st.st_size])[st.st_size],
                            batch=self.batch, run_id=run_id, rotate_to=None, gtid_start=None, gtid_end=None)
                 manifest.append(row)
             # bronze: the template rows as the last of these files
