@@ -426,11 +426,12 @@ def _read_rs_files(spark: SparkSession, dt, schema: T.StructType, only: set[str]
 
 
 def read_rows(spark: SparkSession | None, path: str, columns: Sequence[str] | None = None, *,
-              backend: str = "auto") -> list:
+              backend: str = "auto", above: tuple[str, object] | None = None) -> list:
     """The rows of a small table (the ``_pipeline`` tables) on the driver, as ``Row`` objects
     (``r.name`` and ``r["name"]``; nested structs as dicts on delta-rs). On delta-rs they come
     as Arrow with no Spark job (a run reads several such tables: each Spark job costs a second
     or more in a new process); on delta-spark through Spark. A missing table has no rows.
+    ``above`` as in :func:`read`: only those rows leave the table's files.
 
     >>> [r.name for r in read_rows(spark, "/wh/_pipeline/manifest", ["name"])]  # doctest: +SKIP
     ['binlog.000001']
@@ -438,10 +439,17 @@ def read_rows(spark: SparkSession | None, path: str, columns: Sequence[str] | No
     if not table_exists(path, spark=spark, backend=backend):
         return []
     if resolve_backend(spark, backend) == "spark":
-        return read(spark, path, columns, backend="spark").collect()
+        return read(spark, path, columns, backend="spark", above=above).collect()
+    import pyarrow.compute as pc
     from pyspark.sql import Row
 
-    return [Row(**r) for r in read_arrow(path, columns).to_pylist()]
+    wanted = None if columns is None else list(columns)
+    table = read_arrow(path, None if wanted is None or above is None else list(dict.fromkeys([*wanted, above[0]])))
+    if above is not None:
+        table = table.filter(pc.greater(table.column(above[0]), pa.scalar(above[1], table.schema.field(above[0]).type)))
+        if wanted is not None:
+            table = table.select(wanted)
+    return [Row(**r) for r in table.to_pylist()]
 
 
 def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:

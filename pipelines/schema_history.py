@@ -2042,10 +2042,8 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
     added: list[SchemaVersion] = []
     if cfg.schema_seed:
         added += load_seeds(history, cfg.schema_seed)
-    since = history.last_seq
-    stmts = sorted((r for r in delta_io.read_rows(spark, cfg.pipeline_path("ddl"),
-                                                  ["_seq", "file", "pos", "db", "query"], backend=backend)
-                    if r["_seq"] > since), key=lambda r: r["_seq"])
+    stmts = sorted(delta_io.read_rows(spark, cfg.pipeline_path("ddl"), ["_seq", "file", "pos", "db", "query"],
+                                      backend=backend, above=("_seq", history.last_seq)), key=lambda r: r["_seq"])
     for r in stmts:
         added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])
     for query, db, seq in statements:

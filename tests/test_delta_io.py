@@ -203,6 +203,17 @@ def test_read_above_a_mark_never_opens_the_files_below_it(spark, delta_backend, 
     assert sorted(tuple(r) for r in got.collect()) == [("e", 6), ("y", 7)]
 
 
+def test_read_rows_gives_rows_on_the_driver_above_a_mark(spark, delta_backend, tmp_path):
+    path = str(tmp_path / "small")
+    assert delta_io.read_rows(spark, path, backend=delta_backend) == []  # no table: no rows
+    delta_io.append(spark, spark.createDataFrame([("a", 1), ("b", 2), ("c", 3)], "k STRING, n INT"), path,
+                    backend=delta_backend)
+    rows = delta_io.read_rows(spark, path, ["n"], backend=delta_backend, above=("k", "a"))
+    assert sorted(r.n for r in rows) == [2, 3] and all(list(r.asDict()) == ["n"] for r in rows)
+    assert sorted((r["k"], r.n) for r in delta_io.read_rows(spark, path, backend=delta_backend)) == [
+        ("a", 1), ("b", 2), ("c", 3)]
+
+
 def test_empty_table_reads_with_its_schema(spark, delta_backend, tmp_path):
     path = str(tmp_path / "empty")
     assert not delta_io.table_exists(path, spark=spark, backend=delta_backend)
