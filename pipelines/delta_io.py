@@ -791,6 +791,31 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema) -> None:
         _rs_ensure_mapping_feature(path)
 
 
+def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple], *,
+                        user_metadata: str | None = None) -> bool:
+    """Create a table with delta-rs and its first ``rows`` (tuples in ``table_schema`` order) in one
+    commit, the same table :func:`create_if_missing` then an append would make. False (nothing
+    done) when the table needs properties (column mapping): create it the usual way then.
+    Raises when a table exists at ``path`` already.
+
+    >>> create_with_rows_rs(str(tmp_path / "t"), T.StructType([T.StructField("id", T.IntegerType())]), [(1,)])  # doctest: +SKIP
+    True
+    """
+    from deltalake import write_deltalake
+
+    table_schema = strip_mapping_metadata(table_schema)
+    if create_properties(table_schema):
+        return False
+    data = rows_to_arrow(rows, table_schema)
+
+    def attempt(n: int) -> bool:
+        write_deltalake(str(path), data, mode="error",
+                        commit_properties=_rs_commit_properties(None, None, user_metadata))
+        return True
+
+    return _commit("create", path, attempt)
+
+
 def _rs_ensure_mapping_feature(path: str) -> None:
     """Make a column-mapped table's protocol say so. deltalake 1.6 creates a table that has
     column mapping and another feature (a TIMESTAMP_NTZ column) with table-features protocol 3/7

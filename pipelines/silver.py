@@ -200,6 +200,7 @@ _BRONZE_ZEROS = f"{_P}bronze_zeros"
 _GUARD = f"{_P}guard"
 _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
+ACTION, UPSERT, DELETE = _ACTION, _UPSERT, _DELETE  # a keyed MERGE source's action column and its values
 _MOVED = f"{_P}moved"
 PRESENT = "_present"
 # working column: per JSON column, the diffs an update logged in place of the document (or NULL)
@@ -955,7 +956,13 @@ def _plan_keyed(
         classified.unpersist()
         raise ValueError(f"{counts['null_key']} change(s) have a NULL in key columns {keys}")
     source, schema = _source(classified.where(F.col(_KIND) != "unchanged"), target, [_ACTION], own)
-    all_cols = target.fieldNames()
+    return _Plan(source, schema, _key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own), counts,
+                 classified)
+
+
+def keyed_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) -> list[MergeClause]:
+    """The MERGE clauses of a keyed table's latest events (source column :data:`ACTION` says
+    upsert or delete): a change applies only where it is newer than the stored row."""
     is_delete, is_upsert = _is("s", _ACTION, _DELETE), _is("s", _ACTION, _UPSERT)
     clauses = []
     if delete_mode == "soft":
@@ -965,7 +972,7 @@ def _plan_keyed(
         clauses.append(MergeClause("delete", f"{is_delete} AND {_newer(own)}"))
     clauses.append(MergeClause("update", f"{is_upsert} AND {_newer(own)}", _assign(all_cols)))
     clauses.append(MergeClause("insert", None if delete_mode == "soft" else is_upsert, _assign(all_cols)))
-    return _Plan(source, schema, _key_on(keys), clauses, counts, classified)
+    return clauses
 
 
 def _plan_scd2(

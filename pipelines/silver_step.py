@@ -57,15 +57,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import delta_io, schema_history
+from pipelines import delta_io, schema_history, silver_arrow
 from pipelines.bronze_schema import (BRONZE_TABLE, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER,
                                      shape_text)
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
+from pipelines.typed_values import NotCanonical
 from pipelines.schema_history import (
     ALTER,
     CREATE,
@@ -640,6 +642,12 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     finished = False
     try:
         lanes = _lanes(steps)
+        if bronze is not None and delta_io.resolve_backend(spark, backend) == "rs":
+            # the small segments' rows, in one Spark job: they are applied on the driver
+            state.small = silver_arrow.fetch(
+                bronze.select("db", "table", *[slim_image(c).alias(c) if c in _IMAGES else c
+                                               for c in silver_arrow.COLUMNS]),
+                state.small_segments(lanes))
         workers = max(1, min(len(lanes), SILVER_THREADS))
         errors: list[BaseException] = []
         if workers == 1:
@@ -715,6 +723,7 @@ class _Run:
         self.quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
         self.set_aside: list[DataFrame] = []  # bronze rows + _q_reason
         self.lock = threading.Lock()
+        self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (silver_arrow.fetch)
 
     def lane(self, steps: list[_Step]) -> None:
         for step in steps:
@@ -724,21 +733,82 @@ class _Run:
                 where = f"_seq {step.start or 'start'} .. {step.end or 'end'}"
                 raise SilverStepError(f"silver {step.db}.{step.table} ({where}): {type(e).__name__}: {e}") from e
 
+    def resolution_of(self, step: _Step) -> tuple[SchemaVersion | None, Resolution | None]:
+        """The schema version a step's rows follow, and how its image shapes map to columns."""
+        key = (step.db, step.table)
+        at = step.start if step.events else self.first_seq.get(key, step.start)
+        version = self.history.version_at(step.db, step.table, at)
+        resolution = None
+        if step.shapes:
+            resolution = schema_history.resolve_columns(
+                step.db, step.table, version, [parse_shape(s) for s in step.shapes],
+                key_override=self.cfg.key_override(step.db, step.table),
+                table_map_key_idx=next((self.pk_idx[(*key, s)] for s in step.shapes if (*key, s) in self.pk_idx), None),
+                db_charset=self.history.db_charset(step.db))
+        return version, resolution
+
+    def small_segments(self, lanes: list[list[_Step]]) -> list[tuple[str, str, str, str | None]]:
+        """The segments that :mod:`pipelines.silver_arrow` applies on the driver (a lane of one
+        step, no schema event other than its CREATE, and what :func:`silver_arrow.eligible` asks),
+        up to :data:`silver_arrow.FETCH_ROWS` changes in all."""
+        out, budget = [], silver_arrow.FETCH_ROWS
+        for lane in lanes:
+            step = lane[0]
+            if len(lane) != 1 or {e.kind for e in step.events} - {CREATE}:
+                continue
+            version, resolution = self.resolution_of(step)
+            if resolution is None:
+                continue
+            resolution = _with_unlogged_columns(resolution, version)
+            n = sum(step.shapes.values())
+            partial = step.min_image is not None and step.min_image < len(resolution.specs)
+            if n <= budget and silver_arrow.eligible(
+                    keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
+                    partial=partial, scd2=self.cfg.is_scd2(step.db, step.table), rows=n):
+                out.append((step.db, step.table, step.start, step.end))
+                budget -= n
+        return out
+
+    def apply_with_spark(self, step: _Step, path: str, resolution: Resolution, version: SchemaVersion | None,
+                         good: list[str], partial: bool):
+        """MERGE the segment's rows of the shapes ``good`` with Spark (:func:`_apply_segment`)."""
+        segment = (F.col("db") == step.db) & (F.col("table") == step.table) & (F.col("_seq") > step.start)
+        if len(good) < len(step.shapes):  # some shapes go to quarantine
+            segment = segment & F.col("_shape").isin(good)
+        if step.end is not None:
+            segment = segment & (F.col("_seq") < step.end)
+        # What silver and its quarantine use (not pk, gtid, _shape ...); of the images only the fields
+        # typing reads. Not cached: each pass reads what it needs from Parquet (the overview only
+        # narrow columns). The row's own segment test goes along: typing raises on a value that does
+        # not convert only where it holds, so a row of another table never raises, whatever order
+        # Spark evaluates later filters in.
+        with_name = any(f[0] in _NAMED_FIXES for f in resolution.fixes.values())
+        rows = self.bronze.where(segment).select(
+            *[c for c in self.columns if c not in _IMAGES], *[slim_image(i, with_name).alias(i) for i in _IMAGES],
+            segment.alias(_IN_SEGMENT))
+        ncols = len(resolution.specs)
+        if partial and not resolution.keys:
+            # binlog_row_image=MINIMAL/NOBLOB on a table without a key: its rows are identified by all
+            # their values, so an update or delete that lacks columns matches no row: set aside, loudly.
+            lacks = (((F.col("op") == "u") & (F.size("after") < ncols))
+                     | ((F.col("op") != "c") & (F.size("before") < ncols)))
+            with self.lock:
+                self.set_aside.append(rows.where(lacks).withColumns({
+                    "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB) on a table "
+                                       f"without a key: the change lacks some of the {ncols} columns, and a "
+                                       f"keyless row is identified by all of them"),
+                    "_q_class": F.lit("PartialRowImage")}))
+            rows = rows.where(~lacks)
+        defaults = _insert_defaults(self.spark, version, resolution.specs) if partial else {}
+        return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
+
     def step(self, step: _Step) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
         key = (step.db, step.table)
         path = silver_table_path(cfg.warehouse, step.db, step.table)
         with self.lock:
             info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
-        at = step.start if step.events else self.first_seq.get(key, step.start)
-        version = history.version_at(step.db, step.table, at)
-        resolution = None
-        if step.shapes:
-            resolution = schema_history.resolve_columns(
-                step.db, step.table, version, [parse_shape(s) for s in step.shapes],
-                key_override=cfg.key_override(step.db, step.table),
-                table_map_key_idx=next((self.pk_idx[(*key, s)] for s in step.shapes if (*key, s) in self.pk_idx), None),
-                db_charset=history.db_charset(step.db))
+        version, resolution = self.resolution_of(step)
         if step.events:
             done = _apply_events(spark, cfg, step, path, resolution, version, history)
             with self.lock:
@@ -756,39 +826,22 @@ class _Run:
         good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
         if not good or not resolution.specs:
             return
-        segment = (F.col("db") == step.db) & (F.col("table") == step.table) & (F.col("_seq") > step.start)
-        if len(good) < len(step.shapes):  # some shapes go to quarantine
-            segment = segment & F.col("_shape").isin(good)
-        if step.end is not None:
-            segment = segment & (F.col("_seq") < step.end)
-        # What silver and its quarantine use (not pk, gtid, _shape ...); of the images only the fields
-        # typing reads. Not cached: each pass reads what it needs from Parquet (the overview only
-        # narrow columns). The row's own segment test goes along: typing raises on a value that does
-        # not convert only where it holds, so a row of another table never raises, whatever order
-        # Spark evaluates later filters in.
-        with_name = any(f[0] in _NAMED_FIXES for f in resolution.fixes.values())
-        rows = self.bronze.where(segment).select(
-            *[c for c in self.columns if c not in _IMAGES], *[slim_image(i, with_name).alias(i) for i in _IMAGES],
-            segment.alias(_IN_SEGMENT))
         n_rows = sum(step.shapes[s] for s in good)
         resolution = _with_unlogged_columns(resolution, version)
         ncols = len(resolution.specs)
         partial = step.min_image is not None and step.min_image < ncols
-        if partial and not resolution.keys:
-            # binlog_row_image=MINIMAL/NOBLOB on a table without a key: its rows are identified by all
-            # their values, so an update or delete that lacks columns matches no row: set aside, loudly.
-            lacks = (((F.col("op") == "u") & (F.size("after") < ncols))
-                     | ((F.col("op") != "c") & (F.size("before") < ncols)))
-            with self.lock:
-                self.set_aside.append(rows.where(lacks).withColumns({
-                    "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB) on a table "
-                                       f"without a key: the change lacks some of the {ncols} columns, and a "
-                                       f"keyless row is identified by all of them"),
-                    "_q_class": F.lit("PartialRowImage")}))
-            rows = rows.where(~lacks)
-        defaults = _insert_defaults(spark, version, resolution.specs) if partial else {}
         retyped = _retype(spark, cfg, path, resolution.specs)
-        result = _apply_segment(spark, cfg, step, path, rows, resolution, defaults, partial=partial)
+        result = None
+        small = self.small.get((step.db, step.table, step.start, step.end))
+        if small is not None and not partial:  # fetched: applied on the driver (silver_arrow)
+            try:
+                result = silver_arrow.apply_small(spark, path, silver_arrow.rows_of(small), resolution.specs, resolution.keys,
+                                                  delete_mode=cfg.delete_mode,
+                                                  column_prefix=cfg.silver.prefix_for(step.db, step.table))
+            except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
+                result = None
+        if result is None:
+            result = self.apply_with_spark(step, path, resolution, version, good, partial)
         with self.lock:
             if retyped:
                 info.setdefault("retyped", []).extend(retyped)

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from mariadb_server import MariaDBServer  # noqa: E402
 
-from scripts.make_bench_binlog import DDL, _insert, generate  # noqa: E402
+from scripts.make_bench_binlog import DDL, _insert, generate, generate_single, generate_tables  # noqa: E402
 
 BENCH = ROOT / ".bench"
 
@@ -136,6 +136,88 @@ def batch_inputs(base_rows: int, batch: int) -> tuple[Path, Path]:
     return d / "base", d / "batch"
 
 
+def tables_inputs(n_tables: int, changes: int) -> Path:
+    """A folder with one binlog of ``n_tables`` small tables of ``changes`` row changes each."""
+    d = BENCH / f"tables-{n_tables}x{changes}"
+    if not (d / "done").exists():
+        shutil.rmtree(d, ignore_errors=True)
+        generate_tables(n_tables, changes, d)
+        (d / "done").write_text("ok")
+    return d
+
+
+def single_inputs(inserts: int) -> Path:
+    """One table: ``inserts`` inserts, then updates of half and deletes of a quarter of the rows."""
+    d = BENCH / f"single-{inserts}"
+    if not (d / "done").exists():
+        shutil.rmtree(d, ignore_errors=True)
+        generate_single(inserts, d)
+        (d / "done").write_text("ok")
+    return d
+
+
+# -- the peer: replay into a scratch MariaDB, export every table with delta-rs -------------
+
+def peer_replay(binlog_dir: Path) -> dict:
+    """What a user could do instead: start a scratch MariaDB, replay the binlogs with
+    ``mariadb-binlog FILES | mariadb``, export every table with delta-rs ``write_deltalake``.
+    Timed from before the server starts to the last table written."""
+    import pyarrow.csv as pacsv
+    from deltalake import write_deltalake
+
+    files = sorted(str(f) for f in binlog_dir.iterdir() if f.name.startswith("binlog.0"))
+    base, out = Path(tempfile.mkdtemp(prefix="bench-peer-")), Path(tempfile.mkdtemp(prefix="bench-peer-wh-"))
+    try:
+        t0 = time.perf_counter()
+        with MariaDBServer(base, extra_args=("--max-binlog-size=1073741824", "--skip-log-bin")) as srv:
+            binlog = subprocess.Popen(["mariadb-binlog", *files], stdout=subprocess.PIPE)
+            subprocess.run(srv.client_args(), stdin=binlog.stdout, check=True, stdout=subprocess.DEVNULL)
+            if binlog.wait():
+                raise RuntimeError("mariadb-binlog failed")
+            t1 = time.perf_counter()
+            tables = [r for r in srv.query_rows(
+                "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN "
+                "('mysql', 'information_schema', 'performance_schema', 'sys', 'test')")]
+            for db, table in tables:
+                tsv = subprocess.run([*srv.client_args(), "--column-names", "-e", f"SELECT * FROM `{db}`.`{table}`"],
+                                     check=True, capture_output=True).stdout
+                data = pacsv.read_csv(pa_buffer(tsv), parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
+                                      convert_options=pacsv.ConvertOptions(null_values=["NULL"]))
+                write_deltalake(str(out / db / table), data, mode="overwrite")
+            t2 = time.perf_counter()
+        return {"peer_s": round(t2 - t0, 2), "peer_replay_s": round(t1 - t0, 2), "peer_export_s": round(t2 - t1, 2),
+                "peer_tables": len(tables)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def pa_buffer(data: bytes):
+    import pyarrow as pa
+
+    return pa.BufferReader(data)
+
+
+def ours_cold(binlog_dir: Path) -> dict:
+    """``jobs/run_pipeline.py`` in a new process, as spark-submit runs it (delta-rs), timed whole."""
+    with tempfile.TemporaryDirectory(prefix="bench-wh-") as wh:
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "jobs/run_pipeline.py", "--config", "conf/pipeline.yaml",
+                               "--binlog-dir", str(binlog_dir), "--warehouse", wh],
+                              cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+    if done.returncode:
+        raise RuntimeError(f"the pipeline failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(("bronze run", "silver run"))]
+    return {"ours_s": round(wall, 2), "summaries": lines}
+
+
+def against_peer(binlog_dir: Path, changes: int) -> dict:
+    r = {"input": binlog_dir.name, "row_changes": changes, **ours_cold(binlog_dir), **peer_replay(binlog_dir)}
+    r["peer_over_ours"] = round(r["peer_s"] / r["ours_s"], 2)
+    return r
+
+
 # -- runs ------------------------------------------------------------------------------
 
 def run_decoder(path: Path) -> dict:
@@ -212,6 +294,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small inputs (a smoke run, not for BENCHMARKS.md)")
     p.add_argument("--skip-decoder", action="store_true")
     p.add_argument("--out", type=Path, default=BENCH / "results.json")
+    p.add_argument("--peer-only", action="store_true",
+                   help="only the many-tables and one-table runs against the replay peer (cold, new processes)")
     p.add_argument("--one-run", type=Path, metavar="BINLOG_DIR",
                    help="run the pipeline once on BINLOG_DIR in this new process and print its figures (JSON)")
     a = p.parse_args(argv)
@@ -220,6 +304,18 @@ def main(argv=None) -> int:
     BENCH.mkdir(exist_ok=True)
     results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                            "python": platform.python_version(), "load_before": os.getloadavg()}}
+    # Cost follows changes, not tables; and against the replay peer, both cold, same files.
+    results["against_peer"] = []
+    for name, d, changes in (("100 tables x 30", tables_inputs(100, 30), 3000),
+                             ("1,000 tables x 3", tables_inputs(1000, 3), 3000),
+                             ("1 table x 3,000", tables_inputs(1, 3000), 3000),
+                             ("1 table, 525k changes", single_inputs(300_000), 525_000)):
+        r = {"name": name, **against_peer(d, changes)}
+        results["against_peer"].append(r)
+        print(json.dumps(r))
+    if a.peer_only:
+        a.out.write_text(json.dumps(results, indent=1))
+        return 0
     if not a.skip_decoder:
         results["decoder"] = run_decoder(decoder_file())
         print(json.dumps(results["decoder"], indent=1))

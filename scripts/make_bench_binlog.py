@@ -93,13 +93,83 @@ def generate(rows: int, out: Path, batch: int = 2000) -> list[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def generate_single(inserts: int, out: Path, batch: int = 10_000) -> list[Path]:
+    """One keyed table: ``inserts`` inserts, then updates of half the rows and deletes of a quarter
+    (300,000 inserts: 525,000 row changes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="bench-mdb-"))
+    try:
+        with MariaDBServer(base, extra_args=("--max-binlog-size=1073741824", "--plugin-load-add=ha_sequence")) as srv:
+            srv.sql(DDL)
+            script = [_insert(lo, min(lo + batch - 1, inserts)).split("INSERT INTO events")[0] + "COMMIT;"
+                      for lo in range(1, inserts + 1, batch)]
+            srv.sql("".join(script), db="bench")
+            srv.sql("".join(f"UPDATE orders SET status='paid', amount=amount+1 WHERE id BETWEEN {lo} AND {lo + batch - 1} "
+                            f"AND id % 2 = 0;" for lo in range(1, inserts + 1, batch)), db="bench")
+            srv.sql("".join(f"DELETE FROM orders WHERE id BETWEEN {lo} AND {lo + batch - 1} AND id % 4 = 1;"
+                            for lo in range(1, inserts + 1, batch)), db="bench")
+            srv.flush_logs()
+            return _copy_binlogs(srv, out)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _copy_binlogs(srv: MariaDBServer, out: Path) -> list[Path]:
+    files = []
+    for f in srv.binlog_files():
+        if f.stat().st_size > 1024:
+            dest = out / f.name
+            shutil.copyfile(f, dest)
+            files.append(dest)
+    return files
+
+
+def _table_workload(n_tables: int, changes: int) -> tuple[str, str]:
+    """(DDL, DML) for ``n_tables`` small tables of ``changes`` row changes each: two thirds inserts,
+    then updates and deletes (about 2:1) of those rows, one transaction per table."""
+    ddl = ["CREATE DATABASE many;", "USE many;"]
+    dml = []
+    inserts = max(1, (changes * 2 + 2) // 3)
+    rest = changes - inserts
+    updates = min(inserts, (rest * 2 + 2) // 3)
+    deletes = min(inserts - updates, rest - updates) if rest > updates else 0
+    for t in range(n_tables):
+        ddl.append(f"CREATE TABLE t{t:04d} (id INT NOT NULL PRIMARY KEY, name VARCHAR(40), qty INT, "
+                   f"price DECIMAL(10,2), at DATETIME, flag TINYINT UNSIGNED) ENGINE=InnoDB;")
+        values = ",".join(f"({i},'name {i} of t{t}',{i * 7 % 1000},{i}.25,'2024-01-01 00:00:{i % 60:02d}',{i % 256})"
+                          for i in range(1, inserts + 1))
+        stmts = [f"INSERT INTO t{t:04d} VALUES {values};"]
+        stmts += [f"UPDATE t{t:04d} SET qty = qty + 1, name = 'renamed {i}' WHERE id = {i};" for i in range(1, updates + 1)]
+        stmts += [f"DELETE FROM t{t:04d} WHERE id = {inserts - i};" for i in range(deletes)]
+        dml.append("BEGIN;" + "".join(stmts) + "COMMIT;")
+    return "\n".join(ddl), "\n".join(dml)
+
+
+def generate_tables(n_tables: int, changes: int, out: Path) -> list[Path]:
+    """A binlog of ``n_tables`` tables x ``changes`` row changes each (FULL row metadata) in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    ddl, dml = _table_workload(n_tables, changes)
+    base = Path(tempfile.mkdtemp(prefix="bench-mdb-"))
+    try:
+        with MariaDBServer(base, row_metadata="FULL", extra_args=("--max-binlog-size=1073741824",)) as srv:
+            srv.sql(ddl)
+            srv.sql(dml, db="many")
+            srv.flush_logs()
+            return _copy_binlogs(srv, out)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--batch", type=int, default=2000)
     p.add_argument("--out", type=Path, default=Path(".bench"))
+    p.add_argument("--tables", type=int, default=0, help="instead: this many small tables of --changes each")
+    p.add_argument("--changes", type=int, default=30)
     a = p.parse_args(argv)
-    for f in generate(a.rows, a.out, a.batch):
+    files = generate_tables(a.tables, a.changes, a.out) if a.tables else generate(a.rows, a.out, a.batch)
+    for f in files:
         print(f)
     return 0
 

@@ -1,0 +1,202 @@
+"""Small batches of keyed tables applied on the driver: typed in Python, MERGEd from Arrow by delta-rs.
+
+Most of a run's tables have a few changes each. Typing, "latest per key" and the classification
+against silver's keys cost Spark several jobs per table (about 0.9 s a table), though the rows
+fit in a list. With delta-rs a run instead fetches the rows of every small segment in one Spark
+job (:func:`fetch`), and each table then costs only its delta-rs calls (:func:`apply_small`):
+the cost follows the changes, not the tables.
+
+The semantics are :func:`pipelines.silver.apply_changes`'s for a keyed, non-SCD2 table with whole
+row images, and the MERGE clauses are the same (:func:`pipelines.silver.keyed_clauses`). A
+segment takes this path only when nothing in it needs more (:func:`eligible`): a key, no
+partial images, no charset fixes, no quarantined shapes, at most :data:`SMALL_ROWS` changes. A
+value this module's typing does not take (:class:`~pipelines.typed_values.NotCanonical`) sends
+the segment back to the Spark path before anything is written.
+
+>>> stats = apply_small(spark, path, rows, specs, ["id"])  # doctest: +SKIP
+>>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP
+(2, 1, 0)
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines import delta_io
+from pipelines.silver import (ACTION, DEFAULT_PREFIX, DELETE, UPSERT, ApplyStats, OwnColumns, _check_reserved,
+                              _key_on, _plan_schema, _resolve_keys, _value_schema, keyed_clauses, own_columns_of,
+                              read_watermark, watermark_metadata)
+from pipelines.typed_values import ImageTyper, NotCanonical
+from pipelines.typemap import ColumnSpec
+
+SMALL_ROWS = 20_000  # changes of one segment at most, for this path
+FETCH_ROWS = 200_000  # changes fetched to the driver per run at most (the other segments take Spark's path)
+COLUMNS = ("_seq", "op", "commit_ts", "before", "after")  # what a fetched row holds
+
+
+def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
+             scd2: bool, rows: int) -> bool:
+    """True when a segment can take this path (see the module doc)."""
+    return bool(keys) and bool(specs) and not fixes and not rejected and not partial and not scd2 \
+        and 0 < rows <= SMALL_ROWS
+
+
+def fetch(bronze: DataFrame, segments: Sequence[tuple[str, str, str, str | None]]) -> dict[tuple, pa.Table]:
+    """The rows of every segment ``(db, table, start, end)`` (``_seq`` above start, below end) of
+    ``bronze`` (its ``db``, ``table`` and :data:`COLUMNS`; the images' cells need only ``idx``,
+    ``text`` and ``bin``), in one Spark job: ``{segment: Arrow table of COLUMNS}``. They stay Arrow
+    until their table is applied (:func:`rows_of`)."""
+    if not segments:
+        return {}
+    spark = bronze.sparkSession
+    segs = spark.createDataFrame([(i, *s) for i, s in enumerate(segments)],
+                                 "_f_i INT, _f_db STRING, _f_table STRING, _f_start STRING, _f_end STRING")
+    picked = (bronze.join(F.broadcast(segs), (bronze["db"] == segs["_f_db"]) & (bronze["table"] == segs["_f_table"]))
+              .where((F.col("_seq") > F.col("_f_start")) & (F.col("_f_end").isNull() | (F.col("_seq") < F.col("_f_end"))))
+              .select("_f_i", *COLUMNS))
+    table = picked.toArrow()
+    table = table.take(pc.sort_indices(table, [("_f_i", "ascending")]))
+    counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(table.column("_f_i")).flatten())))
+    out, at = {}, 0
+    for i, segment in enumerate(segments):
+        n = counts.get(i, 0)
+        out[tuple(segment)] = table.slice(at, n).drop_columns(["_f_i"])
+        at += n
+    return out
+
+
+def rows_of(fetched: pa.Table) -> list[dict]:
+    """A fetched segment's rows as Python dicts (``_seq``, ``op``, ``commit_ts``, ``before``, ``after``)."""
+    return fetched.to_pylist()
+
+
+def _events(rows: Sequence[dict], typer: ImageTyper, value_idx: list[int | None], key_pos: list[int]):
+    """Per change: the upsert of its after image, and the delete of its before image for a delete
+    or a key-changing update (as :func:`pipelines.silver.key_events`); and the zero dates nulled.
+    An event is ``(seq, action, op, commit_ts, values in silver order)``."""
+    events, zeros = [], 0
+    pick = lambda image: tuple(None if i is None else image[i] for i in value_idx)  # noqa: E731
+    for r in rows:
+        op = r["op"]
+        if op not in ("c", "u", "d") or r["_seq"] is None:
+            raise NotCanonical(f"a change with op {op!r} and _seq {r['_seq']!r}")
+        after, za = typer(r["after"])
+        before, zb = typer(r["before"])
+        zeros += za + zb
+        if op in ("c", "u"):
+            if after is None:
+                raise NotCanonical("an insert or update without an after image")
+            events.append((r["_seq"], UPSERT, op, r["commit_ts"], pick(after)))
+        moved = op == "u" and before is not None and any(before[k] != after[k] for k in key_pos)
+        if op == "d" or moved:
+            if before is None:
+                raise NotCanonical("a delete without a before image")
+            events.append((r["_seq"], DELETE, "d", r["commit_ts"], pick(before)))
+    return events, zeros
+
+
+def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
+    """Per key, the event with the largest ``_seq`` (ties: an upsert before a delete)."""
+    latest: dict[tuple, tuple] = {}
+    for e in events:
+        key = tuple(e[4][i] for i in key_at)
+        if any(v is None for v in key):
+            raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
+        have = latest.get(key)
+        if have is None or (e[0], e[1]) > (have[0], have[1]):  # "upsert" > "delete"
+            latest[key] = e
+    return latest
+
+
+def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set) -> dict[tuple, str]:
+    """``{key: _seq}`` of silver's rows with the keys ``wanted`` (tombstones included)."""
+    table = delta_io.read_arrow(path, [*keys, own.seq])
+    if not table.num_rows:
+        return {}
+    columns = [table.column(k).to_pylist() for k in keys]
+    seqs = table.column(own.seq).to_pylist()
+    out = {}
+    for i, seq in enumerate(seqs):
+        key = tuple(c[i] for c in columns)
+        if key in wanted:
+            out[key] = seq
+    return out
+
+
+def apply_small(
+    spark: SparkSession | None,
+    path: str,
+    rows: Sequence[dict],
+    specs: Sequence[ColumnSpec],
+    keys: Sequence[str],
+    *,
+    delete_mode: str = "hard",
+    column_prefix: str | None = None,
+) -> ApplyStats:
+    """Apply one small segment of a keyed table (``rows`` from :func:`fetch`) to its silver table
+    with delta-rs; what :func:`pipelines.silver.apply_changes` would do with them. Raises
+    :class:`NotCanonical`, before writing anything, when a row needs Spark's path."""
+    path = str(path)
+    typer = ImageTyper(specs)  # (first: an unknown type raises before the table is touched)
+    keys = _resolve_keys(list(keys), specs)
+    exists = delta_io.table_exists(path, backend="rs")
+    current = delta_io.schema(path, backend="rs") if exists else None
+    own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
+        OwnColumns(column_prefix or DEFAULT_PREFIX)
+    _check_reserved([s.name for s in specs], own)
+    target, to_add, names = _plan_schema(current, specs, False, own)
+    silver_name = {spec: silver for silver, spec in names.items()}
+    keys = [silver_name[k] for k in keys]
+    watermark = read_watermark(path, backend="rs") if exists else None
+    fresh = [r for r in rows if watermark is None or (r["_seq"] is not None and r["_seq"] > watermark)]
+
+    values = _value_schema(target, own)
+    spec_at = {s.name: i for i, s in enumerate(specs)}
+    value_idx = [spec_at.get(names.get(f.name)) for f in values.fields]
+    key_pos = [spec_at[names[k]] for k in keys]
+    events, zeros = _events(fresh, typer, value_idx, key_pos)  # (may raise NotCanonical: nothing written yet)
+    latest = _latest(events, [values.fieldNames().index(k) for k in keys])
+
+    added = delta_io.add_columns(path, to_add, spark=spark, backend="rs") if exists and to_add else []
+    base = dict(changes=len(fresh), skipped_by_watermark=len(rows) - len(fresh), zero_dates_nulled=zeros,
+                columns_added=tuple(added), backend="rs", table_path=path)
+    if not fresh:
+        if not exists:
+            delta_io.create_if_missing(path, target, backend="rs")
+        return ApplyStats(watermark=watermark, **base)
+
+    stored = _stored(path, keys, own, set(latest)) if exists else {}
+    counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
+    source = []
+    for key, (seq, action, op, commit_ts, vals) in latest.items():
+        have = key in stored
+        newer = stored.get(key) is None or seq > stored[key]
+        if not have:
+            kind = "inserted" if action == UPSERT else ("deleted" if delete_mode == "soft" else "unchanged")
+        elif not newer:
+            kind = "unchanged"
+        else:
+            kind = "updated" if action == UPSERT else "deleted"
+        counts[kind] += 1
+        if kind != "unchanged":
+            source.append((*vals, seq, op, commit_ts, action == DELETE, action))
+    new_mark = max(r["_seq"] for r in fresh)
+    by_name = {f.name: f for f in target.fields}
+    schema = T.StructType([*values.fields, *[by_name[n] for n in (own.seq, own.op, own.commit_ts, own.deleted)],
+                           T.StructField(ACTION, T.StringType())])
+    if not exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
+        at = [schema.fieldNames().index(n) for n in target.fieldNames()]
+        first = [tuple(r[i] for i in at) for r in source]
+        if delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark)):
+            return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
+        delta_io.create_if_missing(path, target, backend="rs")
+    # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
+    delta_io.merge_rs(path, delta_io.rows_to_arrow(source, schema), _key_on(keys),
+                      keyed_clauses(target.fieldNames(), delete_mode, own), user_metadata=watermark_metadata(new_mark))
+    return ApplyStats(watermark=new_mark, committed=True, **counts, **base)

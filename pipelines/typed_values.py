@@ -1,0 +1,218 @@
+"""Bronze cells -> silver's Python values, on the driver: the values :func:`pipelines.typemap.typed_columns`
+gives in Spark, for small batches that are applied without a Spark job (:mod:`pipelines.silver_arrow`).
+
+Pure functions of a :class:`~pipelines.typemap.ColumnSpec` and a cell's ``(text, bin)``; nothing here
+imports Spark's session or Delta. A converter returns ``(value, zero)``: the Python value of the
+silver type (``int``, ``Decimal``, ``float``, ``date``, ``datetime``, ``str``, ``bytes`` or None)
+and 1 when a zero or invalid date was nulled, else 0.
+
+Only the canonical texts that the decoder writes (see :mod:`pipelines.typemap`) are converted
+here. Anything else (a text in another form, a value out of the type's range, a binary cell
+without bytes) raises :class:`NotCanonical`: the caller then applies the batch with Spark, whose
+typing either converts the value or fails the run with the column named. So the two paths can
+only differ where this module accepts a text, and there ``tests/test_typed_values.py`` checks
+them against each other, value for value.
+
+>>> convert(ColumnSpec("n", "tinyint", unsigned=True), "255", None)
+(255, 0)
+>>> convert(ColumnSpec("d", "date"), "0000-00-00", None)
+(None, 1)
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Callable, Sequence
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+from pipelines.typemap import ColumnSpec, _decimal_type, _float_type, _rule
+
+Converter = Callable[[str | None, bytes | None], tuple[object, int]]
+_UTC = _dt.timezone.utc
+
+
+class NotCanonical(ValueError):
+    """A cell this module does not convert (the batch goes to Spark's typing instead)."""
+
+
+_INT = re.compile(r"-?[0-9]{1,20}\Z")
+_DEC = re.compile(r"-?[0-9]{1,65}(\.[0-9]{1,38})?\Z")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?\Z")
+_FLOAT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
+
+# (lowest, highest) of the silver integer types (Spark's BYTE, SHORT, INT, LONG)
+_RANGES = {"byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
+           "long": (-2**63, 2**63 - 1)}
+_INT_SILVER = {  # mysql type -> (silver type when signed, when unsigned); "dec20": DECIMAL(20,0)
+    "tinyint": ("byte", "short"), "smallint": ("short", "int"), "mediumint": ("int", "int"),
+    "int": ("int", "long"), "bigint": ("long", "dec20"), "serial": ("dec20", "dec20"),
+}
+
+
+def _integer(text: str) -> int:
+    if not _INT.match(text):
+        raise NotCanonical(f"not an integer text: {text[:80]!r}")
+    return int(text)
+
+
+def _in_range(value: int, kind: str) -> int:
+    lo, hi = _RANGES[kind] if kind != "dec20" else (-(10**20) + 1, 10**20 - 1)
+    if not lo <= value <= hi:
+        raise NotCanonical(f"{value} is out of the range of {kind}")
+    return Decimal(value) if kind == "dec20" else value
+
+
+def _int_converter(kind: str) -> Converter:
+    def conv(t, b):
+        return (None if t is None else _in_range(_integer(t), kind)), 0
+    return conv
+
+
+def _decimal_converter(spec: ColumnSpec) -> Converter:
+    dt = _decimal_type(spec)
+    if not hasattr(dt, "precision"):  # DECIMAL(p > 38): its exact text
+        return _text
+    quantum, limit = Decimal(1).scaleb(-dt.scale), Decimal(10) ** (dt.precision - dt.scale)
+
+    def conv(t, b):
+        if t is None:
+            return None, 0
+        if not _DEC.match(t):
+            raise NotCanonical(f"not a decimal text: {t[:80]!r}")
+        try:
+            value = Decimal(t).quantize(quantum, rounding=ROUND_HALF_UP)  # Spark's cast rounds half up
+        except InvalidOperation as e:
+            raise NotCanonical(f"{t[:80]!r}: {e}") from None
+        if abs(value) >= limit:
+            raise NotCanonical(f"{t[:80]!r} does not fit DECIMAL({dt.precision},{dt.scale})")
+        return value, 0
+    return conv
+
+
+def _float(t, b):
+    if t is None:
+        return None, 0
+    if not _FLOAT.match(t):  # (inf and nan: MySQL stores neither; Spark's own spellings differ)
+        raise NotCanonical(f"not a float text: {t[:80]!r}")
+    return float(t), 0
+
+
+def _temporal(pattern: re.Pattern, parse: Callable[[str], object]) -> Converter:
+    def conv(t, b):
+        if t is None:
+            return None, 0
+        if not pattern.match(t):
+            raise NotCanonical(f"not a canonical date/time text: {t[:80]!r}")
+        if t.startswith("0000"):  # MySQL's zero date (or a partial zero date)
+            return None, 1
+        try:
+            return parse(t), 0
+        except ValueError:  # 2024-02-30, 2024-00-10: NULL, counted as Spark's try_cast does
+            return None, 1
+    return conv
+
+
+def _year(t, b):
+    if t is None:
+        return None, 0
+    value = _in_range(_integer(t), "short")
+    return (None, 1) if value == 0 else (value, 0)
+
+
+def _text(t, b):
+    return t, 0
+
+
+def _bin(t, b):
+    if t is not None and b is None:
+        raise NotCanonical("a binary cell without bytes")
+    return (None if b is None else bytes(b)), 0
+
+
+def _bin_padded(length: int | None) -> Converter:
+    def conv(t, b):
+        value, _ = _bin(t, b)
+        if value is not None and length is not None and len(value) < length:
+            value = value + b"\x00" * (length - len(value))  # the binlog drops BINARY(n)'s trailing zeros
+        return value, 0
+    return conv
+
+
+def _bit(t, b):
+    if t is None:
+        return None, 0
+    value = _integer(t)
+    if not 0 <= value < 2**64:
+        raise NotCanonical(f"{value} is not a BIT value")
+    return (value - 2**64 if value > 2**63 - 1 else value), 0
+
+
+def _datetime(t: str) -> _dt.datetime:
+    return _dt.datetime.fromisoformat(t)
+
+
+def _timestamp(t: str) -> _dt.datetime:
+    return _dt.datetime.fromisoformat(t).replace(tzinfo=_UTC)  # the text is UTC
+
+
+_BY_NAME: dict[str, Callable[[ColumnSpec], Converter]] = {
+    "float": lambda s: _float,
+    "double": lambda s: _float,
+    "decimal": _decimal_converter,
+    "date": lambda s: _temporal(_DATE, _dt.date.fromisoformat),
+    "datetime": lambda s: _temporal(_DATETIME, _datetime),
+    "timestamp": lambda s: _temporal(_DATETIME, _timestamp),
+    "year": lambda s: _year,
+    "binary": lambda s: _bin_padded(s.length),
+    "bit": lambda s: _bit,
+}
+
+
+def converter(spec: ColumnSpec) -> Converter:
+    """The converter of one column (raises :class:`~pipelines.typemap.UnsupportedColumnType`
+    for a type silver has no mapping for, as :func:`pipelines.typemap.spark_type` does)."""
+    name, rule = _rule(spec)
+    if name in _INT_SILVER:
+        signed, unsigned = _INT_SILVER[name]
+        return _int_converter(unsigned if spec.unsigned else signed)
+    if name == "float":
+        _float_type(spec)
+    if name in _BY_NAME:
+        return _BY_NAME[name](spec)
+    return _bin if rule.from_bin else _text
+
+
+def convert(spec: ColumnSpec, text: str | None, data: bytes | None) -> tuple[object, int]:
+    """One cell's silver value and zero-date count (see the module doc)."""
+    return converter(spec)(text, data)
+
+
+class ImageTyper:
+    """Types whole row images of one table: ``specs`` in image order (``ordinal``: the cell's ``idx``).
+
+    >>> typer = ImageTyper([ColumnSpec("id", "int"), ColumnSpec("d", "date")])
+    >>> typer([{"idx": 0, "text": "7", "bin": None}, {"idx": 1, "text": "0000-00-00", "bin": None}])
+    ((7, None), 1)
+    """
+
+    def __init__(self, specs: Sequence[ColumnSpec]) -> None:
+        self.ordinals = [i if s.ordinal is None else s.ordinal for i, s in enumerate(specs)]
+        self.converters = [converter(s) for s in specs]
+
+    def __call__(self, image: Sequence[dict] | None) -> tuple[tuple | None, int]:
+        """(values in spec order, zero dates nulled); a NULL image gives (None, 0). A column the
+        image lacks is None."""
+        if image is None:
+            return None, 0
+        cells = {c["idx"]: c for c in image}
+        values, zeros = [], 0
+        for ordinal, conv in zip(self.ordinals, self.converters):
+            cell = cells.get(ordinal)
+            if cell is None:
+                values.append(None)
+                continue
+            value, zero = conv(cell["text"], cell["bin"])
+            values.append(value)
+            zeros += zero
+        return tuple(values), zeros

@@ -1,0 +1,220 @@
+"""typed_values (silver's typing on the driver) against typemap.typed_columns (Spark's), value for
+value; and silver_arrow (small batches MERGEd from Arrow) against apply_changes, table for table."""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from chispa import assert_df_equality
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spark_fixtures import spark  # noqa: F401
+from test_typemap import ALL_TYPES, BRONZE_DDL, ZERO_DATES_IN_ALL_TYPES, _image
+
+from pipelines import delta_io, silver, silver_arrow
+from pipelines.typed_values import ImageTyper, NotCanonical, convert
+from pipelines.typemap import ColumnSpec, typed_columns
+
+UTC = dt.timezone.utc
+
+
+def _spark_typed(spark, specs, images):
+    """Spark's typing of ``images`` (lists of (idx, name, type, text, bin)), as Python values by way of Arrow."""
+    bronze = spark.createDataFrame([(f"{i:04d}", "c", image, None) for i, image in enumerate(images)], BRONZE_DDL)
+    rows = typed_columns(bronze, specs).orderBy("_seq").select("after", "_zero_dates").toArrow().to_pylist()
+    return [(None if r["after"] is None else tuple(r["after"].values()), r["_zero_dates"]) for r in rows]
+
+
+def _driver_typed(specs, images):
+    typer = ImageTyper(specs)
+    return [typer([{"idx": c[0], "text": c[3], "bin": c[4]} for c in image]) for image in images]
+
+
+def test_every_type_of_the_mapping_types_as_spark_types_it(spark):
+    specs = [e[0] for e in ALL_TYPES]
+    driver = _driver_typed(specs, [_image(ALL_TYPES)])
+    assert driver == _spark_typed(spark, specs, [_image(ALL_TYPES)])
+    values, zeros = driver[0]
+    assert zeros == ZERO_DATES_IN_ALL_TYPES
+    assert list(values) == [bytes(e[3]) if isinstance(e[3], bytearray) else e[3] for e in ALL_TYPES]
+
+
+_INT_SPECS = [ColumnSpec("ti", "tinyint"), ColumnSpec("tiu", "tinyint", unsigned=True), ColumnSpec("si", "smallint"),
+              ColumnSpec("mi", "mediumint"), ColumnSpec("i", "int"), ColumnSpec("iu", "int", unsigned=True),
+              ColumnSpec("bi", "bigint"), ColumnSpec("biu", "bigint", unsigned=True), ColumnSpec("y", "year"),
+              ColumnSpec("b", "bit", length=64)]
+_BOUNDS = [(-128, 127), (0, 255), (-32768, 32767), (-8388608, 8388607), (-2**31, 2**31 - 1), (0, 2**32 - 1),
+           (-2**63, 2**63 - 1), (0, 2**64 - 1), (0, 2155), (0, 2**64 - 1)]
+_REST_SPECS = [ColumnSpec("dec", "decimal", precision=12, scale=3), ColumnSpec("f", "float"),
+               ColumnSpec("d", "double"), ColumnSpec("dt", "date"), ColumnSpec("dtm", "datetime"),
+               ColumnSpec("ts", "timestamp"), ColumnSpec("bn", "binary", length=6), ColumnSpec("t", "varchar")]
+
+
+def _float32_text(x: float) -> str:
+    import struct
+
+    return repr(struct.unpack("<f", struct.pack("<f", x))[0])  # the decoder's text of a FLOAT
+
+
+_row = st.tuples(
+    *[st.integers(lo, hi) for lo, hi in _BOUNDS],
+    st.decimals(min_value=Decimal("-999999999.999"), max_value=Decimal("999999999.999"), places=3,
+                allow_nan=False, allow_infinity=False),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.tuples(st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32)),
+    st.tuples(st.integers(1000, 9999), st.integers(1, 12), st.integers(1, 31), st.integers(0, 23),
+              st.integers(0, 59), st.integers(0, 59), st.integers(0, 999999), st.integers(0, 6)),
+    st.datetimes(min_value=dt.datetime(1970, 1, 1, 0, 0, 1), max_value=dt.datetime(2038, 1, 19, 3, 14, 7)),
+    st.binary(max_size=6),
+    st.text(max_size=12),
+)
+
+
+def _cells(row) -> list:
+    ints, (dec, f, d, (y, m, day), parts, ts, bn, text) = row[:10], row[10:]
+    frac = f".{parts[6]:06d}"[: parts[7] + 1] if parts[7] else ""
+    texts = [str(v) for v in ints] + [
+        f"{dec:.3f}", _float32_text(f), repr(d), f"{y:04d}-{m:02d}-{day:02d}",
+        f"{parts[0]:04d}-{parts[1]:02d}-{parts[2]:02d} {parts[3]:02d}:{parts[4]:02d}:{parts[5]:02d}{frac}",
+        ts.isoformat(sep=" "), None, text]
+    specs = _INT_SPECS + _REST_SPECS
+    return [(i, s.name, s.mysql_type.upper(), t, bn if s.name == "bn" else None)
+            for i, (s, t) in enumerate(zip(specs, texts))]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.large_base_example,
+                                                            HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(rows=st.lists(_row, min_size=50, max_size=50))
+def test_random_canonical_values_type_as_spark_types_them(spark, rows):
+    """Random values of every type in the decoder's canonical texts (invalid dates such as
+    2023-02-30 and month 13 included): the driver's values and zero-date counts are Spark's."""
+    specs = _INT_SPECS + _REST_SPECS
+    images = [_cells(r) for r in rows]
+    assert _driver_typed(specs, images) == _spark_typed(spark, specs, images)
+
+
+@pytest.mark.parametrize("spec, text", [
+    (ColumnSpec("ti", "tinyint"), "128"),  # out of the silver type's range: Spark's path names the column
+    (ColumnSpec("i", "int"), "1.5"),
+    (ColumnSpec("i", "int"), " 7"),
+    (ColumnSpec("dec", "decimal", precision=4, scale=2), "100.00"),
+    (ColumnSpec("d", "date"), "20240101"),
+    (ColumnSpec("f", "double"), "inf"),
+    (ColumnSpec("dtm", "datetime"), "2024-01-01T00:00:00"),
+])
+def test_texts_in_other_forms_are_left_to_spark(spec, text):
+    with pytest.raises(NotCanonical):
+        convert(spec, text, None)
+
+
+def test_a_binary_cell_without_bytes_is_left_to_spark():
+    with pytest.raises(NotCanonical):
+        convert(ColumnSpec("b", "blob"), "x", None)
+
+
+# ---------------------------------------------------------------------------------------------
+# silver_arrow.apply_small against silver.apply_changes
+
+SPECS = [ColumnSpec("id", "int"), ColumnSpec("name", "varchar"), ColumnSpec("amount", "decimal", precision=8, scale=2),
+         ColumnSpec("at", "timestamp"), ColumnSpec("d", "date")]
+T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _img(id_, name, amount="1.00", at="2024-05-01 10:00:00", d="2024-05-01"):
+    return [(0, "id", "LONG", None if id_ is None else str(id_), None), (1, "name", "VARCHAR", name, None),
+            (2, "amount", "NEWDECIMAL", amount, None), (3, "at", "TIMESTAMP2", at, None), (4, "d", "DATE", d, None)]
+
+
+def _bronze_rows(changes):
+    """(seq, op, before, after) -> bronze-like rows (dicts as silver_arrow.fetch gives them)."""
+    out = []
+    for seq, op, before, after in changes:
+        cells = lambda img: None if img is None else [  # noqa: E731
+            {"idx": c[0], "name": c[1], "type": c[2], "text": c[3], "bin": c[4]} for c in img]
+        out.append({"_seq": seq, "op": op, "commit_ts": T0 + dt.timedelta(seconds=int(seq)), "before": cells(before),
+                    "after": cells(after)})
+    return out
+
+
+BATCH_1 = [
+    ("001", "c", None, _img(1, "a")),
+    ("002", "c", None, _img(2, "b", "2.50")),
+    ("003", "c", None, _img(3, "c", d="0000-00-00")),  # a zero date: NULL, counted
+    ("004", "u", _img(1, "a"), _img(1, "a2", "9.99")),
+    ("005", "u", _img(2, "b", "2.50"), _img(20, "b moved")),  # the key changed: delete 2, upsert 20
+    ("006", "d", _img(3, "c", d="0000-00-00"), None),
+    ("007", "d", _img(99, "never there"), None),  # a delete of a key silver never held
+    ("008", "c", None, _img(4, "d")),
+    ("009", "u", _img(4, "d"), _img(4, "d2")),
+]
+BATCH_2 = [
+    ("007", "d", _img(99, "never there"), None),  # below the watermark: skipped
+    ("010", "d", _img(1, "a2", "9.99"), None),
+    ("011", "c", None, _img(5, "e", at="0000-00-00 00:00:00")),
+    ("012", "u", _img(20, "b moved"), _img(20, "b again", "0.01")),
+]
+
+
+def _spark_apply(spark, path, rows, delete_mode):
+    df = spark.createDataFrame(
+        [(r["_seq"], r["op"], r["commit_ts"],
+          None if r["before"] is None else [tuple(c.values()) for c in r["before"]],
+          None if r["after"] is None else [tuple(c.values()) for c in r["after"]]) for r in rows],
+        "_seq STRING, op STRING, commit_ts TIMESTAMP, before ARRAY<STRUCT<idx INT, name STRING, type STRING, "
+        "text STRING, bin BINARY>>, after ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>")
+    changes = silver.changes_from_bronze(df, SPECS, partial=False)
+    return silver.apply_changes(spark, changes, SPECS, path, keys=["id"], delete_mode=delete_mode, backend="rs")
+
+
+@pytest.mark.parametrize("delete_mode", ["hard", "soft"])
+def test_small_batches_on_the_driver_give_the_table_apply_changes_gives(spark, tmp_path, delete_mode):
+    by_spark, by_driver = str(tmp_path / "spark"), str(tmp_path / "driver")
+    for batch in (BATCH_1, BATCH_2, BATCH_2):  # the last: all below the watermark
+        rows = _bronze_rows(batch)
+        expected = _spark_apply(spark, by_spark, rows, delete_mode)
+        got = silver_arrow.apply_small(spark, by_driver, rows, SPECS, ["id"], delete_mode=delete_mode)
+        fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
+                  "zero_dates_nulled", "watermark", "committed")
+        assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    assert_df_equality(read(by_driver), read(by_spark), ignore_row_order=True)
+    assert silver.read_watermark(by_driver, backend="rs") == "012"
+    ids = sorted(r["id"] for r in delta_io.read_arrow(by_driver, ["id"]).to_pylist())
+    assert ids == ([1, 2, 3, 4, 5, 20, 99] if delete_mode == "soft" else [4, 5, 20])  # soft: tombstones stay
+
+
+def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
+    path = str(tmp_path / "t")
+    rows = _bronze_rows([("001", "c", None, _img(1, "a", amount="1e3"))])  # not the decoder's decimal text
+    with pytest.raises(NotCanonical):
+        silver_arrow.apply_small(spark, path, rows, SPECS, ["id"])
+    assert not delta_io.table_exists(path, backend="rs")
+
+
+def test_eligible_only_for_keyed_whole_small_batches():
+    ok = dict(keys=["id"], specs=SPECS, fixes={}, rejected={}, partial=False, scd2=False, rows=10)
+    assert silver_arrow.eligible(**ok)
+    for change in (dict(keys=[]), dict(fixes={1: ("latin1",)}), dict(rejected={"x": "y"}), dict(partial=True),
+                   dict(scd2=True), dict(rows=silver_arrow.SMALL_ROWS + 1), dict(rows=0)):
+        assert not silver_arrow.eligible(**{**ok, **change})
+
+
+
+def test_fetch_gives_each_segment_its_rows_from_one_read(spark):
+    cells = "ARRAY<STRUCT<idx INT, text STRING, bin BINARY>>"
+    bronze = spark.createDataFrame(
+        [("s", "a", "001", "c", T0, None, [(0, "1", None)]), ("s", "b", "002", "c", T0, None, [(0, "2", None)]),
+         ("s", "a", "003", "u", T0, [(0, "1", None)], [(0, "3", None)]), ("s", "a", "005", "d", T0, [(0, "3", None)], None),
+         ("t", "a", "004", "c", T0, None, [(0, "4", None)])],
+        f"db STRING, `table` STRING, _seq STRING, op STRING, commit_ts TIMESTAMP, before {cells}, after {cells}")
+    segments = [("s", "a", "001", "005"), ("t", "a", "", None), ("s", "b", "002", None), ("s", "c", "", None)]
+    got = {k: [(r["_seq"], r["op"], r["after"]) for r in silver_arrow.rows_of(v)]
+           for k, v in silver_arrow.fetch(bronze, segments).items()}
+    assert got == {
+        ("s", "a", "001", "005"): [("003", "u", [{"idx": 0, "text": "3", "bin": None}])],  # above 001, below 005
+        ("t", "a", "", None): [("004", "c", [{"idx": 0, "text": "4", "bin": None}])],
+        ("s", "b", "002", None): [],  # nothing above its start
+        ("s", "c", "", None): [],
+    }
