@@ -200,7 +200,7 @@ _BRONZE_ZEROS = f"{_P}bronze_zeros"
 _GUARD = f"{_P}guard"
 _ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
-ACTION, UPSERT, DELETE = _ACTION, _UPSERT, _DELETE  # a keyed MERGE source's action column and its values
+ACTION, UPSERT, DELETE, INSERT = _ACTION, _UPSERT, _DELETE, _INSERT  # a MERGE source's action column, its values
 _MOVED = f"{_P}moved"
 PRESENT = "_present"
 # working column: per JSON column, the diffs an update logged in place of the document (or NULL)
@@ -1137,14 +1137,19 @@ def _plan_keyless(
         "missing_deletes": by_action.get("missing", 0),
     }
     source, schema = _source(src.where(F.col(_ACTION) != "missing"), target, [_ACTION], own)
+    on = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}"
+    return _Plan(source, schema, on, keyless_clauses(target.fieldNames(), delete_mode, own), counts, src)
+
+
+def keyless_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) -> list[MergeClause]:
+    """The MERGE clauses of a keyless table (matched on ``_seq``, each row's identity): a stored
+    copy the batch deleted goes (soft: is flagged), a surviving new copy is inserted."""
     is_delete = _is("s", _ACTION, _DELETE)
     if delete_mode == "soft":
         on_delete = MergeClause("update", is_delete, _assign([own.deleted, own.op, own.commit_ts]))
     else:
         on_delete = MergeClause("delete", is_delete)
-    clauses = [on_delete, MergeClause("insert", _is("s", _ACTION, _INSERT), _assign(target.fieldNames()))]
-    on = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}"
-    return _Plan(source, schema, on, clauses, counts, src)
+    return [on_delete, MergeClause("insert", _is("s", _ACTION, _INSERT), _assign(all_cols))]
 
 
 def apply_changes(

@@ -1,4 +1,4 @@
-"""Small batches of keyed tables applied on the driver: typed in Python, MERGEd from Arrow by delta-rs.
+"""Small batches applied on the driver: typed in Python, MERGEd from Arrow by delta-rs.
 
 Most of a run's tables have a few changes each. Typing, "latest per key" and the classification
 against silver's keys cost Spark several jobs per table (about 0.9 s a table), though the rows
@@ -6,10 +6,11 @@ fit in a list. With delta-rs a run instead fetches the rows of every small segme
 job (:func:`fetch`), and each table then costs only its delta-rs calls (:func:`apply_small`):
 the cost follows the changes, not the tables.
 
-The semantics are :func:`pipelines.silver.apply_changes`'s for a keyed, non-SCD2 table with whole
-row images, and the MERGE clauses are the same (:func:`pipelines.silver.keyed_clauses`). A
-segment takes this path only when nothing in it needs more (:func:`eligible`): a key, no
-partial images, no charset fixes, no quarantined shapes, at most :data:`SMALL_ROWS` changes. A
+The semantics are :func:`pipelines.silver.apply_changes`'s for a non-SCD2 table with whole row
+images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.keyed_clauses`,
+:func:`pipelines.silver.keyless_clauses`). A segment takes this path only when nothing in it needs
+more (:func:`eligible`): no partial images, no text in a charset other than UTF-8, latin1 or ASCII to decode, no quarantined
+shapes, at most :data:`SMALL_ROWS` changes. A
 value this module's typing does not take (:class:`~pipelines.typed_values.NotCanonical`) sends
 the segment back to the Spark path before anything is written.
 
@@ -19,7 +20,8 @@ the segment back to the Spark path before anything is written.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,9 +30,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import delta_io
-from pipelines.silver import (ACTION, DEFAULT_PREFIX, DELETE, UPSERT, ApplyStats, OwnColumns, _check_reserved,
-                              _key_on, _plan_schema, _resolve_keys, _value_schema, keyed_clauses, own_columns_of,
+from pipelines import delta_io, schema_history
+from pipelines.delta_io import qualified
+from pipelines.silver import (ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, ApplyStats, OwnColumns, _check_reserved,
+                              _key_on, _plan_schema, _resolve_keys, _value_schema, keyed_clauses, keyless_clauses, own_columns_of,
                               read_watermark, watermark_metadata)
 from pipelines.typed_values import ImageTyper, NotCanonical
 from pipelines.typemap import ColumnSpec
@@ -40,11 +43,37 @@ FETCH_ROWS = 200_000  # changes fetched to the driver per run at most (the other
 COLUMNS = ("_seq", "op", "commit_ts", "before", "after")  # what a fetched row holds
 
 
+# charsets whose bytes Python decodes as Spark's path does (Java's UTF-8; latin1 is cp1252 on both)
+_DECODED_HERE = frozenset({"utf8mb4", "utf8mb3", "utf8", "latin1", "ascii"})
+_DIGITS = re.compile(r"[0-9]+\Z")
+
+
+def _fixable(fix: tuple) -> bool:
+    return fix[0] != schema_history.FIX_DECODE or fix[1] in _DECODED_HERE
+
+
 def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
              scd2: bool, rows: int) -> bool:
     """True when a segment can take this path (see the module doc)."""
-    return bool(keys) and bool(specs) and not fixes and not rejected and not partial and not scd2 \
-        and 0 < rows <= SMALL_ROWS
+    return bool(specs) and all(_fixable(f) for f in fixes.values()) and not rejected \
+        and not partial and not scd2 and 0 < rows <= SMALL_ROWS
+
+
+def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
+    """A cell's completion by ``fix`` (:func:`pipelines.schema_history.apply_fix`, the rules
+    Spark's path applies in SQL), or :class:`NotCanonical` where the two could differ: ENUM/SET
+    numbers in other digits than ASCII's, out of the members' range, bytes a codec refuses."""
+    kind = fix[0]
+
+    def complete(text, data, named):
+        if kind in (schema_history.FIX_ENUM, schema_history.FIX_SET) and text is not None and not named \
+                and text.isdigit() and not _DIGITS.match(text):
+            raise NotCanonical(f"an {kind} number in other digits: {text[:20]!r}")
+        try:
+            return schema_history.apply_fix(fix, text, data, named)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise NotCanonical(f"{kind}: {e}") from None
+    return complete
 
 
 def fetch(bronze: DataFrame, segments: Sequence[tuple[str, str, str, str | None]]) -> dict[tuple, pa.Table]:
@@ -114,6 +143,79 @@ def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
     return latest
 
 
+def _keyless_source(rows: Sequence[dict], typer: ImageTyper, value_idx: list[int | None], identity_at: list[int],
+                    stored: Callable[[set], list[tuple]], delete_mode: str):
+    """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
+    as :func:`pipelines.silver._plan_keyless` makes them: per identity (all the values), the
+    batch's inserted copies and silver's live ones, newest first, survive the batch's deletes;
+    the deleted stored copies are removed (soft: flagged), the surviving new ones inserted, and a
+    delete that finds no copy is counted. ``stored(identities)``: silver's live ``(identity, seq)``."""
+    groups: dict[tuple, dict] = {}
+    pick = lambda image: tuple(None if i is None else image[i] for i in value_idx)  # noqa: E731
+    zeros = 0
+    for r in rows:
+        op = r["op"]
+        if op not in ("c", "u", "d") or r["_seq"] is None:
+            raise NotCanonical(f"a change with op {op!r} and _seq {r['_seq']!r}")
+        after, za = typer(r["after"])
+        before, zb = typer(r["before"])
+        zeros += za + zb
+        if op in ("c", "u"):
+            if after is None:
+                raise NotCanonical("an insert or update without an after image")
+            vals = pick(after)
+            g = groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
+            g["copies"].append((r["_seq"], "s", vals, op, r["commit_ts"]))
+        if op in ("d", "u"):
+            if before is None:
+                raise NotCanonical("a delete or update without a before image")
+            vals = pick(before)
+            g = groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
+            g["deletes"].append((r["_seq"], r["commit_ts"]))
+    for identity, seq in stored({k for k, g in groups.items() if g["deletes"]}):
+        if identity in groups:
+            groups[identity]["copies"].append((seq, "t", None, None, None))
+    counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
+    source = []
+    width = len(value_idx)
+    for identity, g in groups.items():
+        copies = sorted(g["copies"], key=lambda c: c[0], reverse=True)
+        keep = max(len(copies) - len(g["deletes"]), 0)
+        counts["missing_deletes"] += max(len(g["deletes"]) - len(copies), 0)
+        deleted_at = max((d[1] for d in g["deletes"]), default=None)
+        for rank, (seq, origin, vals, op, commit_ts) in enumerate(copies, start=1):
+            if origin == "s" and rank <= keep:
+                counts["inserted"] += 1
+                source.append((*vals, seq, op, commit_ts, False, INSERT))
+            elif origin == "t" and rank > keep:
+                counts["deleted"] += 1
+                values = [None] * width
+                for i, v in zip(identity_at, identity):
+                    values[i] = v
+                source.append((*values, seq, "d", deleted_at, True, DELETE))
+    return source, counts, zeros
+
+
+def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_mode: str):
+    """A keyed table's MERGE source rows and counts: each key's latest event, classified against
+    silver's stored ``_seq`` as :func:`pipelines.silver._plan_keyed` does (unchanged ones left out)."""
+    counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
+    source = []
+    for key, (seq, action, op, commit_ts, vals) in latest.items():
+        have = key in stored
+        newer = stored.get(key) is None or seq > stored[key]
+        if not have:
+            kind = "inserted" if action == UPSERT else ("deleted" if delete_mode == "soft" else "unchanged")
+        elif not newer:
+            kind = "unchanged"
+        else:
+            kind = "updated" if action == UPSERT else "deleted"
+        counts[kind] += 1
+        if kind != "unchanged":
+            source.append((*vals, seq, op, commit_ts, action == DELETE, action))
+    return source, counts
+
+
 def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set) -> dict[tuple, str]:
     """``{key: _seq}`` of silver's rows with the keys ``wanted`` (tombstones included)."""
     table = delta_io.read_arrow(path, [*keys, own.seq])
@@ -129,6 +231,24 @@ def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set) -> dic
     return out
 
 
+def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: set) -> list[tuple]:
+    """``[(identity values, _seq)]`` of silver's live rows (not soft-deleted) whose values are in ``wanted``."""
+    if not wanted:
+        return []
+    have = set(delta_io.schema(path, backend="rs").fieldNames())  # (a column the batch adds: NULL in silver)
+    table = delta_io.read_arrow(path, [*[n for n in identity if n in have], own.seq, own.deleted])
+    columns = [table.column(n).to_pylist() if n in have else [None] * table.num_rows for n in identity]
+    seqs, deleted = table.column(own.seq).to_pylist(), table.column(own.deleted).to_pylist()
+    out = []
+    for i, seq in enumerate(seqs):
+        if deleted[i]:
+            continue
+        values = tuple(c[i] for c in columns)
+        if values in wanted:
+            out.append((values, seq))
+    return out
+
+
 def apply_small(
     spark: SparkSession | None,
     path: str,
@@ -136,15 +256,18 @@ def apply_small(
     specs: Sequence[ColumnSpec],
     keys: Sequence[str],
     *,
+    fixes: dict[int, tuple] | None = None,
     delete_mode: str = "hard",
     column_prefix: str | None = None,
 ) -> ApplyStats:
-    """Apply one small segment of a keyed table (``rows`` from :func:`fetch`) to its silver table
-    with delta-rs; what :func:`pipelines.silver.apply_changes` would do with them. Raises
+    """Apply one small segment of a table (``rows`` from :func:`fetch`; no ``keys``: a keyless table)
+    with delta-rs; what :func:`pipelines.silver.apply_changes` would do with them (``fixes``: the
+    resolution's value fixes, per ``idx``, as Spark's path applies them). Raises
     :class:`NotCanonical`, before writing anything, when a row needs Spark's path."""
     path = str(path)
-    typer = ImageTyper(specs)  # (first: an unknown type raises before the table is touched)
-    keys = _resolve_keys(list(keys), specs)
+    # (first: an unknown type raises before the table is touched)
+    typer = ImageTyper(specs, {idx: cell_fix(fix) for idx, fix in (fixes or {}).items()})
+    keys = _resolve_keys(list(keys), specs) if keys else None
     exists = delta_io.table_exists(path, backend="rs")
     current = delta_io.schema(path, backend="rs") if exists else None
     own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
@@ -152,16 +275,21 @@ def apply_small(
     _check_reserved([s.name for s in specs], own)
     target, to_add, names = _plan_schema(current, specs, False, own)
     silver_name = {spec: silver for silver, spec in names.items()}
-    keys = [silver_name[k] for k in keys]
+    keys = None if keys is None else [silver_name[k] for k in keys]
     watermark = read_watermark(path, backend="rs") if exists else None
     fresh = [r for r in rows if watermark is None or (r["_seq"] is not None and r["_seq"] > watermark)]
 
     values = _value_schema(target, own)
     spec_at = {s.name: i for i, s in enumerate(specs)}
     value_idx = [spec_at.get(names.get(f.name)) for f in values.fields]
-    key_pos = [spec_at[names[k]] for k in keys]
-    events, zeros = _events(fresh, typer, value_idx, key_pos)  # (may raise NotCanonical: nothing written yet)
-    latest = _latest(events, [values.fieldNames().index(k) for k in keys])
+    if keys is not None:  # (typing may raise NotCanonical: nothing is written yet)
+        events, zeros = _events(fresh, typer, value_idx, [spec_at[names[k]] for k in keys])
+        latest = _latest(events, [values.fieldNames().index(k) for k in keys])
+    else:  # a keyless table: its rows are identified by all their values
+        identity = [f.name for f in values.fields if f.name in names]
+        identity_at = [values.fieldNames().index(n) for n in identity]
+        stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted)) if exists else (lambda wanted: [])
+        source, counts, zeros = _keyless_source(fresh, typer, value_idx, identity_at, stored_copies, delete_mode)
 
     added = delta_io.add_columns(path, to_add, spark=spark, backend="rs") if exists and to_add else []
     base = dict(changes=len(fresh), skipped_by_watermark=len(rows) - len(fresh), zero_dates_nulled=zeros,
@@ -171,25 +299,17 @@ def apply_small(
             delta_io.create_if_missing(path, target, backend="rs")
         return ApplyStats(watermark=watermark, **base)
 
-    stored = _stored(path, keys, own, set(latest)) if exists else {}
-    counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
-    source = []
-    for key, (seq, action, op, commit_ts, vals) in latest.items():
-        have = key in stored
-        newer = stored.get(key) is None or seq > stored[key]
-        if not have:
-            kind = "inserted" if action == UPSERT else ("deleted" if delete_mode == "soft" else "unchanged")
-        elif not newer:
-            kind = "unchanged"
-        else:
-            kind = "updated" if action == UPSERT else "deleted"
-        counts[kind] += 1
-        if kind != "unchanged":
-            source.append((*vals, seq, op, commit_ts, action == DELETE, action))
+    if keys is not None:
+        source, counts = _keyed_source(latest, _stored(path, keys, own, set(latest)) if exists else {}, delete_mode)
     new_mark = max(r["_seq"] for r in fresh)
     by_name = {f.name: f for f in target.fields}
     schema = T.StructType([*values.fields, *[by_name[n] for n in (own.seq, own.op, own.commit_ts, own.deleted)],
                            T.StructField(ACTION, T.StringType())])
+    if keys is None:
+        on, clauses = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}", keyless_clauses(target.fieldNames(),
+                                                                                                delete_mode, own)
+    else:
+        on, clauses = _key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own)
     if not exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
         at = [schema.fieldNames().index(n) for n in target.fieldNames()]
         first = [tuple(r[i] for i in at) for r in source]
@@ -197,6 +317,6 @@ def apply_small(
             return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
         delta_io.create_if_missing(path, target, backend="rs")
     # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
-    delta_io.merge_rs(path, delta_io.rows_to_arrow(source, schema), _key_on(keys),
-                      keyed_clauses(target.fieldNames(), delete_mode, own), user_metadata=watermark_metadata(new_mark))
+    delta_io.merge_rs(path, delta_io.rows_to_arrow(source, schema), on, clauses,
+                      user_metadata=watermark_metadata(new_mark))
     return ApplyStats(watermark=new_mark, committed=True, **counts, **base)

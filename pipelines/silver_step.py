@@ -645,7 +645,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         if bronze is not None and delta_io.resolve_backend(spark, backend) == "rs":
             # the small segments' rows, in one Spark job: they are applied on the driver
             state.small = silver_arrow.fetch(
-                bronze.select("db", "table", *[slim_image(c).alias(c) if c in _IMAGES else c
+                bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
                                                for c in silver_arrow.COLUMNS]),
                 state.small_segments(lanes))
         workers = max(1, min(len(lanes), SILVER_THREADS))
@@ -748,26 +748,35 @@ class _Run:
         return version, resolution
 
     def small_segments(self, lanes: list[list[_Step]]) -> list[tuple[str, str, str, str | None]]:
-        """The segments that :mod:`pipelines.silver_arrow` applies on the driver (a lane of one
-        step, no schema event other than its CREATE, and what :func:`silver_arrow.eligible` asks),
-        up to :data:`silver_arrow.FETCH_ROWS` changes in all."""
+        """The segments that :mod:`pipelines.silver_arrow` applies on the driver (the steps of a
+        lane of one table, i.e. no rename links it to another, that :func:`silver_arrow.eligible`
+        accepts), up to :data:`silver_arrow.FETCH_ROWS` changes in all. Their schema events are
+        applied first, as for any step (:func:`_apply_events`)."""
         out, budget = [], silver_arrow.FETCH_ROWS
         for lane in lanes:
-            step = lane[0]
-            if len(lane) != 1 or {e.kind for e in step.events} - {CREATE}:
+            if len({(step.db, step.table) for step in lane}) != 1:
                 continue
-            version, resolution = self.resolution_of(step)
-            if resolution is None:
-                continue
-            resolution = _with_unlogged_columns(resolution, version)
-            n = sum(step.shapes.values())
-            partial = step.min_image is not None and step.min_image < len(resolution.specs)
-            if n <= budget and silver_arrow.eligible(
-                    keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
-                    partial=partial, scd2=self.cfg.is_scd2(step.db, step.table), rows=n):
-                out.append((step.db, step.table, step.start, step.end))
-                budget -= n
+            for step in lane:
+                segment = self._small_segment(step, budget)
+                if segment is not None:
+                    out.append(segment)
+                    budget -= sum(step.shapes.values())
         return out
+
+    def _small_segment(self, step: _Step, budget: int) -> tuple | None:
+        if not step.shapes:
+            return None
+        version, resolution = self.resolution_of(step)
+        if resolution is None:
+            return None
+        resolution = _with_unlogged_columns(resolution, version)
+        n = sum(step.shapes.values())
+        partial = step.min_image is not None and step.min_image < len(resolution.specs)
+        if n <= budget and silver_arrow.eligible(
+                keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
+                partial=partial, scd2=self.cfg.is_scd2(step.db, step.table), rows=n):
+            return (step.db, step.table, step.start, step.end)
+        return None
 
     def apply_with_spark(self, step: _Step, path: str, resolution: Resolution, version: SchemaVersion | None,
                          good: list[str], partial: bool):
@@ -831,13 +840,15 @@ class _Run:
         ncols = len(resolution.specs)
         partial = step.min_image is not None and step.min_image < ncols
         retyped = _retype(spark, cfg, path, resolution.specs)
-        result = None
+        result, applied_by = None, "spark"
         small = self.small.get((step.db, step.table, step.start, step.end))
         if small is not None and not partial:  # fetched: applied on the driver (silver_arrow)
             try:
-                result = silver_arrow.apply_small(spark, path, silver_arrow.rows_of(small), resolution.specs, resolution.keys,
+                result = silver_arrow.apply_small(spark, path, silver_arrow.rows_of(small), resolution.specs,
+                                                  resolution.keys, fixes=resolution.fixes,
                                                   delete_mode=cfg.delete_mode,
                                                   column_prefix=cfg.silver.prefix_for(step.db, step.table))
+                applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None
         if result is None:
@@ -854,6 +865,7 @@ class _Run:
             stats.missing_deletes += result.missing_deletes
             info["segments"] += 1
             info["rows"] += n_rows
+            info.setdefault("applied_by", []).append(applied_by)
             info.update(keys=list(resolution.keys), key_source=resolution.key_source,
                         name_source=resolution.name_source, columns=resolution.names)
             self.rows[key] += n_rows

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from pipelines.typemap import ColumnSpec, _decimal_type, _float_type, _rule
@@ -190,15 +190,18 @@ def convert(spec: ColumnSpec, text: str | None, data: bytes | None) -> tuple[obj
 
 class ImageTyper:
     """Types whole row images of one table: ``specs`` in image order (``ordinal``: the cell's ``idx``).
+    ``fixes``: per ``idx``, how a cell is completed before typing (see :mod:`pipelines.silver_arrow`).
 
     >>> typer = ImageTyper([ColumnSpec("id", "int"), ColumnSpec("d", "date")])
     >>> typer([{"idx": 0, "text": "7", "bin": None}, {"idx": 1, "text": "0000-00-00", "bin": None}])
     ((7, None), 1)
     """
 
-    def __init__(self, specs: Sequence[ColumnSpec]) -> None:
+    def __init__(self, specs: Sequence[ColumnSpec], fixes: Mapping[int, Callable] | None = None) -> None:
         self.ordinals = [i if s.ordinal is None else s.ordinal for i, s in enumerate(specs)]
         self.converters = [converter(s) for s in specs]
+        # idx -> a function of (text, bin, named) giving the cell's completed (text, bin)
+        self.fixes = dict(fixes or {})
 
     def __call__(self, image: Sequence[dict] | None) -> tuple[tuple | None, int]:
         """(values in spec order, zero dates nulled); a NULL image gives (None, 0). A column the
@@ -212,7 +215,11 @@ class ImageTyper:
             if cell is None:
                 values.append(None)
                 continue
-            value, zero = conv(cell["text"], cell["bin"])
+            text, data = cell["text"], cell["bin"]
+            fix = self.fixes.get(ordinal)
+            if fix is not None:
+                text, data = fix(text, data, cell.get("name") is not None)
+            value, zero = conv(text, data)
             values.append(value)
             zeros += zero
         return tuple(values), zeros

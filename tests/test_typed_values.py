@@ -185,6 +185,49 @@ def test_small_batches_on_the_driver_give_the_table_apply_changes_gives(spark, t
     assert ids == ([1, 2, 3, 4, 5, 20, 99] if delete_mode == "soft" else [4, 5, 20])  # soft: tombstones stay
 
 
+KEYLESS_1 = [
+    ("001", "c", None, _img(1, "a")),
+    ("002", "c", None, _img(1, "a")),  # a second copy
+    ("003", "c", None, _img(2, "b")),
+    ("004", "d", _img(1, "a"), None),  # one copy goes
+    ("005", "u", _img(2, "b"), _img(2, "b2")),
+    ("006", "d", _img(7, "never there"), None),  # finds no copy: counted
+]
+KEYLESS_2 = [
+    ("007", "d", _img(1, "a"), None),  # the last stored copy
+    ("008", "d", _img(1, "a"), None),  # none left
+    ("009", "c", None, _img(2, "b2")),  # a copy of a stored row
+    ("010", "u", _img(2, "b2"), _img(3, "c")),  # one of the two copies changes
+]
+
+
+def _spark_apply_keyless(spark, path, rows, delete_mode):
+    df = spark.createDataFrame(
+        [(r["_seq"], r["op"], r["commit_ts"],
+          None if r["before"] is None else [tuple(c.values()) for c in r["before"]],
+          None if r["after"] is None else [tuple(c.values()) for c in r["after"]]) for r in rows],
+        "_seq STRING, op STRING, commit_ts TIMESTAMP, before ARRAY<STRUCT<idx INT, name STRING, type STRING, "
+        "text STRING, bin BINARY>>, after ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>")
+    return silver.apply_changes(spark, silver.changes_from_bronze(df, SPECS, partial=False), SPECS, path, keys=None,
+                                delete_mode=delete_mode, backend="rs")
+
+
+@pytest.mark.parametrize("delete_mode", ["hard", "soft"])
+def test_keyless_batches_on_the_driver_give_the_table_apply_changes_gives(spark, tmp_path, delete_mode):
+    by_spark, by_driver = str(tmp_path / "spark"), str(tmp_path / "driver")
+    for batch in (KEYLESS_1, KEYLESS_2, KEYLESS_2):
+        rows = _bronze_rows(batch)
+        expected = _spark_apply_keyless(spark, by_spark, rows, delete_mode)
+        got = silver_arrow.apply_small(spark, by_driver, rows, SPECS, [], delete_mode=delete_mode)
+        fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
+                  "zero_dates_nulled", "watermark", "committed")
+        assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    assert_df_equality(read(by_driver), read(by_spark), ignore_row_order=True)
+    live = sorted((r["id"], r["name"]) for r in delta_io.read_arrow(by_driver).to_pylist() if not r["_deleted"])
+    assert live == [(2, "b2"), (3, "c")]
+
+
 def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a", amount="1e3"))])  # not the decoder's decimal text
@@ -196,7 +239,8 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
 def test_eligible_only_for_keyed_whole_small_batches():
     ok = dict(keys=["id"], specs=SPECS, fixes={}, rejected={}, partial=False, scd2=False, rows=10)
     assert silver_arrow.eligible(**ok)
-    for change in (dict(keys=[]), dict(fixes={1: ("latin1",)}), dict(rejected={"x": "y"}), dict(partial=True),
+    assert silver_arrow.eligible(**{**ok, "keys": []})  # keyless tables too
+    for change in (dict(fixes={1: ("decode", "sjis")}), dict(rejected={"x": "y"}), dict(partial=True),
                    dict(scd2=True), dict(rows=silver_arrow.SMALL_ROWS + 1), dict(rows=0)):
         assert not silver_arrow.eligible(**{**ok, **change})
 
@@ -218,3 +262,27 @@ def test_fetch_gives_each_segment_its_rows_from_one_read(spark):
         ("s", "b", "002", None): [],  # nothing above its start
         ("s", "c", "", None): [],
     }
+
+
+def test_value_fixes_complete_cells_as_spark_path_does(spark, tmp_path):
+    """ENUM numbers (a table map without names), a latin1 text logged as bytes: completed before
+    typing, as silver_step's SQL completes them; an ENUM number beyond the members goes to Spark."""
+    from pipelines.silver_step import cell_fixes
+
+    specs = [ColumnSpec("id", "int"), ColumnSpec("tier", "enum", enum_values=("gold", "platinum")),
+             ColumnSpec("name", "varchar", charset="latin1")]
+    fixes = {1: ("enum", ("gold", "platinum")), 2: ("decode", "latin1")}
+    images = [[(0, None, "LONG", "1", None), (1, None, "ENUM", "2", None), (2, None, "VARCHAR", None, b"Caf\xe9 \x80")],
+              [(0, "id", "LONG", "2", None), (1, "tier", "ENUM", "gold", None), (2, "name", "VARCHAR", "x", None)]]
+    cells, rest = cell_fixes(fixes)
+    bronze = spark.createDataFrame([(f"{i:03d}", "c", img, None) for i, img in enumerate(images)], BRONZE_DDL)
+    by_spark = [tuple(r["after"].values()) for r in typed_columns(bronze, specs, cells=cells).orderBy("_seq")
+                .select("after").toArrow().to_pylist()]
+    assert not rest
+    typer = ImageTyper(specs, {i: silver_arrow.cell_fix(f) for i, f in fixes.items()})
+    by_driver = [typer([{"idx": c[0], "name": c[1], "text": c[3], "bin": c[4]} for c in img])[0] for img in images]
+    assert by_driver == by_spark == [(1, "platinum", "Café €"), (2, "gold", "x")]
+    with pytest.raises(NotCanonical):
+        typer([{"idx": 1, "name": None, "text": "3", "bin": None}])
+    assert not silver_arrow.eligible(keys=["id"], specs=specs, fixes={2: ("decode", "sjis")}, rejected={},
+                                     partial=False, scd2=False, rows=1)
