@@ -57,6 +57,11 @@ bench: setup
 	$(PY) -m scripts.bench
 	$(PY) -m scripts.history_bench
 
+# cold runs over many small tables and one big one, against replaying into a scratch MariaDB
+.PHONY: bench-peer
+bench-peer: setup
+	$(PY) -m scripts.bench --peer-only --out .bench/results-peer.json
+
 # a run's cost after 10, 1,000 and 5,000 runs of history, before and after maintenance
 .PHONY: bench-history
 bench-history: setup

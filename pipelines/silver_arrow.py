@@ -105,29 +105,39 @@ def rows_of(fetched: pa.Table) -> list[dict]:
     return fetched.to_pylist()
 
 
-def _events(rows: Sequence[dict], typer: ImageTyper, value_idx: list[int | None], key_pos: list[int]):
-    """Per change: the upsert of its after image, and the delete of its before image for a delete
-    or a key-changing update (as :func:`pipelines.silver.key_events`); and the zero dates nulled.
-    An event is ``(seq, action, op, commit_ts, values in silver order)``."""
-    events, zeros = [], 0
-    pick = lambda image: tuple(None if i is None else image[i] for i in value_idx)  # noqa: E731
+def _typed(rows: Sequence[dict], typer: ImageTyper) -> tuple[list[tuple], int]:
+    """Each change as ``(seq, op, commit_ts, after, before)`` with typed images (values in spec
+    order), and the zero dates nulled; :class:`NotCanonical` for a change Spark's path must judge."""
+    out, zeros = [], 0
     for r in rows:
         op = r["op"]
         if op not in ("c", "u", "d") or r["_seq"] is None:
             raise NotCanonical(f"a change with op {op!r} and _seq {r['_seq']!r}")
         after, za = typer(r["after"])
         before, zb = typer(r["before"])
+        if (after is None and op != "d") or (before is None and op != "c"):
+            raise NotCanonical(f"a change with op {op!r} without the image it needs")
         zeros += za + zb
+        out.append((r["_seq"], op, r["commit_ts"], after, before))
+    return out, zeros
+
+
+def _picker(value_idx: list[int | None]) -> Callable[[tuple], tuple]:
+    """An image's values in silver's value-column order (None for a column the specs lack)."""
+    return lambda image: tuple(None if i is None else image[i] for i in value_idx)
+
+
+def _events(changes: Sequence[tuple], value_idx: list[int | None], key_pos: list[int]) -> list[tuple]:
+    """Per change: the upsert of its after image, and the delete of its before image for a delete
+    or a key-changing update (as :func:`pipelines.silver.key_events`). An event is
+    ``(seq, action, op, commit_ts, values in silver order)``."""
+    events, pick = [], _picker(value_idx)
+    for seq, op, commit_ts, after, before in changes:
         if op in ("c", "u"):
-            if after is None:
-                raise NotCanonical("an insert or update without an after image")
-            events.append((r["_seq"], UPSERT, op, r["commit_ts"], pick(after)))
-        moved = op == "u" and before is not None and any(before[k] != after[k] for k in key_pos)
-        if op == "d" or moved:
-            if before is None:
-                raise NotCanonical("a delete without a before image")
-            events.append((r["_seq"], DELETE, "d", r["commit_ts"], pick(before)))
-    return events, zeros
+            events.append((seq, UPSERT, op, commit_ts, pick(after)))
+        if op == "d" or (op == "u" and any(before[k] != after[k] for k in key_pos)):
+            events.append((seq, DELETE, "d", commit_ts, pick(before)))
+    return events
 
 
 def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
@@ -143,35 +153,25 @@ def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
     return latest
 
 
-def _keyless_source(rows: Sequence[dict], typer: ImageTyper, value_idx: list[int | None], identity_at: list[int],
-                    stored: Callable[[set], list[tuple]], delete_mode: str):
+def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], identity_at: list[int],
+                    stored: Callable[[set], list[tuple]]):
     """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
     as :func:`pipelines.silver._plan_keyless` makes them: per identity (all the values), the
     batch's inserted copies and silver's live ones, newest first, survive the batch's deletes;
     the deleted stored copies are removed (soft: flagged), the surviving new ones inserted, and a
     delete that finds no copy is counted. ``stored(identities)``: silver's live ``(identity, seq)``."""
     groups: dict[tuple, dict] = {}
-    pick = lambda image: tuple(None if i is None else image[i] for i in value_idx)  # noqa: E731
-    zeros = 0
-    for r in rows:
-        op = r["op"]
-        if op not in ("c", "u", "d") or r["_seq"] is None:
-            raise NotCanonical(f"a change with op {op!r} and _seq {r['_seq']!r}")
-        after, za = typer(r["after"])
-        before, zb = typer(r["before"])
-        zeros += za + zb
+    pick = _picker(value_idx)
+
+    def group(vals: tuple) -> dict:
+        return groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
+
+    for seq, op, commit_ts, after, before in changes:
         if op in ("c", "u"):
-            if after is None:
-                raise NotCanonical("an insert or update without an after image")
             vals = pick(after)
-            g = groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
-            g["copies"].append((r["_seq"], "s", vals, op, r["commit_ts"]))
+            group(vals)["copies"].append((seq, "s", vals, op, commit_ts))
         if op in ("d", "u"):
-            if before is None:
-                raise NotCanonical("a delete or update without a before image")
-            vals = pick(before)
-            g = groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
-            g["deletes"].append((r["_seq"], r["commit_ts"]))
+            group(pick(before))["deletes"].append((seq, commit_ts))
     for identity, seq in stored({k for k, g in groups.items() if g["deletes"]}):
         if identity in groups:
             groups[identity]["copies"].append((seq, "t", None, None, None))
@@ -193,7 +193,7 @@ def _keyless_source(rows: Sequence[dict], typer: ImageTyper, value_idx: list[int
                 for i, v in zip(identity_at, identity):
                     values[i] = v
                 source.append((*values, seq, "d", deleted_at, True, DELETE))
-    return source, counts, zeros
+    return source, counts
 
 
 def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_mode: str):
@@ -282,14 +282,15 @@ def apply_small(
     values = _value_schema(target, own)
     spec_at = {s.name: i for i, s in enumerate(specs)}
     value_idx = [spec_at.get(names.get(f.name)) for f in values.fields]
-    if keys is not None:  # (typing may raise NotCanonical: nothing is written yet)
-        events, zeros = _events(fresh, typer, value_idx, [spec_at[names[k]] for k in keys])
-        latest = _latest(events, [values.fieldNames().index(k) for k in keys])
+    changes, zeros = _typed(fresh, typer)  # (may raise NotCanonical: nothing is written yet)
+    if keys is not None:
+        latest = _latest(_events(changes, value_idx, [spec_at[names[k]] for k in keys]),
+                         [values.fieldNames().index(k) for k in keys])
     else:  # a keyless table: its rows are identified by all their values
         identity = [f.name for f in values.fields if f.name in names]
         identity_at = [values.fieldNames().index(n) for n in identity]
         stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted)) if exists else (lambda wanted: [])
-        source, counts, zeros = _keyless_source(fresh, typer, value_idx, identity_at, stored_copies, delete_mode)
+        source, counts = _keyless_source(changes, value_idx, identity_at, stored_copies)
 
     added = delta_io.add_columns(path, to_add, spark=spark, backend="rs") if exists and to_add else []
     base = dict(changes=len(fresh), skipped_by_watermark=len(rows) - len(fresh), zero_dates_nulled=zeros,
