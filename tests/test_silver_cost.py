@@ -1,0 +1,61 @@
+"""A silver run's Spark jobs do not grow with the number of tables (issue 14): small tables are
+typed and MERGEd on the driver (``pipelines.silver_arrow``), their rows fetched in one job. Counts
+jobs, not seconds (speed is measured by ``make bench``); silver is checked against the server."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+
+from oracle import _diff, server_columns, server_rows, silver_rows
+from pipelines import bronze, silver_step
+from pipelines.config import load_config
+
+pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
+
+
+def _workload(n: int) -> str:
+    """``n`` keyed tables and one keyless, three changes each (an insert of two rows, an update and a delete)."""
+    sql = [f"CREATE DATABASE cost{n};"]
+    for t in range(n):
+        sql.append(f"CREATE TABLE cost{n}.t{t} (id INT PRIMARY KEY, v VARCHAR(20), d DATE, e ENUM('x','y'));"
+                   f"INSERT INTO cost{n}.t{t} VALUES (1, 'a', '2024-01-01', 'x'), (2, 'b', '0000-00-00', 'y');"
+                   f"UPDATE cost{n}.t{t} SET v = 'c', id = 3 WHERE id = 2; DELETE FROM cost{n}.t{t} WHERE id = 1;")
+    sql.append(f"CREATE TABLE cost{n}.log (at INT, msg VARCHAR(20));"
+               f"INSERT INTO cost{n}.log VALUES (1, 'same'), (1, 'same'), (2, 'other');"
+               f"DELETE FROM cost{n}.log WHERE msg = 'same' LIMIT 1;")
+    return "\n".join(sql)
+
+
+def _jobs(spark) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+
+
+@pytest.mark.parametrize("metadata", ["FULL", "MINIMAL"])
+def test_silver_spark_jobs_do_not_grow_with_tables(spark, mariadb_factory, tmp_path, metadata):  # noqa: F811
+    srv = mariadb_factory(row_metadata=metadata)
+    jobs = {}
+    for n in (2, 24):
+        srv.flush_logs()
+        first = len(srv.binlog_files()) - 1
+        srv.sql(_workload(n))
+        srv.flush_logs()
+        folder, wh = tmp_path / f"in{n}", tmp_path / f"wh{n}"
+        folder.mkdir()
+        for f in srv.binlog_files()[first:-1]:
+            shutil.copy(f, folder / f.name)
+        cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False, "delta.backend": "rs"})
+        bronze.run(spark, cfg)
+        before = _jobs(spark)
+        stats = silver_step.run(spark, cfg)
+        jobs[n] = _jobs(spark) - before
+        assert stats.status == "ok", stats.summary()
+        assert {k: v["applied_by"] for k, v in stats.tables.items()} == {
+            **{f"cost{n}.t{t}": ["driver"] for t in range(n)}, f"cost{n}.log": ["driver"]}
+        assert stats.zero_dates == 3 * n  # row 2's DATE: its insert's image, its update's two images
+        for t in [f"t{i}" for i in range(n)] + ["log"]:
+            cols = server_columns(srv, f"cost{n}", t)
+            want, got = server_rows(srv, f"cost{n}", t, cols), silver_rows(wh, f"cost{n}", t, cols)
+            assert got == want, _diff(f"cost{n}.{t}", cols, want, got or [])
+    assert jobs[24] == jobs[2] <= 6, jobs
