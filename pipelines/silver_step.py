@@ -55,7 +55,7 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -203,7 +203,21 @@ def written_columns(bronze: DataFrame) -> frozenset[str]:
     return frozenset(n for n in names if not row[n])
 
 
-def shape_counts(bronze: DataFrame, by_shape: bool | None = None) -> DataFrame:
+def shape_rows_of(bronze: DataFrame) -> tuple[list, frozenset[str]]:
+    """:func:`shape_counts`'s rows, and which ``WRITTEN_LATER`` columns every row has (as
+    :func:`written_columns` says), in one Spark job when bronze wrote every row's shape (a second
+    one, by the images' arrays, when some rows come from an older bronze)."""
+    later = [n for n in WRITTEN_LATER if n in bronze.columns]
+    if "_shape" not in later:
+        return shape_counts(bronze, by_shape=False).collect(), written_columns(bronze)
+    rows = shape_counts(bronze, by_shape=True, lacking=later).collect()
+    written = frozenset(n for n in later if not any(r[f"_lacks{n}"] for r in rows))
+    if "_shape" not in written:
+        rows = shape_counts(bronze, by_shape=False).collect()
+    return rows, written
+
+
+def shape_counts(bronze: DataFrame, by_shape: bool | None = None, lacking: Sequence[str] = ()) -> DataFrame:
     """Per ``db``, ``table``, ``_shape`` (see :func:`with_shape`) and ``op``: ``min_seq``, ``max_seq``,
     ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
     the table map's key column indexes (``pk_idx``).
@@ -213,6 +227,9 @@ def shape_counts(bronze: DataFrame, by_shape: bool | None = None) -> DataFrame:
     DataFrame without the column) they are first grouped by their images' ``idx``/``name``/``type``
     arrays themselves, so the shape text is built once per group, not once per row. Either way
     only those fields and narrow columns are read (nested schema pruning: the values stay on disk).
+
+    ``lacking`` (with ``by_shape``): columns whose NULLs each group counts, as ``_lacks<name>``
+    (true when some row of the group has none).
 
     >>> shape_counts(bronze).collect()  # doctest: +SKIP
     """
@@ -226,7 +243,10 @@ def shape_counts(bronze: DataFrame, by_shape: bool | None = None) -> DataFrame:
         return bronze.select(
             "db", "table", "op", "_seq", "_shape", F.size("after.idx").alias("_n_after"),
             F.size("before.idx").alias("_n_before"), F.col("pk.idx").alias("_pk_idx"),
-        ).groupBy("db", "table", "_shape", "op").agg(*aggregates)
+            *[F.col(n).isNull().alias(f"_null{n}") for n in lacking if n != "_shape"],
+        ).groupBy("db", "table", "_shape", "op").agg(
+            *aggregates, *[(F.col("_shape").isNull() if n == "_shape" else F.max(f"_null{n}")).alias(f"_lacks{n}")
+                           for n in lacking])
     arrays = {f"_s_{i}_{f}": F.col(f"{i}.{f}") for i, f in _SHAPE_FIELDS}
     rows = bronze.select(
         "db", "table", "op", "_seq", F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
@@ -619,8 +639,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
         # own rows (with pushed-down filters), each pass only the columns it needs.
         bronze = drop_rolled_back_xa(bronze, xa)
-        written = written_columns(bronze)
-        shape_rows = shape_counts(bronze, by_shape="_shape" in written).collect()
+        shape_rows, written = shape_rows_of(bronze)
         if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
             bronze = with_shape(bronze)
     else:

@@ -237,12 +237,19 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     assert 0 < mixed.where(F.col("_shape").isNull()).count() < mixed.count()
     assert 0 < mixed.where(F.col("_zero_dates").isNull()).count() < mixed.count()
     assert silver_step.written_columns(mixed) == frozenset()
+    mixed_rows, mixed_written = silver_step.shape_rows_of(mixed)  # the same answer from the shape counts' job
+    assert mixed_written == frozenset()
+    assert all(r["_shape"] is not None for r in mixed_rows)  # grouped by the images' arrays instead
 
     fresh = cfg("fresh")
     bronze.run(spark, fresh)
     counted = silver_step.run(spark, fresh)  # every row has bronze's count: silver sums it
     rows = delta_io.read(spark, fresh.warehouse_path("bronze/binlog_changes"), backend="rs")
     assert silver_step.written_columns(rows) == {"_shape", "_zero_dates"}
+    shape_rows, written = silver_step.shape_rows_of(rows)
+    assert written == {"_shape", "_zero_dates"}
+    key = lambda r: (r["db"], r["table"], r["_shape"], r["op"])  # noqa: E731
+    assert sorted(map(key, shape_rows)) == sorted(map(key, silver_step.shape_counts(rows, by_shape=True).collect()))
     assert rows.where(F.col("_shape").isNull() | (F.col("_shape") != silver_step.shape_column())).count() == 0
     assert rows.select("_shape").distinct().count() > 3
     assert typed.zero_dates == counted.zero_dates == rows.agg(F.sum("_zero_dates")).first()[0] > 0

@@ -236,7 +236,7 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
     assert not delta_io.table_exists(path, backend="rs")
 
 
-def test_eligible_only_for_keyed_whole_small_batches():
+def test_eligible_for_small_batches_of_whole_images():
     ok = dict(keys=["id"], specs=SPECS, fixes={}, rejected={}, partial=False, scd2=False, rows=10)
     assert silver_arrow.eligible(**ok)
     assert silver_arrow.eligible(**{**ok, "keys": []})  # keyless tables too
