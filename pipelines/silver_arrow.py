@@ -40,6 +40,7 @@ from pipelines.typemap import ColumnSpec
 
 SMALL_ROWS = 20_000  # changes of one segment at most, for this path
 FETCH_ROWS = 200_000  # changes fetched to the driver per run at most (the other segments take Spark's path)
+FETCH_BYTES = 256 * 2**20  # and their values' bytes, when a segment's columns may hold large values
 COLUMNS = ("_seq", "op", "commit_ts", "before", "after")  # what a fetched row holds
 
 
@@ -76,6 +77,46 @@ def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
     return complete
 
 
+# image types whose values can be large (TEXT is BLOB with a charset); TINYBLOB holds 255 bytes
+_LARGE_TYPE = re.compile(r"\x1f(?:(?:MEDIUM|LONG)?BLOB|JSON|GEOMETRY|VECTOR)\b|\x1fVAR(?:CHAR|_STRING)\(\d{5,}\)|"
+                         r"\x1fVAR(?:CHAR|_STRING)\(([2-9]\d{3})\)")
+
+
+def large_values(shapes) -> bool:
+    """True when an image shape (``_shape`` texts) has a column whose values may be large."""
+    return any(_LARGE_TYPE.search("\x1f" + cell) for shape in shapes for cell in shape.split("\x1e"))
+
+
+def _in_segments(bronze: DataFrame, segments: Sequence[tuple]) -> DataFrame:
+    """``bronze``'s rows of the segments, each with its segment's index ``_f_i``."""
+    segs = bronze.sparkSession.createDataFrame([(i, *s) for i, s in enumerate(segments)],
+                                               "_f_i INT, _f_db STRING, _f_table STRING, _f_start STRING, _f_end STRING")
+    return (bronze.join(F.broadcast(segs), (bronze["db"] == segs["_f_db"]) & (bronze["table"] == segs["_f_table"]))
+            .where((F.col("_seq") > F.col("_f_start")) & (F.col("_f_end").isNull() | (F.col("_seq") < F.col("_f_end")))))
+
+
+def _image_bytes(image: str):
+    return F.aggregate(image, F.lit(0).cast("long"), lambda acc, x: acc + F.coalesce(F.length(x["text"]), F.lit(0))
+                       + F.coalesce(F.length(x["bin"]), F.lit(0)))
+
+
+def within_bytes(bronze: DataFrame, segments: Sequence[tuple], limit: int) -> list[tuple]:
+    """The segments, in order, as long as their images' bytes add up to at most ``limit`` (one
+    Spark job that sums them on the executors; nothing comes to the driver but the sums)."""
+    if not segments:
+        return []
+    sums = dict(_in_segments(bronze, segments).groupBy("_f_i").agg(
+        F.sum(F.coalesce(_image_bytes("before"), F.lit(0)) + F.coalesce(_image_bytes("after"), F.lit(0))).alias("b"))
+        .collect())
+    out, total = [], 0
+    for i, segment in enumerate(segments):
+        total += int(sums.get(i) or 0)
+        if total > limit:
+            break
+        out.append(segment)
+    return out
+
+
 def fetch(bronze: DataFrame, segments: Sequence[tuple[str, str, str, str | None]]) -> dict[tuple, pa.Table]:
     """The rows of every segment ``(db, table, start, end)`` (``_seq`` above start, below end) of
     ``bronze`` (its ``db``, ``table`` and :data:`COLUMNS`; the images' cells need only ``idx``,
@@ -83,13 +124,7 @@ def fetch(bronze: DataFrame, segments: Sequence[tuple[str, str, str, str | None]
     until their table is applied (:func:`rows_of`)."""
     if not segments:
         return {}
-    spark = bronze.sparkSession
-    segs = spark.createDataFrame([(i, *s) for i, s in enumerate(segments)],
-                                 "_f_i INT, _f_db STRING, _f_table STRING, _f_start STRING, _f_end STRING")
-    picked = (bronze.join(F.broadcast(segs), (bronze["db"] == segs["_f_db"]) & (bronze["table"] == segs["_f_table"]))
-              .where((F.col("_seq") > F.col("_f_start")) & (F.col("_f_end").isNull() | (F.col("_seq") < F.col("_f_end"))))
-              .select("_f_i", *COLUMNS))
-    table = picked.toArrow()
+    table = _in_segments(bronze, segments).select("_f_i", *COLUMNS).toArrow()
     table = table.take(pc.sort_indices(table, [("_f_i", "ascending")]))
     counts = dict(zip(*(c.to_pylist() for c in pc.value_counts(table.column("_f_i")).flatten())))
     out, at = {}, 0

@@ -663,10 +663,13 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         lanes = _lanes(steps)
         if bronze is not None and delta_io.resolve_backend(spark, backend) == "rs":
             # the small segments' rows, in one Spark job: they are applied on the driver
-            state.small = silver_arrow.fetch(
-                bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
-                                               for c in silver_arrow.COLUMNS]),
-                state.small_segments(lanes))
+            slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
+                                                  for c in silver_arrow.COLUMNS])
+            segments, large = state.small_segments(lanes)
+            if large:  # columns that may hold large values: only as many bytes as the driver takes
+                fits = set(silver_arrow.within_bytes(slim, large, silver_arrow.FETCH_BYTES))
+                segments = [s for s in segments if s not in large or s in fits]
+            state.small = silver_arrow.fetch(slim, segments)
         workers = max(1, min(len(lanes), SILVER_THREADS))
         errors: list[BaseException] = []
         if workers == 1:
@@ -766,11 +769,12 @@ class _Run:
                 db_charset=self.history.db_charset(step.db))
         return version, resolution
 
-    def small_segments(self, lanes: list[list[_Step]]) -> list[tuple[str, str, str, str | None]]:
+    def small_segments(self, lanes: list[list[_Step]]) -> tuple[list[tuple], list[tuple]]:
         """The segments that :mod:`pipelines.silver_arrow` applies on the driver (the steps of a
         lane of one table, i.e. no rename links it to another, that :func:`silver_arrow.eligible`
         accepts), up to :data:`silver_arrow.FETCH_ROWS` changes in all. Their schema events are
-        applied first, as for any step (:func:`_apply_events`)."""
+        applied first, as for any step (:func:`_apply_events`). Also: those of them whose columns
+        may hold large values (:func:`silver_arrow.large_values`), whose bytes are counted first."""
         out, budget = [], silver_arrow.FETCH_ROWS
         for lane in lanes:
             if len({(step.db, step.table) for step in lane}) != 1:
@@ -780,7 +784,8 @@ class _Run:
                 if segment is not None:
                     out.append(segment)
                     budget -= sum(step.shapes.values())
-        return out
+        steps = {(step.db, step.table, step.start, step.end): step for lane in lanes for step in lane}
+        return out, [s for s in out if silver_arrow.large_values(steps[s].shapes)]
 
     def _small_segment(self, step: _Step, budget: int) -> tuple | None:
         if not step.shapes:

@@ -22,7 +22,7 @@ def _workload(n: int) -> str:
         sql.append(f"CREATE TABLE cost{n}.t{t} (id INT PRIMARY KEY, v VARCHAR(20), d DATE, e ENUM('x','y'));"
                    f"INSERT INTO cost{n}.t{t} VALUES (1, 'a', '2024-01-01', 'x'), (2, 'b', '0000-00-00', 'y');"
                    f"UPDATE cost{n}.t{t} SET v = 'c', id = 3 WHERE id = 2; DELETE FROM cost{n}.t{t} WHERE id = 1;")
-    sql.append(f"CREATE TABLE cost{n}.log (at INT, msg VARCHAR(20));"
+    sql.append(f"CREATE TABLE cost{n}.log (at INT, msg TEXT);"  # (TEXT: its bytes are counted before the fetch)
                f"INSERT INTO cost{n}.log VALUES (1, 'same'), (1, 'same'), (2, 'other');"
                f"DELETE FROM cost{n}.log WHERE msg = 'same' LIMIT 1;")
     return "\n".join(sql)
@@ -58,4 +58,4 @@ def test_silver_spark_jobs_do_not_grow_with_tables(spark, mariadb_factory, tmp_p
             cols = server_columns(srv, f"cost{n}", t)
             want, got = server_rows(srv, f"cost{n}", t, cols), silver_rows(wh, f"cost{n}", t, cols)
             assert got == want, _diff(f"cost{n}.{t}", cols, want, got or [])
-    assert jobs[24] == jobs[2] <= 6, jobs
+    assert jobs[24] == jobs[2] <= 7, jobs

@@ -286,3 +286,19 @@ def test_value_fixes_complete_cells_as_spark_path_does(spark, tmp_path):
         typer([{"idx": 1, "name": None, "text": "3", "bin": None}])
     assert not silver_arrow.eligible(keys=["id"], specs=specs, fixes={2: ("decode", "sjis")}, rejected={},
                                      partial=False, scd2=False, rows=1)
+
+
+def test_segments_with_large_values_come_to_the_driver_only_within_a_byte_budget(spark):
+    cells = "ARRAY<STRUCT<idx INT, text STRING, bin BINARY>>"
+    bronze = spark.createDataFrame(
+        [("s", "a", "001", "c", T0, None, [(0, "x" * 100, None)]), ("s", "a", "002", "c", T0, None, [(0, "y" * 100, None)]),
+         ("s", "b", "003", "c", T0, None, [(0, None, b"z" * 500)]),
+         ("s", "c", "004", "u", T0, [(0, "q" * 10, None)], [(0, "r" * 10, None)])],
+        f"db STRING, `table` STRING, _seq STRING, op STRING, commit_ts TIMESTAMP, before {cells}, after {cells}")
+    segments = [("s", "a", "", None), ("s", "b", "", None), ("s", "c", "", None)]
+    assert silver_arrow.within_bytes(bronze, segments, 10_000) == segments
+    assert silver_arrow.within_bytes(bronze, segments, 600) == segments[:1]  # a: 200 bytes, then b: 500 more
+    assert silver_arrow.within_bytes(bronze, segments, 199) == []
+    assert silver_arrow.large_values(["0\x1fid\x1fLONG\x1e1\x1fbody\x1fLONGBLOB utf8mb4"])
+    assert silver_arrow.large_values(["0\x1f\x00\x1fJSON"]) and silver_arrow.large_values(["0\x1fv\x1fVARCHAR(4000) utf8mb4"])
+    assert not silver_arrow.large_values(["0\x1fid\x1fLONG\x1e1\x1fv\x1fVARCHAR(255) utf8mb4\x1e2\x1ft\x1fTINYBLOB"])
