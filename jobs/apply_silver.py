@@ -10,7 +10,7 @@ import _bootstrap
 
 
 def main(argv=None) -> int:
-    from pipelines import silver_step
+    from pipelines.silver import step as silver_step
     from pipelines.config import load_config
 
     args = _bootstrap.parse_args(__doc__, argv)

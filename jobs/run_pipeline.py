@@ -19,7 +19,7 @@ def main(argv=None) -> int:
         spark = _bootstrap.session(cfg)
         try:
             bronze.run(spark, cfg)
-            from pipelines import silver_step  # written separately; imported only when needed
+            from pipelines.silver import step as silver_step  # written separately; imported only when needed
 
             silver_step.run(spark, cfg)
             from pipelines import maintenance

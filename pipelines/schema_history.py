@@ -1856,7 +1856,7 @@ def resolve_columns(db: str, table: str, version: SchemaVersion | None, shapes: 
 
 
 # ---------------------------------------------------------------------------------------------------
-# Value fixes (pure functions; silver_step runs them inside Spark)
+# Value fixes (pure functions; pipelines.silver.value_fixes runs them inside Spark)
 
 
 def inet6_text(raw: bytes) -> str:

@@ -244,7 +244,8 @@ def _config(binlog_dir: Path, warehouse: Path):
 
 
 def run_pipeline(spark, binlog_dir: Path, warehouse: Path) -> dict:
-    from pipelines import bronze, silver_step
+    from pipelines import bronze
+    from pipelines.silver import step as silver_step
 
     cfg = _config(binlog_dir, warehouse)
     with PeakRSS() as mem:

@@ -351,7 +351,7 @@ def compare(srv: MariaDBServer, w: Workload, warehouse: Path) -> list[str]:
 def deleted_column(warehouse: Path, db: str, table: str) -> str:
     """The silver table's own tombstone column (its prefix may not be ``_``)."""
     from pipelines.paths import silver_table_path
-    from pipelines.silver import own_columns_of
+    from pipelines.silver.columns import own_columns_of
 
     import deltalake
 
@@ -461,7 +461,8 @@ def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=
     With ``spark`` the pipeline runs in this process (bronze then silver, as the main job does);
     without it, or when the seed kills (``kill``, default :func:`fault_seed`), as the job itself.
     """
-    from pipelines import bronze, silver_step
+    from pipelines import bronze
+    from pipelines.silver import step as silver_step
     from pipelines.config import load_config
 
     kill = fault_seed(seed) if kill is None else kill

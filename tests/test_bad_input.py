@@ -407,7 +407,7 @@ def test_rows_that_do_not_fit_the_schema_history_are_quarantined_by_silver(spark
     """A column count or type that differs from the DDL the binlog carries (here: ALTERs run
     with ``sql_log_bin=0``, so the binlog never saw them). Bronze lands the rows as logged; the
     silver step matches them to the schema history and quarantines the ones that do not fit."""
-    from pipelines import silver_step
+    from pipelines.silver import step as silver_step
     from pipelines.paths import silver_table_path
 
     mariadb.flush_logs()

@@ -200,7 +200,9 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     import deltalake
     from pyspark.sql import functions as F
 
-    from pipelines import delta_io, silver_step
+    from pipelines import delta_io
+    from pipelines.silver import shapes
+    from pipelines.silver import step as silver_step
     from pipelines.config import load_config
 
     srv = mariadb_factory(row_image="MINIMAL", row_metadata="FULL")  # partial images: several shapes per table
@@ -236,8 +238,8 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     mixed = delta_io.read(spark, path, backend="rs")
     assert 0 < mixed.where(F.col("_shape").isNull()).count() < mixed.count()
     assert 0 < mixed.where(F.col("_zero_dates").isNull()).count() < mixed.count()
-    assert silver_step.written_columns(mixed) == frozenset()
-    mixed_rows, mixed_written = silver_step.shape_rows_of(mixed)  # the same answer from the shape counts' job
+    assert shapes.written_columns(mixed) == frozenset()
+    mixed_rows, mixed_written = shapes.shape_rows_of(mixed)  # the same answer from the shape counts' job
     assert mixed_written == frozenset()
     assert all(r["_shape"] is not None for r in mixed_rows)  # grouped by the images' arrays instead
 
@@ -245,12 +247,12 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     bronze.run(spark, fresh)
     counted = silver_step.run(spark, fresh)  # every row has bronze's count: silver sums it
     rows = delta_io.read(spark, fresh.warehouse_path("bronze/binlog_changes"), backend="rs")
-    assert silver_step.written_columns(rows) == {"_shape", "_zero_dates"}
-    shape_rows, written = silver_step.shape_rows_of(rows)
+    assert shapes.written_columns(rows) == {"_shape", "_zero_dates"}
+    shape_rows, written = shapes.shape_rows_of(rows)
     assert written == {"_shape", "_zero_dates"}
     key = lambda r: (r["db"], r["table"], r["_shape"], r["op"])  # noqa: E731
-    assert sorted(map(key, shape_rows)) == sorted(map(key, silver_step.shape_counts(rows, by_shape=True).collect()))
-    assert rows.where(F.col("_shape").isNull() | (F.col("_shape") != silver_step.shape_column())).count() == 0
+    assert sorted(map(key, shape_rows)) == sorted(map(key, shapes.shape_counts(rows, by_shape=True).collect()))
+    assert rows.where(F.col("_shape").isNull() | (F.col("_shape") != shapes.shape_column())).count() == 0
     assert rows.select("_shape").distinct().count() > 3
     assert typed.zero_dates == counted.zero_dates == rows.agg(F.sum("_zero_dates")).first()[0] > 0
 

@@ -36,7 +36,8 @@ from oracle import (  # noqa: F401  (also imported from here by other tests)
 )
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 from pipelines.paths import silver_table_path
 from pipelines.schema_history import ColumnDef, SchemaHistory

@@ -19,7 +19,8 @@ import pytest
 
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 from pipelines.paths import silver_table_name, silver_table_path
 

@@ -25,7 +25,8 @@ import pytest
 from mariadb_server import MariaDBServer, mariadb_available
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.binlog.constants import EventType
 from pipelines.binlog.stream import EventStream
 from pipelines.bronze_schema import BRONZE_TABLE

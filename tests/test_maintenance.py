@@ -15,7 +15,8 @@ import pytest
 from oracle import copy_binlogs, server_columns, server_rows, silver_rows
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, delta_io, maintenance, silver, silver_step
+from pipelines import bronze, delta_io, maintenance, silver
+from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 from pipelines.delta_maintenance import storage
 from pipelines.paths import silver_table_path

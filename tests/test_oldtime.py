@@ -15,7 +15,8 @@ import pytest
 from mariadb_server import MariaDBServer, mariadb_available
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.binlog.events import TableMapEvent
 from pipelines.binlog.stream import iter_events
 from pipelines.config import load_config

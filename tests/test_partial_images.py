@@ -13,8 +13,8 @@ from spark_fixtures import delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
 from pipelines.bronze_schema import COLUMN_VALUE_DDL
+from pipelines.silver.columns import PRESENT
 from pipelines.silver import (
-    PRESENT,
     apply_changes,
     changes_from_bronze,
     fill_partial,
@@ -310,7 +310,8 @@ def test_minimal_and_noblob_images_reach_silver_equal_to_the_server(spark, tmp_p
     from oracle import copy_binlogs
     from test_e2e_pipeline import _cfg
 
-    from pipelines import bronze, silver_step
+    from pipelines import bronze
+    from pipelines.silver import step as silver_step
 
     ok, why = mariadb_available()
     if not ok:

@@ -17,12 +17,13 @@ from test_columns import encode_row, int_col
 from test_jsonb import diff, diff_vector
 from test_rows import after_image, json_col
 
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.binlog import jsonb as J
 from pipelines.binlog.constants import ColumnType as CT, EventType as E
 from pipelines.config import load_config
 from pipelines.paths import silver_table_path
-from pipelines.silver import fold_json_diffs
+from pipelines.silver.changes import fold_json_diffs
 
 COLS = [int_col(CT.LONG, 4, False), json_col(), int_col(CT.LONG, 4, False)]  # id, doc, n
 TID = 77

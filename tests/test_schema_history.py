@@ -618,7 +618,7 @@ IMAGE = "ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY
 def test_spark_value_fixes_agree_with_python(spark, fix, text, raw):  # noqa: F811
     from chispa import assert_df_equality
 
-    from pipelines.silver_step import complete_values
+    from pipelines.silver.value_fixes import complete_values
 
     df = spark.createDataFrame([(1, [(3, None, "T", text, raw)], None)], f"k INT, after {IMAGE}, before {IMAGE}")
     want_text, want_raw = sh.apply_fix(fix, text, raw)
@@ -628,7 +628,7 @@ def test_spark_value_fixes_agree_with_python(spark, fix, text, raw):  # noqa: F8
 
 
 def test_enum_members_from_full_metadata_are_kept(spark):  # noqa: F811
-    from pipelines.silver_step import complete_values
+    from pipelines.silver.value_fixes import complete_values
 
     fix = (sh.FIX_ENUM, ("10", "20"))
     df = spark.createDataFrame([(1, [(0, "e", "ENUM", "10", None)], [(0, None, "ENUM", "2", None)])],
@@ -639,7 +639,7 @@ def test_enum_members_from_full_metadata_are_kept(spark):  # noqa: F811
 
 
 def test_shape_key_round_trip(spark):  # noqa: F811
-    from pipelines.silver_step import parse_shape, shape_key, with_shape
+    from pipelines.silver.shapes import parse_shape, shape_key, with_shape
 
     df = spark.createDataFrame(
         [("u", [(1, "b c", "LONG", "1", None)], [(0, None, "VARCHAR(3) utf8mb4", "x", None), (1, "b c", "LONG", "2", None)])],
@@ -655,7 +655,7 @@ def test_shape_counts_equal_the_per_row_shapes(spark):  # noqa: F811
     from chispa import assert_df_equality
     from pyspark.sql import functions as F
 
-    from pipelines.silver_step import shape_counts, with_shape
+    from pipelines.silver.shapes import shape_counts, with_shape
 
     a = [(0, "id", "LONG", "1", None), (1, "v", "VARCHAR(3) utf8mb4", "x", None)]
     a_minimal = [(0, "id", "LONG", "1", None)]  # MINIMAL image: fewer columns, another shape

@@ -1,5 +1,5 @@
 """A silver run's Spark jobs do not grow with the number of tables (issue 14): small tables are
-typed and MERGEd on the driver (``pipelines.silver_arrow``), their rows fetched in one job. Counts
+typed and MERGEd on the driver (``pipelines.silver.driver``), their rows fetched in one job. Counts
 jobs, not seconds (speed is measured by ``make bench``); silver is checked against the server."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from oracle import _diff, server_columns, server_rows, silver_rows
-from pipelines import bronze, silver_step
+from pipelines import bronze
+from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]

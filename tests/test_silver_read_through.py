@@ -12,7 +12,8 @@ import pytest
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from oracle import _diff, server_columns, server_rows, silver_rows
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]

@@ -1,5 +1,5 @@
 """typed_values (silver's typing on the driver) against typemap.typed_columns (Spark's), value for
-value; and silver_arrow (small batches MERGEd from Arrow) against apply_changes, table for table."""
+value; and silver.driver (small batches MERGEd from Arrow) against apply_changes, table for table."""
 from __future__ import annotations
 
 import datetime as dt
@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from spark_fixtures import spark  # noqa: F401
 from test_typemap import ALL_TYPES, BRONZE_DDL, ZERO_DATES_IN_ALL_TYPES, _image
 
-from pipelines import delta_io, silver, silver_arrow
-from pipelines.typed_values import ImageTyper, NotCanonical, convert
+from pipelines import delta_io, silver
+from pipelines.silver import driver
+from pipelines.silver.typed_values import ImageTyper, NotCanonical, convert
 from pipelines.typemap import ColumnSpec, typed_columns
 
 UTC = dt.timezone.utc
@@ -115,7 +116,7 @@ def test_a_binary_cell_without_bytes_is_left_to_spark():
 
 
 # ---------------------------------------------------------------------------------------------
-# silver_arrow.apply_small against silver.apply_changes
+# driver.apply_small against silver.apply_changes
 
 SPECS = [ColumnSpec("id", "int"), ColumnSpec("name", "varchar"), ColumnSpec("amount", "decimal", precision=8, scale=2),
          ColumnSpec("at", "timestamp"), ColumnSpec("d", "date")]
@@ -128,7 +129,7 @@ def _img(id_, name, amount="1.00", at="2024-05-01 10:00:00", d="2024-05-01"):
 
 
 def _bronze_rows(changes):
-    """(seq, op, before, after) -> bronze-like rows (dicts as silver_arrow.fetch gives them)."""
+    """(seq, op, before, after) -> bronze-like rows (dicts as driver.fetch gives them)."""
     out = []
     for seq, op, before, after in changes:
         cells = lambda img: None if img is None else [  # noqa: E731
@@ -174,7 +175,7 @@ def test_small_batches_on_the_driver_give_the_table_apply_changes_gives(spark, t
     for batch in (BATCH_1, BATCH_2, BATCH_2):  # the last: all below the watermark
         rows = _bronze_rows(batch)
         expected = _spark_apply(spark, by_spark, rows, delete_mode)
-        got = silver_arrow.apply_small(spark, by_driver, rows, SPECS, ["id"], delete_mode=delete_mode)
+        got = driver.apply_small(spark, by_driver, rows, SPECS, ["id"], delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
@@ -218,7 +219,7 @@ def test_keyless_batches_on_the_driver_give_the_table_apply_changes_gives(spark,
     for batch in (KEYLESS_1, KEYLESS_2, KEYLESS_2):
         rows = _bronze_rows(batch)
         expected = _spark_apply_keyless(spark, by_spark, rows, delete_mode)
-        got = silver_arrow.apply_small(spark, by_driver, rows, SPECS, [], delete_mode=delete_mode)
+        got = driver.apply_small(spark, by_driver, rows, SPECS, [], delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
@@ -232,17 +233,17 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a", amount="1e3"))])  # not the decoder's decimal text
     with pytest.raises(NotCanonical):
-        silver_arrow.apply_small(spark, path, rows, SPECS, ["id"])
+        driver.apply_small(spark, path, rows, SPECS, ["id"])
     assert not delta_io.table_exists(path, backend="rs")
 
 
 def test_eligible_for_small_batches_of_whole_images():
     ok = dict(keys=["id"], specs=SPECS, fixes={}, rejected={}, partial=False, scd2=False, rows=10)
-    assert silver_arrow.eligible(**ok)
-    assert silver_arrow.eligible(**{**ok, "keys": []})  # keyless tables too
+    assert driver.eligible(**ok)
+    assert driver.eligible(**{**ok, "keys": []})  # keyless tables too
     for change in (dict(fixes={1: ("decode", "sjis")}), dict(rejected={"x": "y"}), dict(partial=True),
-                   dict(scd2=True), dict(rows=silver_arrow.SMALL_ROWS + 1), dict(rows=0)):
-        assert not silver_arrow.eligible(**{**ok, **change})
+                   dict(scd2=True), dict(rows=driver.SMALL_ROWS + 1), dict(rows=0)):
+        assert not driver.eligible(**{**ok, **change})
 
 
 
@@ -254,8 +255,8 @@ def test_fetch_gives_each_segment_its_rows_from_one_read(spark):
          ("t", "a", "004", "c", T0, None, [(0, "4", None)])],
         f"db STRING, `table` STRING, _seq STRING, op STRING, commit_ts TIMESTAMP, before {cells}, after {cells}")
     segments = [("s", "a", "001", "005"), ("t", "a", "", None), ("s", "b", "002", None), ("s", "c", "", None)]
-    got = {k: [(r["_seq"], r["op"], r["after"]) for r in silver_arrow.rows_of(v)]
-           for k, v in silver_arrow.fetch(bronze, segments).items()}
+    got = {k: [(r["_seq"], r["op"], r["after"]) for r in driver.rows_of(v)]
+           for k, v in driver.fetch(bronze, segments).items()}
     assert got == {
         ("s", "a", "001", "005"): [("003", "u", [{"idx": 0, "text": "3", "bin": None}])],  # above 001, below 005
         ("t", "a", "", None): [("004", "c", [{"idx": 0, "text": "4", "bin": None}])],
@@ -266,8 +267,8 @@ def test_fetch_gives_each_segment_its_rows_from_one_read(spark):
 
 def test_value_fixes_complete_cells_as_spark_path_does(spark, tmp_path):
     """ENUM numbers (a table map without names), a latin1 text logged as bytes: completed before
-    typing, as silver_step's SQL completes them; an ENUM number beyond the members goes to Spark."""
-    from pipelines.silver_step import cell_fixes
+    typing, as silver.value_fixes's SQL completes them; an ENUM number beyond the members goes to Spark."""
+    from pipelines.silver.value_fixes import cell_fixes
 
     specs = [ColumnSpec("id", "int"), ColumnSpec("tier", "enum", enum_values=("gold", "platinum")),
              ColumnSpec("name", "varchar", charset="latin1")]
@@ -279,12 +280,12 @@ def test_value_fixes_complete_cells_as_spark_path_does(spark, tmp_path):
     by_spark = [tuple(r["after"].values()) for r in typed_columns(bronze, specs, cells=cells).orderBy("_seq")
                 .select("after").toArrow().to_pylist()]
     assert not rest
-    typer = ImageTyper(specs, {i: silver_arrow.cell_fix(f) for i, f in fixes.items()})
+    typer = ImageTyper(specs, {i: driver.cell_fix(f) for i, f in fixes.items()})
     by_driver = [typer([{"idx": c[0], "name": c[1], "text": c[3], "bin": c[4]} for c in img])[0] for img in images]
     assert by_driver == by_spark == [(1, "platinum", "Café €"), (2, "gold", "x")]
     with pytest.raises(NotCanonical):
         typer([{"idx": 1, "name": None, "text": "3", "bin": None}])
-    assert not silver_arrow.eligible(keys=["id"], specs=specs, fixes={2: ("decode", "sjis")}, rejected={},
+    assert not driver.eligible(keys=["id"], specs=specs, fixes={2: ("decode", "sjis")}, rejected={},
                                      partial=False, scd2=False, rows=1)
 
 
@@ -296,9 +297,9 @@ def test_segments_with_large_values_come_to_the_driver_only_within_a_byte_budget
          ("s", "c", "004", "u", T0, [(0, "q" * 10, None)], [(0, "r" * 10, None)])],
         f"db STRING, `table` STRING, _seq STRING, op STRING, commit_ts TIMESTAMP, before {cells}, after {cells}")
     segments = [("s", "a", "", None), ("s", "b", "", None), ("s", "c", "", None)]
-    assert silver_arrow.within_bytes(bronze, segments, 10_000) == segments
-    assert silver_arrow.within_bytes(bronze, segments, 600) == segments[:1]  # a: 200 bytes, then b: 500 more
-    assert silver_arrow.within_bytes(bronze, segments, 199) == []
-    assert silver_arrow.large_values(["0\x1fid\x1fLONG\x1e1\x1fbody\x1fLONGBLOB utf8mb4"])
-    assert silver_arrow.large_values(["0\x1f\x00\x1fJSON"]) and silver_arrow.large_values(["0\x1fv\x1fVARCHAR(4000) utf8mb4"])
-    assert not silver_arrow.large_values(["0\x1fid\x1fLONG\x1e1\x1fv\x1fVARCHAR(255) utf8mb4\x1e2\x1ft\x1fTINYBLOB"])
+    assert driver.within_bytes(bronze, segments, 10_000) == segments
+    assert driver.within_bytes(bronze, segments, 600) == segments[:1]  # a: 200 bytes, then b: 500 more
+    assert driver.within_bytes(bronze, segments, 199) == []
+    assert driver.large_values(["0\x1fid\x1fLONG\x1e1\x1fbody\x1fLONGBLOB utf8mb4"])
+    assert driver.large_values(["0\x1f\x00\x1fJSON"]) and driver.large_values(["0\x1fv\x1fVARCHAR(4000) utf8mb4"])
+    assert not driver.large_values(["0\x1fid\x1fLONG\x1e1\x1fv\x1fVARCHAR(255) utf8mb4\x1e2\x1ft\x1fTINYBLOB"])

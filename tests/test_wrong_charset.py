@@ -16,7 +16,8 @@ import pytest
 from binlog_surgery import replace_bytes
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, delta_io, silver_step
+from pipelines import bronze, delta_io
+from pipelines.silver import step as silver_step
 from pipelines.binlog.changes import RowChange, StatementChange, iter_changes
 from pipelines.binlog.events import AnnotateRowsEvent, QueryEvent, RowsQueryEvent, UserVarEvent
 from pipelines.binlog.stream import EventStream

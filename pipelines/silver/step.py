@@ -27,8 +27,8 @@ How a run goes
    Shapes that do not fit go to ``_pipeline/quarantine`` (same layout as bronze's) with
    the reason. Values the decoder could not finish without the schema (no table-map
    metadata: charsets, signedness, ENUM/SET names; INET6/INET4/UUID) are completed, then
-   :func:`pipelines.silver.changes_from_bronze` types them and
-   :func:`pipelines.silver.apply_changes` MERGEs them. Partial row images
+   :func:`pipelines.silver.changes.changes_from_bronze` types them and
+   :func:`pipelines.silver.merge.apply_changes` MERGEs them. Partial row images
    (``binlog_row_image=MINIMAL``/``NOBLOB``) are merged column by column; the columns a
    MINIMAL INSERT leaves out take their DDL ``DEFAULT``; on a table without a key, updates
    and deletes with partial images go to quarantine (``PartialRowImage``).
@@ -47,7 +47,6 @@ outside the warehouse).
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
 import sys
 import threading
@@ -55,42 +54,39 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import delta_io, schema_history, silver_arrow
-from pipelines.bronze_schema import (BRONZE_TABLE, SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER,
-                                     shape_text)
+from pipelines import delta_io, schema_history
+from pipelines.bronze_schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
-from pipelines.typed_values import NotCanonical
-from pipelines.schema_history import (
-    ALTER,
-    CREATE,
-    DROP,
-    DROP_DATABASE,
-    RENAME_FROM,
-    RENAME_TO,
-    TRUNCATE,
-    UNPARSED,
-    ImageColumn,
-    Resolution,
-    SchemaHistory,
-    SchemaVersion,
-)
+from pipelines.schema_history import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, UNPARSED,
+                                      Resolution, SchemaHistory, SchemaVersion)
+from pipelines.silver import driver
+from pipelines.silver.changes import changes_from_bronze
+from pipelines.silver.columns import SilverStepError
+from pipelines.silver.merge import apply_changes, read_watermark, silver_table_schema
+from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
+from pipelines.silver.typed_values import NotCanonical
+from pipelines.silver.value_fixes import cell_fixes, complete_values
 
 WATERMARKS = "silver_watermarks"
 WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
 _IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
     T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()), T.StructField("type", T.StringType()),
     T.StructField("text", T.StringType()), T.StructField("bin", T.BinaryType())]))
-_SEP_FIELD, _SEP_COL, _NO_NAME = SHAPE_SEP_FIELD, SHAPE_SEP_COL, SHAPE_NO_NAME
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
 _UTC = _dt.timezone.utc
+
+
+_IMAGES = ("before", "after")
+_IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see _Run.step)
+_NAMED_FIXES = frozenset({schema_history.FIX_ENUM, schema_history.FIX_SET})  # they look at a cell's name
 
 
 # Session settings while the step runs (restored after): typing a wide table builds one large
@@ -99,8 +95,6 @@ _UTC = _dt.timezone.utc
 _SESSION_CONF = {"spark.sql.constraintPropagation.enabled": "false"}
 
 
-class SilverStepError(RuntimeError):
-    """The silver step cannot go on (the message says which table and why)."""
 
 
 @dataclass
@@ -152,305 +146,6 @@ class SilverStats:
             (end - self.started_at).total_seconds(), None, self.zero_dates, self.status, self.error,
         )
 
-
-# ---------------------------------------------------------------------------------------------
-# DataFrame -> DataFrame transforms
-
-
-def with_shape(bronze: DataFrame) -> DataFrame:
-    """Add ``_shape``: the sorted ``idx``/``name``/``type`` of every logged column of the row
-    (both images), as one string; rows of one table map share it.
-
-    >>> with_shape(bronze).select("_shape").distinct().count()  # doctest: +SKIP
-    2
-    """
-    shape = shape_column()
-    if "_shape" in bronze.columns:  # what bronze wrote, where it did
-        shape = F.coalesce(F.col("_shape"), shape)
-    return bronze.withColumn("_shape", shape)
-
-
-def shape_column(before: tuple[str, str, str] = ("before.idx", "before.name", "before.type"),
-                 after: tuple[str, str, str] = ("after.idx", "after.name", "after.type")) -> Column:
-    """The ``_shape`` expression of :func:`with_shape`, from the images' ``idx``, ``name`` and
-    ``type`` arrays (SQL expressions; by default the images' own fields, ``before.idx`` ...).
-    Only those fields are read, never a whole element, so Spark's nested schema pruning leaves
-    the values (``text``/``bin``, up to 1 GB a cell) unread."""
-    def cells(idx: str, name: str, typ: str) -> str:
-        named = f"zip_with({idx}, {name}, (i, n) -> concat(cast(i AS STRING), '{_SEP_FIELD}', coalesce(n, '{_NO_NAME}')))"
-        return f"coalesce(zip_with({named}, {typ}, (c, t) -> concat(c, '{_SEP_FIELD}', t)), array())"
-    return F.expr(f"array_join(array_sort(array_distinct(concat({cells(*before)}, {cells(*after)}))), "
-                  f"'{_SEP_COL}')")
-
-
-_SHAPE_FIELDS = [(image, field) for image in ("before", "after") for field in ("idx", "name", "type")]
-
-
-def written_columns(bronze: DataFrame) -> frozenset[str]:
-    """The bronze columns added after the first release (``WRITTEN_LATER``: ``_shape``,
-    ``_zero_dates``) that every row of ``bronze`` has; rows an older version wrote have NULL
-    there. One small job: only those columns are read, and the Parquet null counts skip the
-    row groups without a NULL.
-
-    >>> written_columns(bronze)  # doctest: +SKIP
-    frozenset({'_shape', '_zero_dates'})
-    """
-    names = [n for n in WRITTEN_LATER if n in bronze.columns]
-    if not names:
-        return frozenset()
-    lacking = functools.reduce(lambda a, b: a | b, [F.col(n).isNull() for n in names])
-    row = bronze.where(lacking).select(*[F.max(F.col(n).isNull()).alias(n) for n in names]).collect()[0]
-    return frozenset(n for n in names if not row[n])
-
-
-def shape_rows_of(bronze: DataFrame) -> tuple[list, frozenset[str]]:
-    """:func:`shape_counts`'s rows, and which ``WRITTEN_LATER`` columns every row has (as
-    :func:`written_columns` says), in one Spark job when bronze wrote every row's shape (a second
-    one, by the images' arrays, when some rows come from an older bronze)."""
-    later = [n for n in WRITTEN_LATER if n in bronze.columns]
-    if "_shape" not in later:
-        return shape_counts(bronze, by_shape=False).collect(), written_columns(bronze)
-    rows = shape_counts(bronze, by_shape=True, lacking=later).collect()
-    written = frozenset(n for n in later if not any(r[f"_lacks{n}"] for r in rows))
-    if "_shape" not in written:
-        rows = shape_counts(bronze, by_shape=False).collect()
-    return rows, written
-
-
-def shape_counts(bronze: DataFrame, by_shape: bool | None = None, lacking: Sequence[str] = ()) -> DataFrame:
-    """Per ``db``, ``table``, ``_shape`` (see :func:`with_shape`) and ``op``: ``min_seq``, ``max_seq``,
-    ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
-    the table map's key column indexes (``pk_idx``).
-
-    When every row has the ``_shape`` bronze wrote (``by_shape``; None: find out with
-    :func:`written_columns`), rows are grouped by it. Otherwise (rows of an older bronze, or a
-    DataFrame without the column) they are first grouped by their images' ``idx``/``name``/``type``
-    arrays themselves, so the shape text is built once per group, not once per row. Either way
-    only those fields and narrow columns are read (nested schema pruning: the values stay on disk).
-
-    ``lacking`` (with ``by_shape``): columns whose NULLs each group counts, as ``_lacks<name>``
-    (true when some row of the group has none).
-
-    >>> shape_counts(bronze).collect()  # doctest: +SKIP
-    """
-    aggregates = [F.min("_seq").alias("min_seq"), F.max("_seq").alias("max_seq"), F.count(F.lit(1)).alias("n"),
-                  F.min("_n_after").alias("min_after"), F.min("_n_before").alias("min_before"),
-                  F.first("_pk_idx", ignorenulls=True).alias("pk_idx")]
-    if by_shape is None:
-        by_shape = "_shape" in written_columns(bronze)
-    if by_shape:
-        # bronze wrote every row's shape (rows of older versions have none): group by the text
-        return bronze.select(
-            "db", "table", "op", "_seq", "_shape", F.size("after.idx").alias("_n_after"),
-            F.size("before.idx").alias("_n_before"), F.col("pk.idx").alias("_pk_idx"),
-            *[F.col(n).isNull().alias(f"_null{n}") for n in lacking if n != "_shape"],
-        ).groupBy("db", "table", "_shape", "op").agg(
-            *aggregates, *[(F.col("_shape").isNull() if n == "_shape" else F.max(f"_null{n}")).alias(f"_lacks{n}")
-                           for n in lacking])
-    arrays = {f"_s_{i}_{f}": F.col(f"{i}.{f}") for i, f in _SHAPE_FIELDS}
-    rows = bronze.select(
-        "db", "table", "op", "_seq", F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
-        F.col("pk.idx").alias("_pk_idx"), *[c.alias(n) for n, c in arrays.items()])
-    groups = rows.groupBy("db", "table", "op", *arrays).agg(*aggregates)
-    names = list(arrays)
-    shaped = groups.withColumn("_shape", shape_column(tuple(names[:3]), tuple(names[3:])))
-    return shaped.groupBy("db", "table", "_shape", "op").agg(
-        F.min("min_seq").alias("min_seq"), F.max("max_seq").alias("max_seq"), F.sum("n").alias("n"),
-        F.min("min_after").alias("min_after"), F.min("min_before").alias("min_before"),
-        F.first("pk_idx", ignorenulls=True).alias("pk_idx"))
-
-
-_IMAGES = ("before", "after")
-_IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see _Run.step)
-_NAMED_FIXES = frozenset({schema_history.FIX_ENUM, schema_history.FIX_SET})  # they look at a cell's name
-
-
-def slim_image(image: str, with_name: bool = False) -> Column:
-    """The bronze ``image`` with only the cell fields silver reads per row: ``idx``, ``text``,
-    ``bin`` (and ``name``). Spark reads just those fields from Parquet (nested schema pruning),
-    not the type text and name repeated in every cell. A NULL image stays NULL.
-
-    >>> bronze.select(slim_image("after").alias("after")).schema["after"].simpleString()  # doctest: +SKIP
-    'array<struct<idx:int,text:string,bin:binary>>'
-    """
-    fields = ("idx", "name", "text", "bin") if with_name else ("idx", "text", "bin")
-    return F.arrays_zip(*[F.col(f"{image}.{f}").alias(f) for f in fields])
-
-
-def shape_key(shape: Iterable[ImageColumn]) -> str:
-    """The ``_shape`` string of a shape (see :func:`with_shape`)."""
-    return shape_text((c.idx, c.name, c.type) for c in shape)
-
-
-def parse_shape(key: str) -> tuple[ImageColumn, ...]:
-    """The columns of a ``_shape`` string."""
-    if not key:
-        return ()
-    out = []
-    for cell in key.split(_SEP_COL):
-        idx, name, typ = cell.split(_SEP_FIELD, 2)
-        out.append(ImageColumn(int(idx), None if name == _NO_NAME else name, typ))
-    return schema_history.sorted_shape(out)
-
-
-# MySQL charset -> Java charset Spark's decode() knows (others: a Python UDF)
-_JAVA_CHARSETS = {"utf8mb4": "UTF-8", "utf8mb3": "UTF-8", "utf8": "UTF-8", "ascii": "US-ASCII",
-                  "ucs2": "UTF-16BE", "utf16": "UTF-16BE", "utf16le": "UTF-16LE", "utf32": "UTF-32",
-                  "latin1": "ISO-8859-1"}
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _latin1_translation() -> tuple[str, str]:
-    """MySQL's latin1 is cp1252: ISO-8859-1 text whose C1 controls become cp1252's letters."""
-    from pipelines.binlog import charsets  # noqa: F401  (registers the mysql_latin1 codec)
-
-    c1 = bytes(range(0x80, 0xA0))
-    return c1.decode("iso-8859-1"), c1.decode("mysql_latin1")
-
-
-def _hex_of(raw: str, length: int) -> str:
-    return f"lower(hex(CASE WHEN length({raw}) < {length} THEN rpad({raw}, {length}, X'00') ELSE {raw} END))"
-
-
-def _dotted(h: str, offset: int) -> str:
-    """Dotted quad of the 4 bytes at hex offset ``offset`` (0-based) of hex string ``h``."""
-    parts = [f"CAST(conv(substr({h}, {offset + 1 + 2 * i}, 2), 16, 10) AS STRING)" for i in range(4)]
-    return "concat_ws('.', " + ", ".join(parts) + ")"
-
-
-def _inet6_sql(h: str) -> str:
-    """RFC 5952 text of 32 hex digits ``h`` (the longest run of >= 2 zero groups, leftmost, as ``::``;
-    IPv4-mapped and -compatible addresses with a dotted quad), as MariaDB prints INET6."""
-    groups = ", ".join(f"lower(conv(substr({h}, {4 * i + 1}, 4), 16, 16))" for i in range(8))
-    padded = f"concat(':', concat_ws(':', {groups}), ':')"
-    # the first of the longest runs: try 8 zero groups, then 7, ... 2
-    runs = [f"':{'0:' * n}'" for n in range(8, 1, -1)]
-    pick = "CASE " + " ".join(f"WHEN locate({r}, p) > 0 THEN concat(substr(p, 1, locate({r}, p) - 1), '::', "
-                              f"substr(p, locate({r}, p) + length({r})))" for r in runs) + " ELSE p END"
-    strip = ("CASE WHEN q LIKE ':%' AND q NOT LIKE '::%' THEN substr(q, 2) ELSE q END")
-    strip2 = ("CASE WHEN r LIKE '%:' AND r NOT LIKE '%::' THEN substr(r, 1, length(r) - 1) ELSE r END")
-    plain = (f"element_at(transform(array(element_at(transform(array(element_at(transform(array({padded}), "
-             f"p -> {pick}), 1)), q -> {strip}), 1)), r -> {strip2}), 1)")
-    return (f"CASE WHEN substr({h}, 1, 24) = '00000000000000000000ffff' THEN concat('::ffff:', {_dotted(h, 24)}) "
-            f"WHEN substr({h}, 1, 24) = '000000000000000000000000' AND substr({h}, 25, 4) != '0000' "
-            f"THEN concat('::', {_dotted(h, 24)}) ELSE {plain} END")
-
-
-def _uuid_sql(h: str) -> str:
-    return (f"concat_ws('-', substr({h}, 1, 8), substr({h}, 9, 4), substr({h}, 13, 4), substr({h}, 17, 4), "
-            f"substr({h}, 21, 12))")
-
-
-def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
-    """``(text SQL, bin SQL)`` of one cell ``x`` completed by ``fix``; None when SQL cannot do it."""
-    kind = fix[0]
-    t, b = f"{x}.text", f"{x}.bin"
-    raw_only = f"{t} IS NULL AND {b} IS NOT NULL"
-    if kind == schema_history.FIX_DECODE:
-        java = _JAVA_CHARSETS.get(fix[1])
-        if java is None:
-            return None
-        text = f"decode({b}, '{java}')"
-        if fix[1] == "latin1":
-            c1, cp = _latin1_translation()
-            text = f"translate({text}, {_sql_str(c1)}, {_sql_str(cp)})"
-        return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
-    if kind == schema_history.FIX_ENUM:
-        members = ", ".join(_sql_str(m) for m in ("",) + tuple(fix[1]))
-        # only without FULL metadata (no column name): with it the decoder gave the member itself
-        return (f"CASE WHEN {x}.name IS NULL AND {t} RLIKE '^[0-9]+$' "
-                f"THEN element_at(array({members}), CAST({t} AS INT) + 1) ELSE {t} END", b)
-    if kind == schema_history.FIX_SET:
-        members = ", ".join(_sql_str(m) for m in fix[1])
-        pick = f"(m, i) -> substr(reverse(conv({t}, 10, 2)), i + 1, 1) = '1'"
-        return (f"CASE WHEN {x}.name IS NULL AND {t} RLIKE '^[0-9]+$' "
-                f"THEN array_join(filter(array({members}), {pick}), ',') ELSE {t} END", b)
-    if kind == schema_history.FIX_UNSIGNED:
-        span = 1 << int(fix[1])
-        return (f"CASE WHEN {t} LIKE '-%' THEN CAST(CAST({t} AS DECIMAL(20,0)) + CAST('{span}' AS DECIMAL(21,0)) "
-                f"AS STRING) ELSE {t} END", b)
-    if kind in (schema_history.FIX_INET6, schema_history.FIX_UUID, schema_history.FIX_INET4):
-        size = 4 if kind == schema_history.FIX_INET4 else 16
-        fmt = {schema_history.FIX_INET6: _inet6_sql, schema_history.FIX_UUID: _uuid_sql}.get(kind)
-        body = fmt("h") if fmt else _dotted("h", 0)
-        text = f"element_at(transform(array({_hex_of(b, size)}), h -> {body}), 1)"
-        return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
-    raise ValueError(f"unknown value fix {fix!r}")
-
-
-def cell_fixes(fixes: dict[int, tuple]) -> tuple[dict, dict[int, tuple]]:
-    """``fixes`` split into the ones typing applies to its own cell of the column (``cells`` of
-    :func:`pipelines.typemap.typed_columns`: plain SQL inside the generated code, instead of
-    :func:`complete_values` rewriting every cell of every image), and the rest (charsets only
-    Python can decode), for :func:`complete_values`."""
-    cells, rest = {}, {}
-    for idx, fix in fixes.items():
-        if _fix_sql(fix, "x") is None:
-            rest[idx] = fix
-        else:
-            cells[idx] = functools.partial(_fix_sql, fix)
-    return cells, rest
-
-
-def _decode_udf(codecs_by_idx: dict[int, str], image_type: T.ArrayType):
-    """A Python UDF decoding the bytes of the given columns with Python codecs; it uses only
-    the standard library, so any Python on the executors runs it. ``image_type``: the images'
-    type (bronze's, or a :func:`slim_image`)."""
-    fields = image_type.elementType.fieldNames()
-
-    def fix_image(image):
-        if image is None:
-            return None
-        out = []
-        for cell in image:
-            codec = codecs_by_idx.get(cell["idx"])
-            if codec is not None and cell["text"] is None and cell["bin"] is not None:
-                text = bytes(cell["bin"]).decode(codec)
-                out.append(tuple(text if f == "text" else None if f == "bin" else cell[f] for f in fields))
-            else:
-                out.append(cell)
-        return out
-
-    return F.udf(fix_image, image_type)
-
-
-def complete_values(df: DataFrame, fixes: dict[int, tuple]) -> DataFrame:
-    """Finish the bronze values of ``before``/``after`` that need the schema (see
-    :func:`pipelines.schema_history.apply_fix` for the same rules in Python): bytes of a
-    character column -> text in its charset, ENUM/SET numbers -> names, signed -> unsigned,
-    INET6/INET4/UUID bytes -> text. Spark SQL expressions; a Python UDF only for charsets
-    Spark cannot decode.
-
-    >>> complete_values(bronze, {2: ("enum", ("new", "paid"))})  # doctest: +SKIP
-    """
-    if not fixes:
-        return df
-    image_type = df.schema["after"].dataType
-    keep = ", ".join(f"'{f}', x.{f}" for f in image_type.elementType.fieldNames() if f not in ("text", "bin"))
-    cases, python_codecs = [], {}
-    for idx, fix in sorted(fixes.items()):
-        sql = _fix_sql(fix, "x")
-        if sql is None:
-            from pipelines.binlog.charsets import CHARSET_CODECS
-
-            codec = CHARSET_CODECS.get(fix[1])
-            if codec is None:
-                raise SilverStepError(f"column #{idx + 1}: no way to decode the MySQL charset {fix[1]!r}")
-            python_codecs[idx] = codec
-            continue
-        text, raw = sql
-        cases.append(f"WHEN {int(idx)} THEN named_struct({keep}, 'text', {text}, 'bin', {raw})")
-    out = df
-    if cases:
-        lam = "x -> CASE x.idx " + " ".join(cases) + " ELSE x END"
-        out = out.withColumns({c: F.expr(f"transform({c}, {lam})") for c in ("before", "after")})
-    if python_codecs:
-        udf = _decode_udf(python_codecs, image_type)
-        out = out.withColumns({c: udf(F.col(c)) for c in ("before", "after")})
-    return out
 
 
 def drop_rolled_back_xa(bronze: DataFrame, xa: DataFrame | None) -> DataFrame:
@@ -664,12 +359,12 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         if bronze is not None and delta_io.resolve_backend(spark, backend) == "rs":
             # the small segments' rows, in one Spark job: they are applied on the driver
             slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
-                                                  for c in silver_arrow.COLUMNS])
+                                                  for c in driver.COLUMNS])
             segments, large = state.small_segments(lanes)
             if large:  # columns that may hold large values: only as many bytes as the driver takes
-                fits = set(silver_arrow.within_bytes(slim, large, silver_arrow.FETCH_BYTES))
+                fits = set(driver.within_bytes(slim, large, driver.FETCH_BYTES))
                 segments = [s for s in segments if s not in large or s in fits]
-            state.small = silver_arrow.fetch(slim, segments)
+            state.small = driver.fetch(slim, segments)
         workers = max(1, min(len(lanes), SILVER_THREADS))
         errors: list[BaseException] = []
         if workers == 1:
@@ -745,7 +440,7 @@ class _Run:
         self.quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
         self.set_aside: list[DataFrame] = []  # bronze rows + _q_reason
         self.lock = threading.Lock()
-        self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (silver_arrow.fetch)
+        self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (driver.fetch)
 
     def lane(self, steps: list[_Step]) -> None:
         for step in steps:
@@ -770,12 +465,12 @@ class _Run:
         return version, resolution
 
     def small_segments(self, lanes: list[list[_Step]]) -> tuple[list[tuple], list[tuple]]:
-        """The segments that :mod:`pipelines.silver_arrow` applies on the driver (the steps of a
-        lane of one table, i.e. no rename links it to another, that :func:`silver_arrow.eligible`
-        accepts), up to :data:`silver_arrow.FETCH_ROWS` changes in all. Their schema events are
+        """The segments that :mod:`pipelines.silver.driver` applies on the driver (the steps of a
+        lane of one table, i.e. no rename links it to another, that :func:`driver.eligible`
+        accepts), up to :data:`driver.FETCH_ROWS` changes in all. Their schema events are
         applied first, as for any step (:func:`_apply_events`). Also: those of them whose columns
-        may hold large values (:func:`silver_arrow.large_values`), whose bytes are counted first."""
-        out, budget = [], silver_arrow.FETCH_ROWS
+        may hold large values (:func:`driver.large_values`), whose bytes are counted first."""
+        out, budget = [], driver.FETCH_ROWS
         for lane in lanes:
             if len({(step.db, step.table) for step in lane}) != 1:
                 continue
@@ -785,7 +480,7 @@ class _Run:
                     out.append(segment)
                     budget -= sum(step.shapes.values())
         steps = {(step.db, step.table, step.start, step.end): step for lane in lanes for step in lane}
-        return out, [s for s in out if silver_arrow.large_values(steps[s].shapes)]
+        return out, [s for s in out if driver.large_values(steps[s].shapes)]
 
     def _small_segment(self, step: _Step, budget: int) -> tuple | None:
         if not step.shapes:
@@ -796,7 +491,7 @@ class _Run:
         resolution = _with_unlogged_columns(resolution, version)
         n = sum(step.shapes.values())
         partial = step.min_image is not None and step.min_image < len(resolution.specs)
-        if n <= budget and silver_arrow.eligible(
+        if n <= budget and driver.eligible(
                 keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
                 partial=partial, scd2=self.cfg.is_scd2(step.db, step.table), rows=n):
             return (step.db, step.table, step.start, step.end)
@@ -868,7 +563,7 @@ class _Run:
         small = self.small.get((step.db, step.table, step.start, step.end))
         if small is not None and not partial:  # fetched: applied on the driver (silver_arrow)
             try:
-                result = silver_arrow.apply_small(spark, path, silver_arrow.rows_of(small), resolution.specs,
+                result = driver.apply_small(spark, path, driver.rows_of(small), resolution.specs,
                                                   resolution.keys, fixes=resolution.fixes,
                                                   delete_mode=cfg.delete_mode,
                                                   column_prefix=cfg.silver.prefix_for(step.db, step.table))
@@ -901,12 +596,10 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
                   version: SchemaVersion | None, history: SchemaHistory) -> str | None:
     """Empty / replace / copy / alter the silver table for the schema events at ``step.start``,
     once; returns ``"reset"``, ``"copy"``, ``"create"``, ``"alter"`` (what was written) or None."""
-    from pipelines import silver
-
     backend = cfg.delta.backend
     kinds = {e.kind for e in step.events}
     exists = delta_io.table_exists(path, spark=spark, backend=backend)
-    mark = silver.read_watermark(path, spark=spark, backend=backend) if exists else None
+    mark = read_watermark(path, spark=spark, backend=backend) if exists else None
     if mark is not None and mark >= step.start:
         return None  # silver already holds changes from after these events: done in an earlier run
     scd2 = cfg.is_scd2(step.db, step.table)
@@ -921,7 +614,7 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
         specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
         if specs and (exists or resolution is None):
             # replace an older table of that name (its schema too); show a new empty table as empty
-            schema = silver.silver_table_schema(specs, scd2=scd2)
+            schema = silver_table_schema(specs, scd2=scd2)
             delta_io.overwrite(spark, spark.createDataFrame([], schema), path, overwrite_schema=True, backend=backend)
             return "reset" if exists else "create"
         if not exists:
@@ -1073,9 +766,7 @@ def _insert_defaults(spark, version: SchemaVersion | None, specs) -> dict:
 def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution,
                    defaults: dict | None = None, partial: bool = True):
     """MERGE one segment's rows (``defaults``: see :func:`_insert_defaults`; ``partial``: some
-    image lacks columns); returns :class:`pipelines.silver.ApplyStats`."""
-    from pipelines import silver
-
+    image lacks columns); returns :class:`pipelines.silver.merge.ApplyStats`."""
     scd2 = cfg.is_scd2(step.db, step.table)
     keys = list(resolution.keys) or None
     if scd2 and keys is None:
@@ -1083,9 +774,9 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
             f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
     cells, rest = cell_fixes(resolution.fixes)
-    changes = silver.changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells,
+    changes = changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells,
                                          partial=partial, guard=F.col(_IN_SEGMENT))
-    return silver.apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
+    return apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend,
                                 column_prefix=cfg.silver.prefix_for(step.db, step.table))
 
@@ -1126,3 +817,4 @@ def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list
              run_id, now) for r in rows]
     delta_io.append_rows(spark, data, QUARANTINE_DDL, cfg.pipeline_path("quarantine"), backend=cfg.delta.backend)
     return len(data), handled
+

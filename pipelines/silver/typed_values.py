@@ -1,5 +1,5 @@
 """Bronze cells -> silver's Python values, on the driver: the values :func:`pipelines.typemap.typed_columns`
-gives in Spark, for small batches that are applied without a Spark job (:mod:`pipelines.silver_arrow`).
+gives in Spark, for small batches that are applied without a Spark job (:mod:`pipelines.silver.driver`).
 
 Pure functions of a :class:`~pipelines.typemap.ColumnSpec` and a cell's ``(text, bin)``; nothing here
 imports Spark's session or Delta. A converter returns ``(value, zero)``: the Python value of the
@@ -190,7 +190,7 @@ def convert(spec: ColumnSpec, text: str | None, data: bytes | None) -> tuple[obj
 
 class ImageTyper:
     """Types whole row images of one table: ``specs`` in image order (``ordinal``: the cell's ``idx``).
-    ``fixes``: per ``idx``, how a cell is completed before typing (see :mod:`pipelines.silver_arrow`).
+    ``fixes``: per ``idx``, how a cell is completed before typing (see :mod:`pipelines.silver.driver`).
 
     >>> typer = ImageTyper([ColumnSpec("id", "int"), ColumnSpec("d", "date")])
     >>> typer([{"idx": 0, "text": "7", "bin": None}, {"idx": 1, "text": "0000-00-00", "bin": None}])

@@ -6,12 +6,12 @@ fit in a list. With delta-rs a run instead fetches the rows of every small segme
 job (:func:`fetch`), and each table then costs only its delta-rs calls (:func:`apply_small`):
 the cost follows the changes, not the tables.
 
-The semantics are :func:`pipelines.silver.apply_changes`'s for a non-SCD2 table with whole row
-images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.keyed_clauses`,
-:func:`pipelines.silver.keyless_clauses`). A segment takes this path only when nothing in it needs
+The semantics are :func:`pipelines.silver.merge.apply_changes`'s for a non-SCD2 table with whole row
+images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.merge.keyed_clauses`,
+:func:`pipelines.silver.merge.keyless_clauses`). A segment takes this path only when nothing in it needs
 more (:func:`eligible`): no partial images, no text in a charset other than UTF-8, latin1 or ASCII to decode, no quarantined
 shapes, at most :data:`SMALL_ROWS` changes. A
-value this module's typing does not take (:class:`~pipelines.typed_values.NotCanonical`) sends
+value this module's typing does not take (:class:`~pipelines.silver.typed_values.NotCanonical`) sends
 the segment back to the Spark path before anything is written.
 
 >>> stats = apply_small(spark, path, rows, specs, ["id"])  # doctest: +SKIP
@@ -25,17 +25,16 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io, schema_history
 from pipelines.delta_io import qualified
-from pipelines.silver import (ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, ApplyStats, OwnColumns, _check_reserved,
-                              _key_on, _plan_schema, _resolve_keys, _value_schema, keyed_clauses, keyless_clauses, own_columns_of,
-                              read_watermark, watermark_metadata)
-from pipelines.typed_values import ImageTyper, NotCanonical
+from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, OwnColumns, own_columns_of
+from pipelines.silver.merge import (ApplyStats, _check_reserved, _key_on, _plan_schema, _resolve_keys, _value_schema,
+                                    keyed_clauses, keyless_clauses, read_watermark, watermark_metadata)
+from pipelines.silver.typed_values import ImageTyper, NotCanonical
 from pipelines.typemap import ColumnSpec
 
 SMALL_ROWS = 20_000  # changes of one segment at most, for this path
@@ -164,7 +163,7 @@ def _picker(value_idx: list[int | None]) -> Callable[[tuple], tuple]:
 
 def _events(changes: Sequence[tuple], value_idx: list[int | None], key_pos: list[int]) -> list[tuple]:
     """Per change: the upsert of its after image, and the delete of its before image for a delete
-    or a key-changing update (as :func:`pipelines.silver.key_events`). An event is
+    or a key-changing update (as :func:`pipelines.silver.changes.key_events`). An event is
     ``(seq, action, op, commit_ts, values in silver order)``."""
     events, pick = [], _picker(value_idx)
     for seq, op, commit_ts, after, before in changes:
@@ -191,7 +190,7 @@ def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
 def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], identity_at: list[int],
                     stored: Callable[[set], list[tuple]]):
     """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
-    as :func:`pipelines.silver._plan_keyless` makes them: per identity (all the values), the
+    as :func:`pipelines.silver.merge._plan_keyless` makes them: per identity (all the values), the
     batch's inserted copies and silver's live ones, newest first, survive the batch's deletes;
     the deleted stored copies are removed (soft: flagged), the surviving new ones inserted, and a
     delete that finds no copy is counted. ``stored(identities)``: silver's live ``(identity, seq)``."""
@@ -233,7 +232,7 @@ def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], ident
 
 def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_mode: str):
     """A keyed table's MERGE source rows and counts: each key's latest event, classified against
-    silver's stored ``_seq`` as :func:`pipelines.silver._plan_keyed` does (unchanged ones left out)."""
+    silver's stored ``_seq`` as :func:`pipelines.silver.merge._plan_keyed` does (unchanged ones left out)."""
     counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
     source = []
     for key, (seq, action, op, commit_ts, vals) in latest.items():
@@ -296,7 +295,7 @@ def apply_small(
     column_prefix: str | None = None,
 ) -> ApplyStats:
     """Apply one small segment of a table (``rows`` from :func:`fetch`; no ``keys``: a keyless table)
-    with delta-rs; what :func:`pipelines.silver.apply_changes` would do with them (``fixes``: the
+    with delta-rs; what :func:`pipelines.silver.merge.apply_changes` would do with them (``fixes``: the
     resolution's value fixes, per ``idx``, as Spark's path applies them). Raises
     :class:`NotCanonical`, before writing anything, when a row needs Spark's path."""
     path = str(path)

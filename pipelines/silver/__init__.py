@@ -1,0 +1,28 @@
+"""Silver: each source table's current state, ``<warehouse>/silver/<database>/<table>``.
+
+What each module holds (each imports only the ones above it, and never bronze):
+
+* :mod:`~pipelines.silver.columns`: silver's own column names per table, the working names a batch
+  is planned with, and silver's errors.
+* :mod:`~pipelines.silver.typed_values`: a bronze cell -> its silver Python value (the driver's
+  typing; Spark's is :func:`pipelines.typemap.typed_columns`).
+* :mod:`~pipelines.silver.value_fixes`: cells completed with what only the schema knows, in Spark SQL.
+* :mod:`~pipelines.silver.shapes`: which columns a row's images logged; rows grouped by shape.
+* :mod:`~pipelines.silver.changes`: bronze rows -> per-key events (``DataFrame -> DataFrame``).
+* :mod:`~pipelines.silver.merge`: one batch of one table MERGEd into its silver table, with Spark
+  (:func:`apply_changes`); the rules of "which change wins".
+* :mod:`~pipelines.silver.driver`: small batches typed, folded and MERGEd on the driver with
+  delta-rs, the same rules without a Spark job per table.
+* :mod:`~pipelines.silver.step`: the silver step of a run: which tables and segments, schema
+  events, the lanes that apply them, watermarks, quarantine and the run log.
+
+>>> from pipelines.silver import apply_changes, changes_from_bronze  # doctest: +SKIP
+"""
+from pipelines.silver.changes import changes_from_bronze, fill_partial, key_events, latest_per_key
+from pipelines.silver.columns import OwnColumns, SilverSchemaError, SilverStepError, working_changes
+from pipelines.silver.merge import (ApplyStats, apply_changes, keyed_clauses, keyless_clauses, read_watermark,
+                                    silver_table_schema, watermark_metadata)
+
+__all__ = ["ApplyStats", "OwnColumns", "SilverSchemaError", "SilverStepError", "apply_changes", "changes_from_bronze",
+           "fill_partial", "key_events", "keyed_clauses", "keyless_clauses", "latest_per_key", "read_watermark",
+           "silver_table_schema", "watermark_metadata", "working_changes"]
