@@ -96,14 +96,19 @@ def decoder_file() -> Path:
     return path
 
 
-def pipeline_inputs(rows: int) -> Path:
-    """A folder of binlogs with ``rows`` inserted orders (+ updates/deletes, ~1.55 changes per row)."""
-    d = BENCH / f"pipeline-{rows}"
+def _cached(name: str, make) -> Path:
+    """``BENCH/name``, made by ``make(folder)`` unless a finished one is there."""
+    d = BENCH / name
     if not (d / "done").exists():
         shutil.rmtree(d, ignore_errors=True)
-        generate(rows, d)
+        make(d)
         (d / "done").write_text("ok")
     return d
+
+
+def pipeline_inputs(rows: int) -> Path:
+    """A folder of binlogs with ``rows`` inserted orders (+ updates/deletes, ~1.55 changes per row)."""
+    return _cached(f"pipeline-{rows}", lambda d: generate(rows, d))
 
 
 def batch_inputs(base_rows: int, batch: int) -> tuple[Path, Path]:
@@ -138,22 +143,12 @@ def batch_inputs(base_rows: int, batch: int) -> tuple[Path, Path]:
 
 def tables_inputs(n_tables: int, changes: int) -> Path:
     """A folder with one binlog of ``n_tables`` small tables of ``changes`` row changes each."""
-    d = BENCH / f"tables-{n_tables}x{changes}"
-    if not (d / "done").exists():
-        shutil.rmtree(d, ignore_errors=True)
-        generate_tables(n_tables, changes, d)
-        (d / "done").write_text("ok")
-    return d
+    return _cached(f"tables-{n_tables}x{changes}", lambda d: generate_tables(n_tables, changes, d))
 
 
 def single_inputs(inserts: int) -> Path:
     """One table: ``inserts`` inserts, then updates of half and deletes of a quarter of the rows."""
-    d = BENCH / f"single-{inserts}"
-    if not (d / "done").exists():
-        shutil.rmtree(d, ignore_errors=True)
-        generate_single(inserts, d)
-        (d / "done").write_text("ok")
-    return d
+    return _cached(f"single-{inserts}", lambda d: generate_single(inserts, d))
 
 
 # -- the peer: replay into a scratch MariaDB, export every table with delta-rs -------------

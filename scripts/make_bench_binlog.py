@@ -82,13 +82,7 @@ def generate(rows: int, out: Path, batch: int = 2000) -> list[Path]:
                 upd.append(f"DELETE FROM orders WHERE id BETWEEN {lo} AND {lo + step // 2 - 1};")
             srv.sql("\n".join(upd), db="bench")
             srv.flush_logs()
-            files = []
-            for f in srv.binlog_files():
-                if f.stat().st_size > 1024:
-                    dest = out / f.name
-                    shutil.copyfile(f, dest)
-                    files.append(dest)
-            return files
+            return _copy_binlogs(srv, out)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

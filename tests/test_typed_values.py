@@ -158,15 +158,17 @@ BATCH_2 = [
 ]
 
 
-def _spark_apply(spark, path, rows, delete_mode):
+def _spark_apply(spark, path, rows, delete_mode, keys=("id",)):
+    """The same rows through Spark's path: changes_from_bronze, then apply_changes."""
+    image = "ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>"
     df = spark.createDataFrame(
         [(r["_seq"], r["op"], r["commit_ts"],
           None if r["before"] is None else [tuple(c.values()) for c in r["before"]],
           None if r["after"] is None else [tuple(c.values()) for c in r["after"]]) for r in rows],
-        "_seq STRING, op STRING, commit_ts TIMESTAMP, before ARRAY<STRUCT<idx INT, name STRING, type STRING, "
-        "text STRING, bin BINARY>>, after ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>")
+        f"_seq STRING, op STRING, commit_ts TIMESTAMP, before {image}, after {image}")
     changes = silver.changes_from_bronze(df, SPECS, partial=False)
-    return silver.apply_changes(spark, changes, SPECS, path, keys=["id"], delete_mode=delete_mode, backend="rs")
+    return silver.apply_changes(spark, changes, SPECS, path, keys=list(keys) or None, delete_mode=delete_mode,
+                                backend="rs")
 
 
 @pytest.mark.parametrize("delete_mode", ["hard", "soft"])
@@ -202,23 +204,12 @@ KEYLESS_2 = [
 ]
 
 
-def _spark_apply_keyless(spark, path, rows, delete_mode):
-    df = spark.createDataFrame(
-        [(r["_seq"], r["op"], r["commit_ts"],
-          None if r["before"] is None else [tuple(c.values()) for c in r["before"]],
-          None if r["after"] is None else [tuple(c.values()) for c in r["after"]]) for r in rows],
-        "_seq STRING, op STRING, commit_ts TIMESTAMP, before ARRAY<STRUCT<idx INT, name STRING, type STRING, "
-        "text STRING, bin BINARY>>, after ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>")
-    return silver.apply_changes(spark, silver.changes_from_bronze(df, SPECS, partial=False), SPECS, path, keys=None,
-                                delete_mode=delete_mode, backend="rs")
-
-
 @pytest.mark.parametrize("delete_mode", ["hard", "soft"])
 def test_keyless_batches_on_the_driver_give_the_table_apply_changes_gives(spark, tmp_path, delete_mode):
     by_spark, by_driver = str(tmp_path / "spark"), str(tmp_path / "driver")
     for batch in (KEYLESS_1, KEYLESS_2, KEYLESS_2):
         rows = _bronze_rows(batch)
-        expected = _spark_apply_keyless(spark, by_spark, rows, delete_mode)
+        expected = _spark_apply(spark, by_spark, rows, delete_mode, keys=())
         got = driver.apply_small(spark, by_driver, rows, SPECS, [], delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")
