@@ -1,6 +1,6 @@
 """Silver: each source table's current state, ``<warehouse>/silver/<database>/<table>``.
 
-What each module holds (each imports only the ones above it, and never bronze):
+What each module holds (each imports only the ones above it in this list):
 
 * :mod:`~pipelines.silver.columns`: silver's own column names per table, the working names a batch
   is planned with, and silver's errors.
