@@ -95,8 +95,8 @@ def _in_segments(bronze: DataFrame, segments: Sequence[tuple]) -> DataFrame:
 
 
 def _image_bytes(image: str):
-    return F.aggregate(image, F.lit(0).cast("long"), lambda acc, x: acc + F.coalesce(F.length(x["text"]), F.lit(0))
-                       + F.coalesce(F.length(x["bin"]), F.lit(0)))
+    return F.aggregate(image, F.lit(0).cast("long"), lambda acc, x: acc + F.coalesce(F.octet_length(x["text"]), F.lit(0))
+                       + F.coalesce(F.octet_length(x["bin"]), F.lit(0)))
 
 
 def within_bytes(bronze: DataFrame, segments: Sequence[tuple], limit: int) -> list[tuple]:
