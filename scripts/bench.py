@@ -157,6 +157,7 @@ def peer_replay(binlog_dir: Path) -> dict:
     """What a user could do instead: start a scratch MariaDB, replay the binlogs with
     ``mariadb-binlog FILES | mariadb``, export every table with delta-rs ``write_deltalake``.
     Timed from before the server starts to the last table written."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
     from deltalake import write_deltalake
 
@@ -178,7 +179,7 @@ def peer_replay(binlog_dir: Path) -> dict:
                                      check=True, capture_output=True).stdout
                 if not tsv.strip():  # an empty table: the client prints nothing, not even the header
                     continue
-                data = pacsv.read_csv(pa_buffer(tsv), parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
+                data = pacsv.read_csv(pa.BufferReader(tsv), parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
                                       convert_options=pacsv.ConvertOptions(null_values=["NULL"]))
                 write_deltalake(str(out / db / table), data, mode="overwrite")
             t2 = time.perf_counter()
@@ -187,12 +188,6 @@ def peer_replay(binlog_dir: Path) -> dict:
     finally:
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
-
-
-def pa_buffer(data: bytes):
-    import pyarrow as pa
-
-    return pa.BufferReader(data)
 
 
 def ours_cold(binlog_dir: Path) -> dict:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-from pipelines.typemap import ColumnSpec, _decimal_type, _float_type, _rule
+from pipelines.typemap import ColumnSpec, _decimal_type, _rule
 
 Converter = Callable[[str | None, bytes | None], tuple[object, int]]
 _UTC = _dt.timezone.utc
@@ -176,8 +176,6 @@ def converter(spec: ColumnSpec) -> Converter:
     if name in _INT_SILVER:
         signed, unsigned = _INT_SILVER[name]
         return _int_converter(unsigned if spec.unsigned else signed)
-    if name == "float":
-        _float_type(spec)
     if name in _BY_NAME:
         return _BY_NAME[name](spec)
     return _bin if rule.from_bin else _text
