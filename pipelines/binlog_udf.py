@@ -1,6 +1,6 @@
 """``binlog_changes(content BINARY, path STRING)``: the decoder as a Spark SQL function. It takes
 one whole binlog file's bytes (what Spark's ``binaryFile`` source gives) and returns its row
-changes as an array of structs shaped like bronze's rows (:data:`pipelines.bronze_schema.BRONZE_COLUMNS`
+changes as an array of structs shaped like bronze's rows (:data:`pipelines.bronze.schema.BRONZE_COLUMNS`
 without the run's own ``_run_id``/``_ingested_at``), so SQL over raw files needs no pipeline run
 and no Delta::
 
@@ -23,8 +23,8 @@ import re
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.txindex import scan
-from pipelines.bronze_rows import _TableLayout, bronze_row
-from pipelines.bronze_schema import BRONZE_COLUMNS
+from pipelines.bronze.rows import _TableLayout, bronze_row
+from pipelines.bronze.schema import BRONZE_COLUMNS
 
 UDF_NAME = "binlog_changes"
 _RUN_FIELDS = ("_run_id", "_ingested_at")  # what a pipeline run adds; a query over files has none

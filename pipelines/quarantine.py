@@ -39,7 +39,7 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.events import RowsEvent, UnknownEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
-from pipelines.bronze_schema import DECODER_VERSION
+from pipelines.bronze.schema import DECODER_VERSION
 
 QUARANTINE = "_pipeline/quarantine"
 MANIFEST = "_pipeline/manifest"

@@ -25,7 +25,7 @@ BIT                         LongType (BIT(64) values >= 2^63 keep their bits: tw
 GEOMETRY (and subtypes)     BinaryType
 ==========================  ==========================================================
 
-Bronze holds every value in a generic form (see :mod:`pipelines.bronze_schema`): ``text`` is the
+Bronze holds every value in a generic form (see :mod:`pipelines.bronze.schema`): ``text`` is the
 canonical text of typed values, ``bin`` the bytes of binary values, both NULL for SQL NULL.
 Canonical texts: integers and decimals plain, floats as Python ``repr``, DATE ``YYYY-MM-DD``,
 DATETIME and TIMESTAMP ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (TIMESTAMP in UTC), TIME

@@ -148,7 +148,7 @@ class History:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         from pipelines.bronze import sha256_prefixes
-        from pipelines.bronze_schema import seq_key
+        from pipelines.bronze.schema import seq_key
         from pipelines.silver import watermark_metadata
 
         for _ in range(n):

@@ -342,7 +342,7 @@ def verify(warehouse: Path, meta: dict) -> dict:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from pipelines.bronze_schema import BRONZE_TABLE
+    from pipelines.bronze.schema import BRONZE_TABLE
     from pipelines.paths import silver_table_path
 
     checks = {}

@@ -30,9 +30,10 @@ from binlog_surgery import (
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from pipelines import bronze, quarantine
+from pipelines.bronze import decode as bronze_decode
 from pipelines.binlog.constants import EventType
 from pipelines.binlog.txindex import scan
-from pipelines.bronze_schema import DECODER_VERSION
+from pipelines.bronze.schema import DECODER_VERSION
 from pipelines.config import load_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
@@ -356,7 +357,7 @@ def test_flipped_bytes_without_checksums(spark, mariadb_factory, tmp_path):  # n
     f = bronze.SourceFile(m2, str(folder / m2), len(bad2), 0, 2)
     tracemalloc.start()
     plan = bronze.plan_file(f, None, str(folder / m2), False, cfg)
-    w = bronze.WorkRange(m2, str(folder / m2), 2, 4, plan.end, bronze._sub_index(plan.index, 4, plan.end), "r", None)
+    w = bronze.WorkRange(m2, str(folder / m2), 2, 4, plan.end, bronze_decode._sub_index(plan.index, 4, plan.end), "r", None)
     recs = list(bronze.decode_range(w))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

@@ -16,6 +16,11 @@ from pathlib import Path
 import pytest
 
 from pipelines import bronze
+from pipelines.bronze import commit as bronze_commit
+from pipelines.bronze import decode as bronze_decode
+from pipelines.bronze import files as bronze_files
+from pipelines.bronze import listing as bronze_listing
+from pipelines.bronze import state as bronze_state
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, TxInfo
 from pipelines.bronze import BronzeError, SourceFile, check_sequence, cut_event, sha256_prefixes, split_range
@@ -120,9 +125,9 @@ def test_a_local_folder_is_listed_as_hadoop_lists_it(spark, tmp_path):
     (folder / "binlog.000005").mkdir()
     (folder / "binlog.000006").symlink_to(folder / "binlog.000002")
     for uri in (str(folder), "file:" + str(folder)):
-        local = bronze._list_local(bronze.local_path(uri), uri)
+        local = bronze_listing._list_local(bronze.local_path(uri), uri)
         assert [f.name for f in local[0]] == ["binlog.000001", "binlog.000002", "binlog.000006", "mysql-bin.000010"]
-        hadoop = bronze._list_hadoop(spark, uri)
+        hadoop = bronze_listing._list_hadoop(spark, uri)
         assert local[0] == hadoop[0]
         assert [f.name for f in local[1]] == [f.name for f in hadoop[1]] == [
             ".binlog.000003", "binlog.000004.bak", "binlog.000005", "notes.txt"]
@@ -228,10 +233,10 @@ def test_remote_task_bytes_hold_only_the_header_and_the_range(corpus_binlogs, tm
     src = corpus_binlogs / "binlog.000004"
     idx = scan(str(src))
     (s, e), *_ = split_range(idx, idx.transactions[len(idx.transactions) // 2].begin_pos, idx.complete_until, 1 << 30)
-    sub = bronze._sub_index(idx, s, e)
+    sub = bronze_decode._sub_index(idx, s, e)
     expected = [(c.pos, c.row_idx) for c in iter_changes(str(src), sub, s, e) if hasattr(c, "row_idx")]
-    monkeypatch.setattr(bronze, "local_path", lambda uri: None)  # read it as a non-local Hadoop path would be
-    with bronze._task_bytes(src.as_uri(), s, e) as buf:
+    monkeypatch.setattr(bronze_files, "local_path", lambda uri: None)  # read it as a non-local Hadoop path would be
+    with bronze_files._task_bytes(src.as_uri(), s, e) as buf:
         assert len(buf) == e and bytes(buf[s:e]) == src.read_bytes()[s:e]
         assert s > 1010 and not any(buf[1000:1010])  # the gap between header and range is a hole
         got = [(c.pos, c.row_idx) for c in iter_changes(buf, sub, s, e, name=src.name) if hasattr(c, "row_idx")]
@@ -345,17 +350,17 @@ def test_interrupted_batch_is_redone_exactly_once(spark, corpus_binlogs, tmp_pat
     d.mkdir()
     (d / name).write_bytes(full[: len(full) // 2 + 3])
     cfg = make_cfg(tmp_path)
-    real_append = bronze._append_rows
+    real_append = bronze_state._append_rows
 
     def crash_on_commit(spark_, cfg_, rows, ddl, path, app_id=None, version=None):
         if path.endswith("manifest") and app_id == bronze.TXN_APP_ID:
             raise RuntimeError("simulated crash before the manifest commit")
         return real_append(spark_, cfg_, rows, ddl, path, app_id, version)
 
-    monkeypatch.setattr(bronze, "_append_rows", crash_on_commit)
+    monkeypatch.setattr(bronze_commit, "_append_rows", crash_on_commit)
     with pytest.raises(RuntimeError, match="simulated crash"):
         bronze.run(spark, cfg)
-    monkeypatch.setattr(bronze, "_append_rows", real_append)
+    monkeypatch.setattr(bronze_commit, "_append_rows", real_append)
     partial = len(bronze_rows(cfg))
     assert partial > 0 and committed_manifest(cfg) == []
 

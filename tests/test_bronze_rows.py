@@ -1,4 +1,4 @@
-"""The column-wise bronze builder (:class:`pipelines.bronze_rows.ArrowRowsBuilder`, what the
+"""The column-wise bronze builder (:class:`pipelines.bronze.rows.ArrowRowsBuilder`, what the
 staging tasks write) gives exactly the rows of the row-by-row reference (:func:`bronze_row`):
 on fresh binlogs of every column type under four server settings, on every binlog of the
 shared corpus, cut into chunks at arbitrary points, and value by value for mixed columns."""
@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines import bronze
+from pipelines.bronze import decode as bronze_decode
+from pipelines.bronze import state as bronze_state
 from pipelines.binlog.txindex import scan
-from pipelines.bronze_rows import ArrowRowsBuilder, _generic, column_arrays
+from pipelines.bronze.rows import ArrowRowsBuilder, _generic, column_arrays
 from spark_fixtures import spark  # noqa: F401
 from workloads import all_types_workload, roundtrip_workload
 
@@ -28,7 +30,7 @@ NOW = dt.datetime(2026, 11, 24, 1, 2, 3, tzinfo=dt.timezone.utc)
 def schema(spark):
     from pipelines.delta_io import spark_schema_to_arrow
 
-    return spark_schema_to_arrow(bronze._bronze_struct(), force_nullable=True)
+    return spark_schema_to_arrow(bronze_state._bronze_struct(), force_nullable=True)
 
 
 def _work(path: Path) -> bronze.WorkRange | None:
@@ -36,7 +38,7 @@ def _work(path: Path) -> bronze.WorkRange | None:
     if not idx.transactions:
         return None
     start, end = idx.transactions[0].begin_pos, idx.complete_until
-    return bronze.WorkRange(path.name, str(path), 7, start, end, bronze._sub_index(idx, start, end), "run-1", NOW)
+    return bronze.WorkRange(path.name, str(path), 7, start, end, bronze_decode._sub_index(idx, start, end), "run-1", NOW)
 
 
 def _reference(w: bronze.WorkRange, schema: pa.Schema) -> pa.Table:
@@ -163,8 +165,8 @@ def test_column_arrays_fast_paths_cover_typical_columns():
 def test_text_not_valid_in_its_charset_and_partial_json_keep_what_they_are():
     from pipelines.binlog.jsonb import REPLACE, JsonDiff, PartialJson
     from pipelines.binlog.values import decode_text
-    from pipelines.bronze_rows import _with_bytes
-    from pipelines.bronze_schema import PARTIAL_JSON_MARK
+    from pipelines.bronze.rows import _with_bytes
+    from pipelines.bronze.schema import PARTIAL_JSON_MARK
 
     bad = decode_text("Регистрация".encode("cp1251"), "utf-8")
     diffs = PartialJson((JsonDiff(REPLACE, "$.age", (), 31),))

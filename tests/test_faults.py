@@ -53,7 +53,7 @@ from spark_fixtures import TEST_CONF
 
 from pipelines import faults
 from pipelines.binlog.changes import RowChange, iter_changes
-from pipelines.bronze_schema import BRONZE_TABLE
+from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.paths import silver_table_path
 
 REPO = Path(__file__).resolve().parents[1]

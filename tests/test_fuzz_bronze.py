@@ -26,6 +26,7 @@ from mariadb_server import MariaDBServer, mariadb_available
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from pipelines import bronze
+from pipelines.bronze import decode as bronze_decode
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.config import load_config
 
@@ -134,7 +135,7 @@ def check_file(path: str, name: str, newest: bool, cfg) -> list[tuple]:
         assert 0 <= plan.error_offset <= size
     records = []
     for s, e in plan.ranges:
-        w = bronze.WorkRange(name, path, 7, s, e, bronze._sub_index(plan.index, s, e), "fuzz", None)
+        w = bronze.WorkRange(name, path, 7, s, e, bronze_decode._sub_index(plan.index, s, e), "fuzz", None)
         got = list(bronze.decode_range(w))  # anything raised here fails the test
         kind, stat = got[-1]
         assert kind == "stat" and all(k != "stat" for k, _r in got[:-1])

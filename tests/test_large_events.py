@@ -29,7 +29,7 @@ from pipelines import bronze, delta_io
 from pipelines.silver import step as silver_step
 from pipelines.binlog.constants import EventType
 from pipelines.binlog.stream import EventStream
-from pipelines.bronze_schema import BRONZE_TABLE
+from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import load_config
 from pipelines.paths import silver_table_path
 

@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 from spark_fixtures import delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
-from pipelines.bronze_schema import COLUMN_VALUE_DDL
+from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.delta_io import quote_ident
 from pipelines.silver import (
     SilverSchemaError,

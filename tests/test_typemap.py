@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 from spark_fixtures import spark  # noqa: F401
 
-from pipelines.bronze_schema import COLUMN_VALUE_DDL
+from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.typemap import (
     ColumnSpec,
     UnsupportedColumnType,

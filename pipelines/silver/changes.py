@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.jsonb import PartialJson
-from pipelines.bronze_schema import PARTIAL_JSON_MARK
+from pipelines.bronze.schema import PARTIAL_JSON_MARK
 from pipelines.delta_io import quote_ident
 from pipelines.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,

@@ -61,7 +61,7 @@ Rules
   its stored value on update (it may just not have been logged), unlike the DROP COLUMN rule
   below.  A table without a key cannot take partial images (ValueError).
 * Partial JSON (MySQL 8 ``binlog_row_value_options=PARTIAL_JSON``): an update whose after image
-  logs a JSON column as diffs (bronze marks the cell, :data:`~pipelines.bronze_schema.PARTIAL_JSON_MARK`)
+  logs a JSON column as diffs (bronze marks the cell, :data:`~pipelines.bronze.schema.PARTIAL_JSON_MARK`)
   gets the whole document: per key, in ``_seq`` order, the diffs are applied to the document the
   row had just before (an earlier change of the batch, diffs included, else silver's stored row),
   as MySQL applies them (:func:`fold_json_diffs`).  A document silver never saw (a row it never

@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipelines import schema_history
-from pipelines.bronze_schema import SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER, shape_text
+from pipelines.bronze.schema import SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER, shape_text
 from pipelines.schema_history import ImageColumn
 
 _SEP_FIELD, _SEP_COL, _NO_NAME = SHAPE_SEP_FIELD, SHAPE_SEP_COL, SHAPE_NO_NAME

@@ -62,7 +62,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io, schema_history
-from pipelines.bronze_schema import BRONZE_TABLE
+from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema_history import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, UNPARSED,

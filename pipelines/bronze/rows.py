@@ -1,5 +1,5 @@
 """Bronze rows from decoded row changes: the generic column form of each value (see
-:mod:`pipelines.bronze_schema`), row by row (:func:`bronze_row`, the reference) or column-wise
+:mod:`pipelines.bronze.schema`), row by row (:func:`bronze_row`, the reference) or column-wise
 into Arrow record batches (:class:`ArrowRowsBuilder`, what the staging tasks use).
 
 Both give the same rows: :class:`ArrowRowsBuilder` takes whole rows events
@@ -29,7 +29,7 @@ from pipelines.binlog.constants import ColumnType, column_type_name
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text
-from pipelines.bronze_schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, shape_text
+from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, shape_text
 
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc

@@ -1,0 +1,186 @@
+"""One bronze batch: run its decode tasks, then commit bronze, ddl, xa and quarantine rows with
+the write-ahead manifest around them (see "How a run goes", step 4, in
+:mod:`pipelines.bronze.step`)."""
+from __future__ import annotations
+
+
+from collections import Counter
+
+from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
+from pipelines.config import PipelineConfig
+from pipelines.bronze.decode import StageTarget, TemporalPrecision, WorkRange, _decode_partition, _stage_partition, _sub_index, batch_statements
+from pipelines.bronze.files import MAX_RAW_EVENT, MAX_RAW_HEAD, _mapped, cut_event, sha256_prefixes
+from pipelines.bronze.plan import FilePlan
+from pipelines.bronze.state import BronzeError, BronzeStats, DDL_TABLE_DDL, MANIFEST_DDL, PENDING_APP_ID, QUARANTINED, QUARANTINE_DDL, TXN_APP_ID, XA_DDL, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows
+from pipelines.bronze.tasks import _TaskProgress, _progress_enabled
+
+
+def _precision_for(spark, cfg: PipelineConfig, plans: list, copies: dict[str, str]) -> "TemporalPrecision | None":
+    """MariaDB 5.3 temporal precision for this batch's tasks, from the schema history (persisted,
+    ``_pipeline/ddl``, seeds) and the DDL in the batch itself; None when no table needs it."""
+    from pipelines import schema_history
+
+    stmts = []
+    for p in plans:
+        for s, e in p.ranges:
+            stmts += batch_statements(copies[p.file.name], p.file.file_seq, s, e)
+    stmts.sort(key=lambda t: t[2])
+    history, _added, _next = schema_history.build_history(spark, cfg, stmts)
+    precision = TemporalPrecision.of_history(history)
+    return precision if precision.by_table else None
+
+
+def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
+               stats: BronzeStats, now) -> None:
+    cached: list = []
+    try:
+        _decode_and_commit(spark, cfg, plans, batch, copies, stats, now, cached)
+    finally:
+        for rdd in cached:
+            rdd.unpersist()
+
+
+def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
+                       stats: BronzeStats, now, cached: list) -> None:
+    """Decode and commit one batch (see the module docs for the order of writes).
+
+    Spark jobs: one that decodes every range and brings back the small
+    records (per-range stats, statements, statement quarantine rows) while the
+    bronze rows stay cached on the executors, then the bronze write.
+    """
+    from pyspark import StorageLevel
+
+    run_id = stats.run_id
+    precision = _precision_for(spark, cfg, plans, copies) if any(p.ranges for p in plans) else None
+    work = [
+        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, _sub_index(p.index, s, e), run_id, now, precision)
+        for p in plans for s, e in p.ranges
+    ]
+    by_name = {p.file.name: p for p in plans}
+    cuts: dict[str, int] = {}
+    rdd = None
+    small: list = []
+    d = _delta()
+    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
+    staged = d.resolve_backend(spark, cfg.delta.backend) == "rs"  # tasks write the Parquet files
+    bronze_struct = _bronze_struct()
+    if work:
+        if staged:
+            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct))
+            job = spark.sparkContext.parallelize(work, len(work)).mapPartitions(_stage_partition(target))
+        else:
+            rdd = (spark.sparkContext.parallelize(work, len(work)).mapPartitions(_decode_partition)
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+            cached.append(rdd)
+            job = rdd.filter(lambda r: r[0] != "row")
+        with _TaskProgress(spark, f"bronze-{run_id}-{batch}", len(work), _progress_enabled(cfg),
+                           f"bronze batch {batch}"):
+            small = job.collect()
+    op_counts: Counter = Counter()  # (file, op) -> rows
+    skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
+    stats_of_ranges = [rec for kind, rec in small if kind == "stat"]
+    for rec in stats_of_ranges:
+        name, _s, _e, events, ops, err, skipped, ignorable, invalid = rec
+        p = by_name[name]
+        p.events += events
+        p.ignorable_skipped += ignorable
+        p.invalid_text += invalid
+        if skipped:
+            skips.setdefault(name, []).extend(skipped)
+        for op, n in ops.items():
+            op_counts[(name, op)] += n
+        if err is not None and (name not in cuts or err[1] < cuts[name]):
+            cuts[name] = err[1]
+            p.error, p.error_class, p.error_offset = err[2], err[3], err[0]
+    if cfg.strict:
+        bad = [by_name[n].error for n in sorted(cuts, key=lambda n: by_name[n].file.file_seq)]
+        bad += [rec[3] for kind, rec in small if kind == "quar"]
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise BronzeError(f"bad input (strict mode): {bad[0]}{more}")
+    for name, cut in cuts.items():
+        p = by_name[name]
+        p.end, p.status = min(p.end, cut), QUARANTINED
+        p.sha256 = sha256_prefixes(copies[name], [p.end])[p.end]
+
+    def keep(rec) -> bool:  # rows, statements and quarantine rows all start (file, file_seq, pos, ...)
+        return rec[1][2] < cuts.get(rec[1][0], 1 << 62)
+
+    def outside_skips(rec) -> bool:
+        return not any(b <= rec[1][2] < e for b, e in skips.get(rec[1][0], ()))
+
+    bronze_df = None
+    staged_files: list = []
+    if staged and work:
+        # ranges from a file's cut on land nothing (the range holding the bad event dropped its
+        # own rows past the cut); count again from the ranges that land
+        for name in cuts:
+            for key in [k for k in op_counts if k[0] == name]:
+                del op_counts[key]
+        for name, start, _e, _ev, ops, *_rest in stats_of_ranges:
+            if name in cuts and start < cuts[name]:
+                for op, n in ops.items():
+                    op_counts[(name, op)] += n
+        dropped = []
+        for kind, rec in small:
+            if kind == "files":
+                name, start, files = rec
+                (dropped if start >= cuts.get(name, 1 << 62) else staged_files).extend(files)
+        d.discard_staged(bronze_path, dropped)
+    if rdd is not None:
+        rows = rdd.filter(lambda r: r[0] == "row")
+        if cuts or skips:
+            rows = rows.filter(lambda r: keep(r) and outside_skips(r))
+        if cuts:
+            for name in cuts:  # the cut dropped rows counted by the tasks: count again
+                for key in [k for k in op_counts if k[0] == name]:
+                    del op_counts[key]
+            cut_names = set(cuts)
+            op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
+                             .map(lambda r: (r[1][0], r[1][12])).countByValue())
+        bronze_df = spark.createDataFrame(rows.map(lambda r: r[1]), BRONZE_DDL)
+    stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec)) and outside_skips((kind, rec))]
+    quar_rows = [rec[:7] + (batch,) + rec[8:] for kind, rec in small if kind == "quar" and keep((kind, rec))]
+    # the bad events found on the driver or in tasks
+    for p in plans:
+        if p.status == QUARANTINED and p.error:
+            with _mapped(copies[p.file.name]) as buf:
+                if p.error_class == "UnfinishedTransaction":
+                    raw = bytes(buf[p.error_offset : p.error_offset + MAX_RAW_EVENT])
+                elif p.error_class == "NotABinlog":
+                    raw = bytes(buf[:MAX_RAW_HEAD])
+                else:
+                    raw = cut_event(buf, p.error_offset)
+            quar_rows.append((p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
+                              DECODER_VERSION, raw, batch, run_id, now))
+
+    # a. write-ahead manifest rows
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), MANIFEST_DDL,
+                 cfg.pipeline_path("manifest"), PENDING_APP_ID, batch)
+    # b. the data, each append idempotent by (txnAppId, txnVersion)
+    if bronze_df is not None:
+        _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
+    elif staged and work:
+        d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
+    if stmts:
+        _append_rows(spark, cfg, stmts, DDL_TABLE_DDL, cfg.pipeline_path("ddl"), TXN_APP_ID, batch)
+    xa = _xa_rows(plans, run_id)
+    if xa:
+        _append_rows(spark, cfg, xa, XA_DDL, cfg.pipeline_path("xa"), TXN_APP_ID, batch)
+    if quar_rows:
+        _append_rows(spark, cfg, quar_rows, QUARANTINE_DDL, cfg.pipeline_path("quarantine"), TXN_APP_ID, batch)
+    # c. the batch is done
+    rows_by_file: Counter = Counter()
+    for (name, op), n in op_counts.items():
+        rows_by_file[name] += n
+        stats.rows[op] += n
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file), MANIFEST_DDL,
+                 cfg.pipeline_path("manifest"), TXN_APP_ID, batch)
+    stats.statements += len(stmts)
+    stats.quarantined += len(quar_rows)
+    stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)
+    stats.invalid_text += sum(p.invalid_text for p in plans)
+    stats.events += sum(p.events for p in plans)
+    stats.bytes += sum(p.end - p.start for p in plans)
+    stats.batches += 1
+

@@ -1,0 +1,153 @@
+"""The bytes of a binlog file: prefix checksums, raw event cuts for quarantine, memory maps, and
+the sparse range copies a task reads of a non-local file."""
+from __future__ import annotations
+
+
+import contextlib
+import hashlib
+import mmap
+import os
+import shutil
+import tempfile
+from typing import TYPE_CHECKING, Iterator
+from urllib.parse import unquote, urlparse
+from pipelines.bronze.state import BronzeError
+
+if TYPE_CHECKING:
+    from pipelines.bronze.listing import SourceFile
+
+
+
+MAX_RAW_EVENT = 16 << 20  # quarantine keeps at most this many raw bytes of a bad event (or transaction)
+
+
+MAX_RAW_HEAD = 4096  # ... and this many of a file that is not a binlog at all
+
+
+_READ_CHUNK = 8 << 20
+
+
+def local_path(uri: str) -> str | None:
+    """The local filesystem path of ``uri`` (plain path or ``file:``), else None."""
+    u = urlparse(uri)
+    if u.scheme in ("", "file") or (len(u.scheme) == 1 and os.name == "nt"):
+        return unquote(u.path) if u.scheme == "file" else uri
+    return None
+
+
+_IN_USE_FLAG_AT = 4 + 17  # low byte of the format description event's header flags
+
+
+def sha256_prefixes(path: str, cuts: list[int]) -> dict[int, str]:
+    """sha256 hex digests of ``path[0:cut]`` for every cut, in one pass (the
+    format description's "file in use" flag does not count)."""
+    want = sorted(set(cuts))
+    out: dict[int, str] = {}
+    h = hashlib.sha256()
+    pos = 0
+    with open(path, "rb") as fh:
+        for cut in want:
+            while pos < cut:
+                chunk = fh.read(min(_READ_CHUNK, cut - pos))
+                if not chunk:
+                    raise BronzeError(f"{path}: ends at byte {pos}, expected at least {cut} bytes")
+                if pos <= _IN_USE_FLAG_AT < pos + len(chunk):
+                    # the server clears LOG_EVENT_BINLOG_IN_USE_F when it closes the file:
+                    # that is not a change of content
+                    chunk = bytearray(chunk)
+                    chunk[_IN_USE_FLAG_AT - pos] &= 0xFE
+                h.update(chunk)
+                pos += len(chunk)
+            out[cut] = h.copy().hexdigest()
+    return out
+
+
+def cut_event(buf, offset: int) -> bytes:
+    """The raw bytes of the event at ``offset``: its header's length field,
+    capped by what remains (and by ``MAX_RAW_EVENT``)."""
+    remaining = len(buf) - offset
+    if remaining <= 0:
+        return b""
+    n = remaining
+    if remaining >= 13:
+        length = int.from_bytes(bytes(buf[offset + 9 : offset + 13]), "little")
+        n = min(max(length, 19), remaining)
+    return bytes(buf[offset : offset + min(n, MAX_RAW_EVENT)])
+
+
+@contextlib.contextmanager
+def _mapped(path: str) -> Iterator[memoryview]:
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            yield memoryview(b"")
+            return
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        yield view
+    finally:
+        view.release()
+        try:
+            mm.close()
+        except BufferError:  # a decoded value still points into the map; it goes with it
+            pass
+
+
+def _pyarrow_fs(uri: str):
+    from pyarrow import fs as pafs
+
+    u = urlparse(uri)
+    if u.scheme in ("s3a", "s3n"):
+        uri = "s3" + uri[len(u.scheme):]
+    return pafs.FileSystem.from_uri(uri)
+
+
+@contextlib.contextmanager
+def _task_bytes(uri: str, start: int, end: int) -> Iterator[memoryview]:
+    """The bytes a task needs, at their file offsets: the whole file (mapped)
+    for a local path; for other paths a sparse temp file holding the format
+    description and ``[start, end)`` only."""
+    path = local_path(uri)
+    if path is not None:
+        with _mapped(path) as buf:
+            yield buf
+        return
+    fs, fpath = _pyarrow_fs(uri)
+    with tempfile.NamedTemporaryFile(prefix="binlog-range-", suffix=".bin") as tmp:
+        with fs.open_input_file(fpath) as src:
+            head = src.read_at(23, 0)
+            fde_end = 4 + int.from_bytes(head[4 + 9 : 4 + 13], "little") if len(head) >= 23 else len(head)
+            tmp.write(src.read_at(min(fde_end, start), 0))
+            tmp.seek(start)
+            pos = start
+            while pos < end:
+                chunk = src.read_at(min(_READ_CHUNK, end - pos), pos)
+                if not chunk:
+                    break
+                tmp.write(chunk)
+                pos += len(chunk)
+        tmp.flush()
+        with _mapped(tmp.name) as buf:
+            yield buf
+
+
+@contextlib.contextmanager
+def _driver_copy(spark, f: SourceFile) -> Iterator[str]:
+    """A local path with the file's bytes, for the driver: the file itself when
+    it is local, else a temp copy made by the JVM's Hadoop FileSystem."""
+    path = local_path(f.uri)
+    if path is not None:
+        yield path
+        return
+    tmpdir = tempfile.mkdtemp(prefix="bronze-")
+    try:
+        jvm = spark.sparkContext._jvm
+        src = jvm.org.apache.hadoop.fs.Path(f.uri)
+        fs = src.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        dst = os.path.join(tmpdir, f.name)
+        fs.copyToLocalFile(False, src, jvm.org.apache.hadoop.fs.Path("file://" + dst), True)
+        yield dst
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+

@@ -1,0 +1,120 @@
+"""Listing the input folder: binlog files (``<prefix>.<digits>``) through the driver JVM's Hadoop
+FileSystem (or the local filesystem), and the names that only look like binlogs."""
+from __future__ import annotations
+
+
+import os
+import re
+from dataclasses import dataclass
+from pipelines.bronze.files import local_path, sha256_prefixes
+from pipelines.bronze.state import BronzeError
+
+
+
+_BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")
+
+
+_COPY_NAME = re.compile(r"\.\d+(?=\D)")  # where a binlog name may end in binlog.000002.bak, binlog.000002~
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One binlog file of the input folder."""
+
+    name: str  # base name, e.g. binlog.000042
+    uri: str  # full Hadoop path
+    size: int
+    mtime: int  # modification time, ms since the epoch
+    file_seq: int
+
+
+def list_binlogs(spark, folder: str) -> tuple[list[SourceFile], list[str]]:
+    """Binlog files of ``folder`` ordered by ``file_seq``, and the other names found.
+
+    Lists through the driver JVM's Hadoop FileSystem, so any Hadoop path works.
+    """
+    files, others = list_folder(spark, folder)
+    return files, [o.name for o in others]
+
+
+def list_folder(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
+    """Like :func:`list_binlogs`, with the other entries as :class:`SourceFile`
+    too (``file_seq`` -1), sorted by name.
+
+    A local folder is listed with ``os.scandir`` (one system call per entry: 10,000 processed
+    files cost milliseconds); any other through the driver JVM's Hadoop FileSystem (several
+    Py4J calls per entry). Both give the same URIs (``file:/...``), sizes and mtimes (ms).
+    """
+    local = local_path(folder)
+    return _list_local(local, folder) if local is not None else _list_hadoop(spark, folder)
+
+
+def _list_hadoop(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
+    jvm = spark.sparkContext._jvm
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(folder)
+    fs = path.getFileSystem(hconf)
+    if not fs.exists(path):
+        raise BronzeError(f"input folder {folder} does not exist")
+    if not fs.getFileStatus(path).isDirectory():
+        raise BronzeError(f"input {folder} is not a folder")
+    files, ignored = [], []
+    for st in fs.listStatus(path):
+        name = st.getPath().getName()
+        m = _BINLOG_NAME.match(name)
+        entry = SourceFile(name, st.getPath().toString(), int(st.getLen()), int(st.getModificationTime()),
+                           int(m.group("seq")) if m is not None else -1)
+        if not st.isFile() or m is None or name.startswith("."):
+            ignored.append(entry)
+            continue
+        files.append(entry)
+    files.sort(key=lambda f: (f.file_seq, f.name))
+    return files, sorted(ignored, key=lambda f: f.name)
+
+
+def _list_local(path: str, folder: str) -> tuple[list[SourceFile], list[SourceFile]]:
+    if not os.path.exists(path):
+        raise BronzeError(f"input folder {folder} does not exist")
+    if not os.path.isdir(path):
+        raise BronzeError(f"input {folder} is not a folder")
+    base = os.path.abspath(path).rstrip("/") or "/"
+    files, ignored = [], []
+    with os.scandir(base) as entries:
+        for e in entries:
+            try:
+                st, is_file = e.stat(), e.is_file()
+            except FileNotFoundError:  # removed while listed (a dangling link, a purge)
+                continue
+            m = _BINLOG_NAME.match(e.name)
+            entry = SourceFile(e.name, "file:" + os.path.join(base, e.name), int(st.st_size) if is_file else 0,
+                               st.st_mtime_ns // 1_000_000, int(m.group("seq")) if m is not None else -1)
+            if not is_file or m is None or e.name.startswith("."):
+                ignored.append(entry)
+                continue
+            files.append(entry)
+    files.sort(key=lambda f: (f.file_seq, f.name))
+    return files, sorted(ignored, key=lambda f: f.name)
+
+
+def copy_notes(others: list[SourceFile], files: list[SourceFile], paths) -> list[str]:
+    """One note per ignored name that extends a binlog file name
+    (``binlog.000002.bak``, ``binlog.000002~``) and holds the same bytes (size
+    and sha256) as that file: a copy, read once under the binlog name. Other
+    such names (``binlog.000002.txt``) are just ignored and counted.
+    ``paths(SourceFile)`` opens a local path for a file (a context manager)."""
+    by_name = {f.name: f for f in files}
+    notes = []
+    for o in others:
+        bases = [o.name[: m.end()] for m in _COPY_NAME.finditer(o.name)]
+        b = next((by_name[n] for n in reversed(bases) if n in by_name), None)
+        if b is None:
+            continue
+        base = b.name
+        same = False
+        if o.size == b.size and o.size > 0:
+            with paths(o) as po, paths(b) as pb:
+                same = sha256_prefixes(po, [o.size]) == sha256_prefixes(pb, [b.size])
+        if same:
+            notes.append(f"{o.name} is a copy of {base} (same size and sha256): ignored, {base} is read once")
+    return notes
+

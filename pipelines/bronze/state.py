@@ -1,0 +1,188 @@
+"""The bronze step's own tables under ``<warehouse>/_pipeline`` (manifest, quarantine, ddl, xa,
+runs): their layouts, the file statuses and transaction ids, and the reads and writes the step
+makes through :mod:`pipelines.delta_io`."""
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+
+
+from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK
+from pipelines.bronze.rows import _ts
+from pipelines.bronze.schema import BRONZE_DDL, seq_key
+from pipelines.config import PipelineConfig
+
+if TYPE_CHECKING:
+    from pipelines.bronze.plan import FilePlan
+
+_UTC = _dt.timezone.utc
+
+
+TXN_APP_ID = "bronze"
+
+
+PENDING_APP_ID = "bronze-pending"
+
+
+MANIFEST_DDL = (
+    "name STRING, file_seq BIGINT, path STRING, size BIGINT, mtime BIGINT, start_pos BIGINT, "
+    "complete_until BIGINT, sha256 STRING, status STRING, phase STRING, batch BIGINT, events BIGINT, "
+    "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP, "
+    # what the next file is checked against (see "Sequence integrity"); unknown events skipped on purpose
+    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT"
+)
+
+
+QUARANTINE_DDL = (
+    "file STRING, file_seq BIGINT, offset BIGINT, reason STRING, error_class STRING, "
+    "decoder_version STRING, raw BINARY, batch BIGINT, run_id STRING, ts TIMESTAMP"
+)
+
+
+DDL_TABLE_DDL = (  # query_raw: the exact bytes, when they are not valid in the statement's charset
+    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, db STRING, query STRING, "
+    "commit_ts TIMESTAMP, in_group BOOLEAN, gtid STRING, server_id BIGINT, _run_id STRING, query_raw BINARY"
+)
+
+
+XA_DDL = (
+    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, kind STRING, xa_xid STRING, gtid STRING, "
+    "commit_ts TIMESTAMP, _run_id STRING"
+)
+
+
+RUNS_DDL = (
+    "run_id STRING, step STRING, started_at TIMESTAMP, ended_at TIMESTAMP, files BIGINT, "
+    "files_skipped BIGINT, files_ignored BIGINT, events BIGINT, rows_c BIGINT, rows_u BIGINT, "
+    "rows_d BIGINT, statements BIGINT, quarantined BIGINT, bytes BIGINT, seconds DOUBLE, "
+    "mb_per_s DOUBLE, zero_dates BIGINT, status STRING, error STRING"
+)
+
+
+# status of a file's manifest row
+DONE = "done"  # every byte of the file is processed
+
+
+PARTIAL = "partial"  # the newest file: an unfinished tail waits for the next run
+
+
+QUARANTINED = "quarantined"  # a bad event stopped the file; the good prefix landed
+
+
+class BronzeError(RuntimeError):
+    """The bronze step cannot go on: changed input, bad input in strict mode, gaps."""
+
+
+def _delta():
+    from pipelines import delta_io
+
+    return delta_io
+
+
+def _bronze_struct():
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(BRONZE_DDL)
+
+
+def _read_rows(spark, cfg: PipelineConfig, path: str) -> list:
+    return _delta().read_rows(spark, path, backend=cfg.delta.backend)
+
+
+def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):
+    _delta().append(spark, df, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
+
+
+def _append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: str, app_id: str | None = None,
+                 version: int | None = None):
+    _delta().append_rows(spark, rows, ddl, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
+
+
+def _last_txn(spark, cfg: PipelineConfig, path: str) -> int:
+    v = _delta().last_txn_version(path, TXN_APP_ID, spark=spark, backend=cfg.delta.backend)
+    return -1 if v is None else int(v)
+
+
+def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, now, rows_by_file=None) -> list:
+    rows_by_file = rows_by_file or {}
+    return [
+        (p.file.name, p.file.file_seq, p.file.uri, p.file.size, p.file.mtime, p.start, p.end, p.sha256, p.status,
+         phase, batch, p.events, rows_by_file.get(p.file.name, 0), p.error, p.error_class, p.error_offset, run_id,
+         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped)
+        for p in plans
+    ]
+
+
+def _xa_rows(plans: list[FilePlan], run_id: str) -> list:
+    kinds = {XA_PREPARE, XA_COMMIT, XA_ROLLBACK}
+    out = []
+    for p in plans:
+        if p.index is None:
+            continue
+        for tx in p.index.transactions:
+            if tx.kind in kinds and p.start <= tx.begin_pos < p.end:
+                out.append((p.file.name, p.file.file_seq, tx.begin_pos, seq_key(p.file.file_seq, tx.begin_pos, 0),
+                            tx.kind, tx.xa_xid, tx.gtid, _ts(tx.commit_ts), run_id))
+    return out
+
+
+@dataclass
+class BronzeStats:
+    """What one bronze run did (also its row in ``_pipeline/runs``)."""
+
+    run_id: str
+    started_at: _dt.datetime
+    ended_at: _dt.datetime | None = None
+    files: int = 0  # files read (new or grown)
+    files_skipped: int = 0  # binlog files already processed
+    files_ignored: int = 0  # other names in the folder
+    events: int = 0
+    rows: dict[str, int] = field(default_factory=lambda: {"c": 0, "u": 0, "d": 0})
+    statements: int = 0
+    quarantined: int = 0
+    ignorable_skipped: int = 0  # unknown events flagged ignorable, skipped on purpose
+    invalid_text: int = 0  # statements and values not valid in their charset (landed with their bytes)
+    bytes: int = 0
+    batches: int = 0
+    held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
+    warnings: list[str] = field(default_factory=list)
+    status: str = "running"
+    error: str | None = None
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    @property
+    def seconds(self) -> float:
+        end = self.ended_at or _dt.datetime.now(_UTC)
+        return max((end - self.started_at).total_seconds(), 1e-9)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds
+
+    def summary(self) -> str:
+        r = self.rows
+        return (
+            f"bronze run {self.run_id} {self.status}: {self.files} file(s) read, {self.files_skipped} skipped, "
+            f"{self.files_ignored} other name(s) ignored; {self.events} events; "
+            f"rows c={r['c']} u={r['u']} d={r['d']}; {self.statements} statement(s); "
+            f"{self.quarantined} quarantined; {self.ignorable_skipped} ignorable event(s) skipped; "
+            + (f"{self.invalid_text} statement(s) or value(s) not valid in their charset, kept as bytes too; "
+               if self.invalid_text else "")
+            + (f"{len(self.held_back)} file(s) held back; " if self.held_back else "")
+            + (f"{len(self.warnings)} warning(s); " if self.warnings else "")
+            + f"{self.bytes / 1e6:.2f} MB in {self.seconds:.1f} s ({self.mb_per_s:.2f} MB/s)"
+        )
+
+    def run_row(self) -> tuple:
+        r = self.rows
+        return (
+            self.run_id, "bronze", self.started_at, self.ended_at, self.files, self.files_skipped,
+            self.files_ignored, self.events, r["c"], r["u"], r["d"], self.statements, self.quarantined,
+            self.bytes, self.seconds, self.mb_per_s, None, self.status, self.error,
+        )

@@ -1,0 +1,347 @@
+"""The bronze step: decode the new bytes of a folder of binlog files into the
+bronze change log ``<warehouse>/bronze/binlog_changes`` (schema:
+:mod:`pipelines.bronze.schema`), exactly once.
+
+>>> stats = run(spark, load_config("conf/pipeline.yaml"))
+>>> stats.rows
+{'c': 1200, 'u': 310, 'd': 45}
+
+How a run goes
+--------------
+1. **List** the input folder through the Hadoop FileSystem of the driver's JVM
+   (so ``hdfs://``, ``s3a://``, ``file:/`` and plain paths all work). Binlog
+   files are ``<prefix>.<digits>``, ordered by the number (``file_seq``);
+   ``*.index`` and every other name is ignored and counted (a name such as
+   ``binlog.000002.bak`` is compared with ``binlog.000002`` and reported as a
+   copy when the bytes are the same). Two files with the same number stop the run.
+2. **Plan** each file against the manifest ``<warehouse>/_pipeline/manifest``:
+
+   * same size and modification time as when it was last processed (and
+     finished, quarantined, or still the newest file): skipped without reading it;
+   * a file the manifest does not know yet must continue the sequence (see
+     *Sequence integrity*); the first one that does not, and every file after
+     it, is held back;
+   * otherwise the driver streams the file once: the sha256 of the bytes that
+     were already processed must be unchanged (else :class:`BronzeError`
+     "content changed since it was processed"), then
+     :func:`pipelines.binlog.txindex.scan` indexes its transactions and the new
+     part ``[previous complete_until, complete_until)`` is cut into byte ranges
+     on transaction boundaries of about ``parallelism.target_bytes_per_task``.
+
+   The driver is the only place that reads a whole file; it needs no more
+   memory than a read buffer (local files are memory-mapped; other Hadoop
+   paths are copied to a driver temp file first).
+3. **Decode** the ranges in Spark tasks, one range per task (:func:`decode_range`).
+   A task opens the file itself: a local (or ``file:``) path is memory-mapped;
+   any other path is read with ``pyarrow.fs`` (``s3a://`` is read as ``s3://``),
+   and only the format description and the task's own range are written into a
+   sparse local temp file, so offsets stay file offsets and an executor never
+   holds more than one range. Each ``RowChange`` becomes one bronze row; each
+   ``StatementChange`` one row of ``<warehouse>/_pipeline/ddl``.
+4. **Commit** one batch (at most ``parallelism.max_batch_bytes`` of binlog) at
+   a time, in this order:
+
+   a. manifest rows with ``phase='pending'`` (write-ahead: the exact ranges),
+   b. bronze, ddl, xa and quarantine appends, each with the Delta transaction
+      id ``(txnAppId="bronze", txnVersion=<batch>)``,
+   c. manifest rows with ``phase='committed'`` (txn id ``bronze`` as well).
+
+   A run that finds pending rows without committed ones (a crash between a
+   and c) first redoes exactly those ranges with the same batch number: the
+   appends that had already committed are skipped by Delta's transaction id,
+   the others happen now. Nothing is lost or applied twice, even when the file
+   grew in the meantime (the redo stops at the recorded ``complete_until``).
+5. **Bad input** goes to ``<warehouse>/_pipeline/quarantine`` (one row per bad
+   piece: file, offset, reason naming file and offset, error class, decoder
+   version and the raw bytes) while everything good lands; ``strict: true``
+   raises :class:`BronzeError` instead, before anything of that batch is
+   written. What each kind of damage does:
+
+   * **framing damage** (not a binlog, empty, checksum mismatch, an impossible
+     event length or next position, truncated in a file that is not the
+     newest, an unfinished transaction at the end of a file that is not the
+     newest, anything after a ROTATE or STOP event): the file *stops* there.
+     The transactions before the bad event land, the manifest records the file
+     as ``quarantined`` with ``complete_until`` at the start of the
+     transaction holding the bad event, and the quarantine row keeps the
+     event's bytes (its length field capped by what remains and by
+     ``MAX_RAW_EVENT``; the first ``MAX_RAW_HEAD`` bytes of a file that is not
+     a binlog). Nothing after the bad event lands from that file (later files
+     do): the boundaries after it cannot be trusted. The tail is not lost: the
+     manifest has not moved past it, and a corrected copy of the file (same
+     good prefix) is read on from ``complete_until`` by the next run.
+   * **a transaction that cannot be decoded although its framing is sound**
+     (its checksums verified and the quick pass walked through it: a rows
+     event without its TABLE_MAP, a column count that differs from the table
+     map, a column type the decoder does not support, ...): only that
+     transaction is skipped. Its quarantine row keeps the *whole transaction*
+     (``offset`` = its first byte, ``raw`` = all its events, at most
+     ``MAX_RAW_EVENT`` bytes), the reason names the offset of the event that
+     failed, and the rest of the file lands. A larger transaction stops the
+     file as above instead, so no row is ever lost.
+   * **an unknown event type**: flagged ignorable (``LOG_EVENT_IGNORABLE_F``,
+     0x80) it is skipped and counted (``ignorable_skipped`` in the manifest and
+     the run summary); not ignorable it gets a quarantine row with its bytes
+     (class ``UnknownEvent``) and everything around it lands: the decoder does
+     not know what it means, so it cannot turn it into rows, and it must not
+     vanish silently.
+   * **statement-format DML** cannot be replayed as rows: its statement goes
+     to the ddl table and a quarantine row (``StatementFormat``) says so.
+   * **the newest file** may end in the middle of an event or a transaction
+     (the server is writing it): that tail is left for the next run (status
+     ``partial``) and lands once the file has grown. Only a believable cut
+     waits: a tail after a ROTATE or STOP event, or an event header whose
+     length runs past the end of the file while its next-position field does
+     not agree, is damage and is quarantined even in the newest file.
+
+   Without checksums (``binlog_checksum=NONE``) only damage to the framing and
+   to the structure of events is detected; a flipped bit inside a value lands
+   as a wrong value.
+6. **Log** one row per run in ``<warehouse>/_pipeline/runs`` and print a summary.
+
+Sequence integrity
+------------------
+A file the manifest does not know yet is checked against the file before it
+(the highest-numbered file of the folder or the manifest below it):
+
+* **ROTATE**: when the previous file ends with a ROTATE event, the next file
+  must be the one it names;
+* **numbering**: otherwise the number must be the previous one plus 1;
+* **GTIDs** (when both sides are known): the GTIDs the new file says were
+  logged before it (MariaDB ``GTID_LIST``, MySQL ``PREVIOUS_GTIDS``) must all
+  be known at the end of the previous file (its own list plus the GTIDs of its
+  transactions). Only a definite gap counts: a MariaDB ``domain-server`` whose
+  last ``seq_no`` is higher than where the previous file ended, or a MySQL GTID
+  the previous file never had. Jumps of ``seq_no`` inside a file (``SET
+  gtid_seq_no``) and domains that disappear are not gaps.
+* **copies**: a new file with the same size and sha256 as a file processed
+  before (a re-numbered copy) is never landed twice.
+
+The first file that breaks the sequence and every file after it are *held
+back*: the files before it land, then the run fails with a message naming the
+missing piece ("binlog.000003 is missing between binlog.000002 and
+binlog.000004 ..."). A file that arrives late (``000005`` before ``000004``)
+therefore just waits: the next run after ``000004`` arrived lands both, in
+order. ``accept_gaps: true`` turns each break into a warning and goes on (a
+copy is still skipped, never landed). The first file the pipeline ever sees
+starts the history: files before it are not a gap. A file older than files
+already processed fails the run unless ``accept_gaps`` is set.
+
+Decisions
+---------
+* Every complete event group lands, whatever ended it: ``commit``; ``ddl``
+  (e.g. ``CREATE TABLE ... SELECT`` rows); ``rollback`` (a ROLLBACK-ended group
+  only holds changes to non-transactional tables, which did happen);
+  ``xa_prepare`` (the rows land where the server logged them, as a replica
+  applies them). Every XA PREPARE / COMMIT / ROLLBACK is also recorded in
+  ``<warehouse>/_pipeline/xa`` (``xa_xid``, ``gtid``, ``kind``) so the silver
+  step can drop the rows of a prepared branch that was rolled back
+  (bronze rows of the branch share its ``gtid``).
+* Bronze lands every table; ``tables.include/exclude`` are the silver step's.
+* Quarantined bytes can be decoded again after a decoder fix with
+  ``python -m pipelines.quarantine redecode`` (:mod:`pipelines.quarantine`);
+  landing them is not automatic.
+
+Tables (all Delta, written through :mod:`pipelines.delta_io`): see
+``MANIFEST_DDL``, ``QUARANTINE_DDL``, ``DDL_TABLE_DDL``, ``XA_DDL``, ``RUNS_DDL``.
+"""
+from __future__ import annotations
+
+
+import bisect
+import contextlib
+import datetime as _dt
+import sys
+import uuid
+from dataclasses import replace
+
+from pipelines.binlog.errors import BinlogError
+from pipelines.binlog.txindex import FileIndex, scan
+from pipelines.bronze.schema import BRONZE_TABLE
+from pipelines.config import PipelineConfig
+from pipelines.bronze.commit import _run_batch
+from pipelines.bronze.files import _driver_copy, sha256_prefixes
+from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
+from pipelines.bronze.plan import FilePlan, _content_changed, _latest, plan_file, split_range
+from pipelines.bronze.sequence import Link, check_sequence, gtid_head, link_problem
+from pipelines.bronze.state import BronzeError, BronzeStats, DONE, PARTIAL, QUARANTINED, RUNS_DDL, _append_rows, _bronze_struct, _delta, _last_txn, _read_rows
+from pipelines.bronze.tasks import _progress_enabled, ship_package
+
+
+_UTC = _dt.timezone.utc
+
+
+def _redo_plans(spark, cfg, pending: list, files: dict[str, SourceFile], stack) -> tuple:
+    """Plans that redo an interrupted batch exactly (same ranges, same outcome)."""
+    plans, copies = [], {}
+    for r in pending:
+        f = files.get(r.name)
+        if f is None:
+            raise BronzeError(f"{r.name}: batch {r.batch} was interrupted and the file is gone; cannot redo it")
+        path = copies[f.name] = stack.enter_context(_driver_copy(spark, f))
+        got = sha256_prefixes(path, [r.complete_until])[r.complete_until]
+        if got != r.sha256:
+            raise _content_changed(f, r, got)
+        try:
+            idx = scan(path, name=f.name)
+        except BinlogError:
+            idx = FileIndex(f.name, f.size, "", [], complete_until=r.complete_until)
+        f = replace(f, size=r.size, mtime=r.mtime)
+        p = FilePlan(f, r.start_pos, r.complete_until, r.status, r.sha256, idx, r.error, r.error_class,
+                     r.error_offset)
+        link = Link.of_row(r)
+        p.flavor, p.gtid_start, p.gtid_end, p.rotate_to = link.flavor, link.gtid_start, link.gtid_end, link.rotate_to
+        p.ranges = split_range(idx, r.start_pos, r.complete_until, cfg.parallelism.target_bytes_per_task)
+        plans.append(p)
+    return plans, copies
+
+
+def run(spark, cfg: PipelineConfig) -> BronzeStats:
+    """Ingest every new byte of ``cfg.input`` into bronze; returns what was done.
+
+    Raises :class:`BronzeError` for changed input, a broken sequence, or bad
+    input in strict mode (the run is logged as failed in ``_pipeline/runs``).
+
+    >>> run(spark, cfg).summary()  # doctest: +SKIP
+    'bronze run ... ok: 3 file(s) read, 0 skipped, 1 other name(s) ignored; ...'
+    """
+    now = _dt.datetime.now(_UTC)
+    stats = BronzeStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    try:
+        _run(spark, cfg, stats, now)
+        stats.status = "ok"
+    except BaseException as e:
+        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        stats.ended_at = _dt.datetime.now(_UTC)
+        print(stats.summary(), file=sys.stdout, flush=True)
+        try:
+            _append_rows(spark, cfg, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"))
+        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
+            if stats.status == "ok":
+                raise
+            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+    return stats
+
+
+def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
+    ship_package(spark)
+    bronze_path, d = cfg.warehouse_path(BRONZE_TABLE), _delta()
+    if d.table_exists(bronze_path, spark=spark, backend=cfg.delta.backend):
+        # a bronze table from an older version gains the columns added since (e.g. _shape); its
+        # old rows have NULL there, and silver computes what they lack
+        have = {n.lower() for n in d.schema(bronze_path, spark=spark, backend=cfg.delta.backend).fieldNames()}
+        new = [f for f in _bronze_struct().fields if f.name.lower() not in have]
+        if new:
+            d.add_columns(bronze_path, new, spark=spark, backend=cfg.delta.backend)
+    files, others = list_folder(spark, cfg.input)
+    stats.files_ignored = len(others)
+    by_name = {f.name: f for f in files}
+    newest_seq = files[-1].file_seq if files else -1
+    manifest_path = cfg.pipeline_path("manifest")
+    manifest = _read_rows(spark, cfg, manifest_path)
+    next_batch = max([r.batch for r in manifest] + [_last_txn(spark, cfg, cfg.warehouse_path(BRONZE_TABLE))]) + 1
+
+    # 1. an interrupted batch is redone first, exactly
+    committed = {r.batch for r in manifest if r.phase == "committed"}
+    interrupted: dict[int, list] = {}
+    for r in manifest:
+        if r.phase == "pending" and r.batch not in committed:
+            interrupted.setdefault(r.batch, []).append(r)
+    for batch in sorted(interrupted):
+        with contextlib.ExitStack() as stack:
+            plans, copies = _redo_plans(spark, cfg, interrupted[batch], by_name, stack)
+            _run_batch(spark, cfg, plans, batch, copies, stats, now)
+    if interrupted:
+        manifest = _read_rows(spark, cfg, manifest_path)
+
+    latest = _latest(manifest)
+    check_sequence(files, {r.file_seq: r.name for r in latest.values()}, accept_gaps=True)  # one number, one file
+    newest_done = max((r.file_seq for r in latest.values()), default=-1)
+    if not cfg.accept_gaps:
+        late = [f for f in files if f.name not in latest and f.file_seq < newest_done]
+        if late:
+            raise BronzeError(
+                f"{late[0].name} is older than files already processed (up to number {newest_done}); "
+                f"set accept_gaps: true to ingest it anyway"
+            )
+    for note in copy_notes(others, files, lambda f: _driver_copy(spark, f)):
+        stats.warn(note)
+
+    # 2. plan in file order, one batch at a time; a break in the sequence holds back the rest
+    from tqdm import tqdm
+
+    todo = []
+    for f in files:
+        prev = latest.get(f.name)
+        newest = f.file_seq == newest_seq
+        if prev is not None and f.size == prev.size and f.mtime == prev.mtime and (
+            prev.status in (DONE, QUARANTINED) or (prev.status == PARTIAL and newest)
+        ):
+            stats.files_skipped += 1
+            continue
+        todo.append((f, prev, newest))
+
+    links = {r.file_seq: Link.of_row(r) for r in latest.values()}
+    known = sorted(links)
+    finished = {(r.size, r.sha256): r.name for r in latest.values()
+                if r.status != QUARANTINED and r.complete_until == r.size > 0}
+    finished_sizes = {size for size, _sha in finished}
+    broken: str | None = None
+    batch_plans: list[FilePlan] = []
+    batch_bytes = 0
+    copies: dict[str, str] = {}
+    stack = contextlib.ExitStack()  # driver copies of remote files live until their batch is committed
+    try:
+        bar = tqdm(todo, desc="bronze: index", unit="file", file=sys.stderr, disable=not _progress_enabled(cfg))
+        for i, (f, prev, newest) in enumerate(bar):
+            path = copies[f.name] = stack.enter_context(_driver_copy(spark, f))
+            head = gtid_head(path)
+            if prev is None:
+                twin = None
+                if f.size in finished_sizes:
+                    twin = finished.get((f.size, sha256_prefixes(path, [f.size])[f.size]))
+                if twin is not None:
+                    problem = (f"{f.name} has the same content (size and sha256) as {twin}, which was read "
+                               f"already: a copy under another name is never landed twice")
+                else:
+                    i_before = bisect.bisect_left(known, f.file_seq)
+                    problem = link_problem(links[known[i_before - 1]] if i_before else None, f, head)
+                if problem is not None and not cfg.accept_gaps:
+                    broken = problem
+                    stats.held_back = [g.name for g, _p, _n in todo[i:]]
+                    copies.pop(f.name)
+                    break
+                if problem is not None:
+                    stats.warn(f"{problem} (accept_gaps: true: going on" + (", the copy is skipped)" if twin else ")"))
+                    if twin is not None:
+                        copies.pop(f.name)
+                        continue
+            plan = plan_file(f, prev, path, newest, cfg, head)
+            plan.sha256 = sha256_prefixes(path, [plan.end])[plan.end]
+            if f.file_seq not in links:
+                bisect.insort(known, f.file_seq)
+            links[f.file_seq] = plan.link
+            if plan.status != QUARANTINED and plan.end == f.size > 0:
+                finished[(f.size, plan.sha256)] = f.name
+                finished_sizes.add(f.size)
+            stats.files += 1
+            batch_plans.append(plan)
+            batch_bytes += plan.end - plan.start
+            if batch_bytes >= cfg.parallelism.max_batch_bytes:
+                _run_batch(spark, cfg, batch_plans, next_batch, copies, stats, now)
+                next_batch += 1
+                batch_plans, batch_bytes, copies = [], 0, {}
+                stack.close()
+                stack = contextlib.ExitStack()
+        if batch_plans:
+            _run_batch(spark, cfg, batch_plans, next_batch, copies, stats, now)
+    finally:
+        stack.close()
+    if broken is not None:
+        raise BronzeError(
+            f"{broken}. Held back until the sequence is whole: {', '.join(stats.held_back)} "
+            f"(the files before it landed); set accept_gaps: true to go on without it"
+        )
+
