@@ -20,10 +20,9 @@ from __future__ import annotations
 import os
 import re
 
-from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.txindex import scan
-from pipelines.bronze.rows import _TableLayout, bronze_row
+from pipelines.bronze.decode import WorkRange, decode_range
 from pipelines.bronze.schema import BRONZE_COLUMNS
 
 UDF_NAME = "binlog_changes"
@@ -41,7 +40,11 @@ class BinlogChangesError(ValueError):
 
 def file_changes(content: bytes | None, path: str | None) -> list[tuple] | None:
     """The row changes of one whole binlog file (``content``; ``path`` names it, and its number
-    suffix is ``file_seq``), one tuple per change in :data:`FIELDS` order. NULL content: NULL."""
+    suffix is ``file_seq``), one tuple per change in :data:`FIELDS` order. NULL content: NULL.
+
+    The decode is bronze's own (:func:`pipelines.bronze.decode.decode_range`, what bronze's
+    tasks run on the files Spark's ``binaryFile`` source reads whole), made strict: where bronze
+    quarantines a bad event or transaction, this raises."""
     if content is None:
         return None
     name = path or "<binlog>"
@@ -50,22 +53,30 @@ def file_changes(content: bytes | None, path: str | None) -> list[tuple] | None:
     data = bytes(content)
     try:
         index = scan(data, name=name)
-        if index.error is not None:
-            raise index.error
-        layouts: dict[int, _TableLayout] = {}
-        out = []
-        for ch in iter_changes(data, index, name=name):
-            if type(ch) is not RowChange:
-                continue
-            lay = layouts.get(id(ch.table_map))
-            if lay is None or lay.tm is not ch.table_map:
-                lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
-            row = bronze_row(ch, lay, file_seq, None, None)
-            out.append(tuple(row[i] for i in _KEEP))
-        return out
     except BinlogError as e:
-        where = f"offset {e.offset}" if getattr(e, "offset", None) is not None else "offset unknown"
-        raise BinlogChangesError(f"{UDF_NAME}: {name}: {where}: {type(e).__name__}: {e}") from None
+        raise _error(name, e.offset, type(e).__name__, e) from None
+    if index.error is not None:
+        e = index.error
+        raise _error(name, e.offset, type(e).__name__, e)
+    out = []
+    work = WorkRange(name, name, file_seq, 4, index.complete_until, index, None, None)
+    for kind, rec in decode_range(work, buf=data):
+        if kind == "row":
+            out.append(tuple(rec[i] for i in _KEEP))
+        elif kind == "quar" and rec[4] not in _NOT_ERRORS:  # a transaction bronze would skip
+            raise _error(name, rec[2], rec[4], rec[3])
+        elif kind == "stat" and rec[5] is not None:  # the event that stops bronze's range
+            offset, _cut, reason, cls = rec[5]
+            raise _error(name, offset, cls, reason)
+    return out
+
+
+_NOT_ERRORS = ("StatementFormat", "UnknownEvent")  # kept in bronze's quarantine; no row change is lost
+
+
+def _error(name: str, offset: int | None, cls: str, message) -> BinlogChangesError:
+    where = f"offset {offset}" if offset is not None else "offset unknown"
+    return BinlogChangesError(f"{UDF_NAME}: {name}: {where}: {cls}: {message}")
 
 
 def register(spark) -> None:

@@ -105,6 +105,9 @@ class TableFilter:
 class Parallelism:
     target_bytes_per_task: int = 16 << 20
     max_batch_bytes: int = 2 << 30
+    # how a task reads a file it decodes whole: Spark's binaryFile source ("binaryFile"), or
+    # the byte-range reader every split file uses ("ranges")
+    whole_files: str = "binaryFile"
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ _TOP_KEYS = {
 }
 _SECTION_KEYS = {
     "tables": {"include", "exclude"},
-    "parallelism": {"target_bytes_per_task", "max_batch_bytes"},
+    "parallelism": {"target_bytes_per_task", "max_batch_bytes", "whole_files"},
     "delta": {"backend", "packages"},
     "spark": {"master", "app_name", "conf"},
     "silver": {"column_prefix", "table_column_prefix"},
@@ -326,6 +329,8 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
                                              Parallelism.target_bytes_per_task),
         max_batch_bytes=c.positive_int(par_raw, "max_batch_bytes", "parallelism.max_batch_bytes",
                                        Parallelism.max_batch_bytes),
+        whole_files=c.choice(par_raw, "whole_files", "parallelism.whole_files", ("binaryFile", "ranges"),
+                             Parallelism.whole_files),
     )
 
     delta_raw = c.section(raw, "delta")

@@ -56,9 +56,26 @@ def truth(corpus_binlogs: Path, name: str) -> dict[str, int]:
     return counts
 
 
+_READ_PATH = ["binaryFile"]
+
+
+def pytest_generate_tests(metafunc):
+    # every test of the step runs on both read paths: whole files through Spark's binaryFile
+    # source, and byte ranges (what split files always use)
+    if metafunc.definition.get_closest_marker("spark") and "read_path" in metafunc.fixturenames:
+        metafunc.parametrize("read_path", ["binaryFile", "ranges"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def read_path(request):
+    _READ_PATH[0] = getattr(request, "param", "binaryFile")
+    yield _READ_PATH[0]
+    _READ_PATH[0] = "binaryFile"
+
+
 def make_cfg(tmp_path: Path, **extra):
     over = {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh"), "progress": False,
-            "delta.backend": "rs"}
+            "delta.backend": "rs", "parallelism.whole_files": _READ_PATH[0]}
     over.update(extra)
     return load_config(None, over)
 
@@ -208,6 +225,36 @@ def test_lands_every_row_change_once_and_rerun_adds_nothing(spark, corpus_binlog
     assert len(committed_manifest(cfg)) == 3
     runs = _read(cfg, cfg.pipeline_path("runs"))
     assert sorted((r["status"], r["files"]) for r in runs) == [("ok", 0), ("ok", 3)]
+
+
+@pytest.mark.spark
+def test_whole_files_are_read_by_spark_binaryfile_source(spark, corpus_binlogs, tmp_path, read_path):
+    names = ["binlog.000007", "binlog.000008"]
+    copy_in(corpus_binlogs, tmp_path, *names)
+    cfg = make_cfg(tmp_path)
+    key = "spark.sql.sources.binaryFile.maxLength"
+    spark.conf.set(key, "100")  # binaryFile refuses files over 100 bytes: the byte-range path never asks it
+    try:
+        if read_path == "binaryFile":
+            with pytest.raises(Exception, match="exceeds the max length allowed: 100"):
+                bronze.run(spark, cfg)
+            import deltalake  # nothing landed
+
+            bronze_path = cfg.warehouse_path("bronze/binlog_changes")
+            assert not deltalake.DeltaTable.is_deltatable(bronze_path) or bronze_rows(cfg) == []
+        else:
+            stats = bronze.run(spark, cfg)
+            assert stats.read_whole == 0 and stats.files == 2
+    finally:
+        spark.conf.unset(key)
+    stats = bronze.run(spark, cfg)
+    assert ops(bronze_rows(cfg)) == {op: sum(truth(corpus_binlogs, n)[op] for n in names) for op in "cud"}
+    if read_path == "binaryFile":
+        assert stats.read_whole == 2 and stats.files == 2
+    # a file that must be split is read by byte ranges whatever the setting
+    copy_in(corpus_binlogs, tmp_path, "binlog.000009")
+    split = bronze.run(spark, make_cfg(tmp_path, **{"parallelism.target_bytes_per_task": 1024}))
+    assert split.files == 1 and split.read_whole == 0
 
 
 @pytest.mark.spark

@@ -141,12 +141,18 @@ class _Open:
         self.xa_xid = None
 
 
-def scan(source, *, name: str | None = None, verify_checksums: bool = True) -> FileIndex:
+def scan(source, *, name: str | None = None, verify_checksums: bool = True, start: int | None = None,
+         end: int | None = None) -> FileIndex:
     """Index the transactions of one file. Never raises for bad bytes after the
     format description: the error is recorded in ``FileIndex.error`` and the
-    index covers everything before it."""
+    index covers everything before it.
+
+    With ``start``/``end``, only the events that begin in ``[start, end)`` are looked at:
+    ``start`` must be a transaction boundary (a task indexes its own byte range this way)."""
     with BinlogFile(source, name=name, verify_checksums=verify_checksums) as bf:
         idx = FileIndex(bf.name, bf.size, bf.format.server_version)
+        if start is not None:
+            idx.complete_until = start
         ctx = DecodeContext(bf.format, {}, decode_rows=False)
         cur: _Open | None = None
         txs = idx.transactions
@@ -161,7 +167,7 @@ def scan(source, *, name: str | None = None, verify_checksums: bool = True) -> F
             cur = None
 
         try:
-            for raw in bf.events():
+            for raw in bf.events(start, end):
                 h = raw.header
                 code = h.type_code
                 ctx.format = bf.format

@@ -4,44 +4,75 @@ the write-ahead manifest around them (see "How a run goes", step 4, in
 from __future__ import annotations
 
 
+import re
 from collections import Counter
 
-from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
-from pipelines.config import PipelineConfig
-from pipelines.bronze.decode import StageTarget, TemporalPrecision, WorkRange, _decode_partition, _stage_partition, _sub_index, batch_statements
-from pipelines.bronze.files import MAX_RAW_EVENT, MAX_RAW_HEAD, _mapped, cut_event, sha256_prefixes
+from pipelines.bronze.decode import (
+    StageTarget, TemporalPrecision, WorkRange, _decode_partition, _stage_partition, _whole_file_partition,
+)
 from pipelines.bronze.plan import FilePlan
-from pipelines.bronze.state import BronzeError, BronzeStats, DDL_TABLE_DDL, MANIFEST_DDL, PENDING_APP_ID, QUARANTINED, QUARANTINE_DDL, TXN_APP_ID, XA_DDL, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows
-from pipelines.bronze.tasks import _TaskProgress, _progress_enabled
+from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
+from pipelines.bronze.state import (
+    DDL_TABLE_DDL, MANIFEST_DDL, PENDING_APP_ID, QUARANTINE_DDL, QUARANTINED, TXN_APP_ID, XA_DDL, BronzeError,
+    BronzeStats, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows,
+)
+from pipelines.bronze.tasks import _TaskProgress, _progress_enabled, prefix_facts
+from pipelines.config import PipelineConfig
+
+WHOLE_FILE_MAX = 256 << 20  # larger files are read by byte ranges even when one task takes all of it
+_GLOB = re.compile(r"[{}\[\]*?\\]")  # Spark's file sources would expand these in a path
 
 
-def _precision_for(spark, cfg: PipelineConfig, plans: list, copies: dict[str, str]) -> "TemporalPrecision | None":
+def _precision_for(spark, cfg: PipelineConfig, plans: list) -> "TemporalPrecision | None":
     """MariaDB 5.3 temporal precision for this batch's tasks, from the schema history (persisted,
-    ``_pipeline/ddl``, seeds) and the DDL in the batch itself; None when no table needs it."""
+    ``_pipeline/ddl``, seeds) and the DDL in the batch itself (found by the survey tasks);
+    None when no table needs it."""
     from pipelines import schema_history
 
-    stmts = []
-    for p in plans:
-        for s, e in p.ranges:
-            stmts += batch_statements(copies[p.file.name], p.file.file_seq, s, e)
+    stmts = [st for p in plans for st in p.statements]
     stmts.sort(key=lambda t: t[2])
     history, _added, _next = schema_history.build_history(spark, cfg, stmts)
     precision = TemporalPrecision.of_history(history)
     return precision if precision.by_table else None
 
 
-def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
-               stats: BronzeStats, now) -> None:
+def reads_whole(p: FilePlan, cfg: PipelineConfig) -> bool:
+    """Does the one task that decodes ``p`` read the file whole through Spark's ``binaryFile``
+    source? Yes when the batch reads the file from its first event in one range (else the task
+    reads only its byte range), unless the file is over :data:`WHOLE_FILE_MAX` or its path has
+    characters Spark's file sources would expand as a glob."""
+    return (cfg.parallelism.whole_files == "binaryFile" and len(p.ranges) == 1 and p.ranges[0][0] <= 4
+            and p.file.size <= WHOLE_FILE_MAX and not _GLOB.search(p.file.uri))
+
+
+def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target):
+    """The RDD of the batch's tagged records (:func:`decode_range`): files read whole come from
+    one ``binaryFile`` scan, split files from one task per byte range."""
+    whole_names = {p.file.name for p in plans if reads_whole(p, cfg)}
+    whole = {w.name: w for w in work if w.name in whole_names}
+    ranged = [w for w in work if w.name not in whole_names]
+    sc = spark.sparkContext
+    parts = []
+    if whole:
+        files = spark.read.format("binaryFile").load([w.uri for w in whole.values()]).select("path", "content")
+        parts.append(files.rdd.map(tuple).mapPartitions(_whole_file_partition(whole, target)))
+    if ranged:
+        fn = _stage_partition(target) if target is not None else _decode_partition
+        parts.append(sc.parallelize(ranged, len(ranged)).mapPartitions(fn))
+    return parts[0] if len(parts) == 1 else sc.union(parts)
+
+
+def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now) -> None:
     cached: list = []
     try:
-        _decode_and_commit(spark, cfg, plans, batch, copies, stats, now, cached)
+        _decode_and_commit(spark, cfg, plans, batch, stats, now, cached)
     finally:
         for rdd in cached:
             rdd.unpersist()
 
 
-def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, copies: dict[str, str],
-                       stats: BronzeStats, now, cached: list) -> None:
+def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
+                       cached: list) -> None:
     """Decode and commit one batch (see the module docs for the order of writes).
 
     Spark jobs: one that decodes every range and brings back the small
@@ -51,9 +82,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     from pyspark import StorageLevel
 
     run_id = stats.run_id
-    precision = _precision_for(spark, cfg, plans, copies) if any(p.ranges for p in plans) else None
+    precision = _precision_for(spark, cfg, plans) if any(p.ranges for p in plans) else None
     work = [
-        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, _sub_index(p.index, s, e), run_id, now, precision)
+        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision)
         for p in plans for s, e in p.ranges
     ]
     by_name = {p.file.name: p for p in plans}
@@ -67,15 +98,20 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     if work:
         if staged:
             target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct))
-            job = spark.sparkContext.parallelize(work, len(work)).mapPartitions(_stage_partition(target))
+            job = _task_records(spark, cfg, plans, work, target)
         else:
-            rdd = (spark.sparkContext.parallelize(work, len(work)).mapPartitions(_decode_partition)
-                   .persist(StorageLevel.MEMORY_AND_DISK))
+            rdd = _task_records(spark, cfg, plans, work, None).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(rdd)
             job = rdd.filter(lambda r: r[0] != "row")
-        with _TaskProgress(spark, f"bronze-{run_id}-{batch}", len(work), _progress_enabled(cfg),
+        with _TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), _progress_enabled(cfg),
                            f"bronze batch {batch}"):
             small = job.collect()
+        missing = {(w.name, w.start) for w in work} - {(rec[1][0], rec[1][1]) for rec in small if rec[0] == "stat"}
+        if missing:  # e.g. a file Spark's file source would not list: nothing of this batch is written
+            name, start = min(missing)
+            raise BronzeError(f"{name}: the task that decodes bytes from offset {start} on returned nothing "
+                              f"(file not readable by Spark's binaryFile source? set parallelism.whole_files: "
+                              f"ranges); nothing of batch {batch} was written")
     op_counts: Counter = Counter()  # (file, op) -> rows
     skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
     stats_of_ranges = [rec for kind, rec in small if kind == "stat"]
@@ -98,10 +134,12 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise BronzeError(f"bad input (strict mode): {bad[0]}{more}")
-    for name, cut in cuts.items():
-        p = by_name[name]
-        p.end, p.status = min(p.end, cut), QUARANTINED
-        p.sha256 = sha256_prefixes(copies[name], [p.end])[p.end]
+    cut_plans = [by_name[name] for name in cuts]
+    for p in cut_plans:
+        p.end, p.status = min(p.end, cuts[p.file.name]), QUARANTINED
+    facts = prefix_facts(spark, [(p.file.uri, p.end, p.error_class, p.error_offset) for p in cut_plans])
+    for p, (sha, raw) in zip(cut_plans, facts):
+        p.sha256, p.error_raw = sha, raw
 
     def keep(rec) -> bool:  # rows, statements and quarantine rows all start (file, file_seq, pos, ...)
         return rec[1][2] < cuts.get(rec[1][0], 1 << 62)
@@ -141,18 +179,11 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
         bronze_df = spark.createDataFrame(rows.map(lambda r: r[1]), BRONZE_DDL)
     stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec)) and outside_skips((kind, rec))]
     quar_rows = [rec[:7] + (batch,) + rec[8:] for kind, rec in small if kind == "quar" and keep((kind, rec))]
-    # the bad events found on the driver or in tasks
+    # the bad events found by the survey or by the decode tasks
     for p in plans:
         if p.status == QUARANTINED and p.error:
-            with _mapped(copies[p.file.name]) as buf:
-                if p.error_class == "UnfinishedTransaction":
-                    raw = bytes(buf[p.error_offset : p.error_offset + MAX_RAW_EVENT])
-                elif p.error_class == "NotABinlog":
-                    raw = bytes(buf[:MAX_RAW_HEAD])
-                else:
-                    raw = cut_event(buf, p.error_offset)
             quar_rows.append((p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
-                              DECODER_VERSION, raw, batch, run_id, now))
+                              DECODER_VERSION, p.error_raw or b"", batch, run_id, now))
 
     # a. write-ahead manifest rows
     _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), MANIFEST_DDL,
@@ -183,4 +214,5 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     stats.events += sum(p.events for p in plans)
     stats.bytes += sum(p.end - p.start for p in plans)
     stats.batches += 1
+    stats.read_whole += sum(reads_whole(p, cfg) for p in plans if p.ranges)
 

@@ -4,12 +4,15 @@ statements and quarantine rows (:func:`decode_range`), or stage the rows as Parq
 from __future__ import annotations
 
 
+import contextlib
 import datetime as _dt
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass
+from dataclasses import replace
 from typing import Iterator
+from urllib.parse import unquote
 
 from pipelines.binlog.changes import RowChange, RowsBatch, StatementChange, iter_change_batches, iter_changes
 from pipelines.binlog.columns import override_metas
@@ -17,11 +20,11 @@ from pipelines.binlog.constants import ColumnType, EventFlag, EventType
 from pipelines.binlog.errors import BinlogError, ChecksumMismatch
 from pipelines.binlog.events import EVENT_DECODERS, DecodeContext, decode_event
 from pipelines.binlog.framing import BinlogFile
-from pipelines.binlog.txindex import FileIndex
+from pipelines.binlog.txindex import FileIndex, scan
 from pipelines.binlog.values import InvalidText
 from pipelines.bronze.rows import _OPS, ArrowRowsBuilder, _TableLayout, _ts, bronze_row
 from pipelines.bronze.schema import DECODER_VERSION, WRITTEN_LATER, seq_key
-from pipelines.bronze.files import MAX_RAW_EVENT, _mapped, _task_bytes, cut_event
+from pipelines.bronze.files import MAX_RAW_EVENT, _task_bytes, as_buffer, cut_event
 
 
 _QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
@@ -39,7 +42,7 @@ class WorkRange:
     file_seq: int
     start: int
     end: int
-    index: FileIndex  # only the transactions of this range
+    index: FileIndex | None  # the transactions of this range; None: the task indexes its range itself
     run_id: str
     ingested_at: _dt.datetime
     precision: "TemporalPrecision | None" = None  # MariaDB 5.3 temporal precision, when needed
@@ -85,7 +88,7 @@ def _sub_index(idx: FileIndex, start: int, end: int) -> FileIndex:
     return FileIndex(idx.file, idx.size, idx.server_version, txs, complete_until=end)
 
 
-def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
+def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tuple]:
     """Tagged records of one range: ``("row", bronze row)``, ``("stmt", ddl row)``,
     ``("quar", quarantine row)`` and, last, ``("stat", (name, start, end, events,
     {op: rows}, error, skipped, ignorable, invalid_text))``.
@@ -106,6 +109,10 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
     With ``batches``, each rows event comes as one ``("rows", (RowsBatch, layout))`` record
     instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
 
+    ``buf`` holds the file's bytes when the caller has them (a ``binaryFile`` row's content);
+    otherwise the task reads what it needs (:func:`_task_bytes`). Without ``w.index`` the task
+    indexes its own range first (a quick pass over ``[start, end)``).
+
     Raises nothing for bad bytes: every :class:`BinlogError` becomes ``error``
     or a skipped transaction. Pure apart from reading the file.
     """
@@ -114,7 +121,9 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
     events = ignorable = invalid_stmts = 0
     ops: Counter = Counter()
     skipped: list[tuple[int, int]] = []
-    with _task_bytes(w.uri, w.start, w.end) as buf:
+    with contextlib.nullcontext(buf) if buf is not None else _task_bytes(w.uri, w.start, w.end) as buf:
+        if w.index is None:
+            w = replace(w, index=_range_index(buf, w))
         pos = w.start
         tx_begin, tx_ops = None, Counter()  # rows of the current transaction, counted once it is over
         while err is None:
@@ -190,6 +199,14 @@ def decode_range(w: WorkRange, batches: bool = False) -> Iterator[tuple]:
     yield ("stat", (w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable, invalid))
 
 
+def _range_index(buf, w: WorkRange) -> FileIndex:
+    """The transactions of ``[w.start, w.end)``, found by the task itself."""
+    try:
+        return scan(buf, name=w.name, start=w.start, end=w.end)
+    except BinlogError:  # no sound format description: the decode reports the same error
+        return FileIndex(w.name, len(buf), "", [], complete_until=w.end)
+
+
 def _skippable(e: BinlogError, tx) -> bool:
     """Can the bad event's transaction be skipped alone? Only when its framing is
     sound (it is a complete transaction of the index, which verified every
@@ -226,7 +243,7 @@ def _parquet_options(schema) -> dict:
     return {"use_dictionary": flat + cells, "write_statistics": [*STATS_COLUMNS, *WRITTEN_LATER]}
 
 
-def stage_range(w: WorkRange, target: StageTarget) -> Iterator[tuple]:
+def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
     """:func:`decode_range` with the bronze rows written to Parquet files in the bronze table's
     folder instead of returned: yields the small records, then ``("files", (name, start,
     [StagedFile, ...]))``; the ``stat`` record's op counts are those of the rows in the files.
@@ -241,7 +258,7 @@ def stage_range(w: WorkRange, target: StageTarget) -> Iterator[tuple]:
     builder = ArrowRowsBuilder(target.schema, w.file_seq, w.run_id, w.ingested_at)
     ops: Counter = Counter()
     try:
-        for rec in decode_range(w, batches=True):
+        for rec in decode_range(w, batches=True, buf=buf):
             kind = rec[0]
             if kind == "rows":
                 batch, layout = rec[1]
@@ -277,16 +294,36 @@ def _stage_partition(target: StageTarget):
     return run
 
 
-def batch_statements(path: str, file_seq: int, start: int, end: int) -> list[tuple[str, str | None, str]]:
-    """``(query, default db, _seq)`` of the DDL-like QUERY events in ``[start, end)`` of a local
-    file: a framing walk that decodes nothing but those events (bronze needs them before its
-    tasks run, for :class:`TemporalPrecision`)."""
+def _whole_file_partition(works: dict[str, WorkRange], target: StageTarget | None):
+    """Tasks over rows of Spark's ``binaryFile`` source (``path``, ``content``): each row is
+    one whole file, decoded (or staged, with ``target``) from its content, as the
+    ``binlog_changes`` SQL function decodes it (:mod:`pipelines.binlog_udf`)."""
+
+    def run(rows):
+        for path, content in rows:
+            w = works[file_name(path)]
+            buf = memoryview(content)
+            yield from (stage_range(w, target, buf) if target is not None else decode_range(w, buf=buf))
+
+    return run
+
+
+def file_name(path: str) -> str:
+    """The base name of a ``binaryFile`` row's ``path`` (a Hadoop path, possibly URI-escaped)."""
+    return unquote(path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def batch_statements(source, file_seq: int, start: int, end: int) -> list[tuple[str, str | None, str]]:
+    """``(query, default db, _seq)`` of the DDL-like QUERY events in ``[start, end)`` of a file
+    (a local path or its bytes): a framing walk that decodes nothing but those events (bronze
+    needs them before its tasks run, for :class:`TemporalPrecision`)."""
     out = []
-    with _mapped(path) as buf:
+    with as_buffer(source) as buf:
         if len(buf) < 4:
             return out
         try:
-            with BinlogFile(buf, name=os.path.basename(path), verify_checksums=False) as bf:
+            with BinlogFile(buf, name=os.path.basename(source) if isinstance(source, str) else None,
+                            verify_checksums=False) as bf:
                 ctx = DecodeContext(bf.format, {}, False, None)
                 for raw in bf.events(max(start, 4), end):
                     if raw.header.type_code not in _QUERY_TYPES:

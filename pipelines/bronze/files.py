@@ -7,23 +7,14 @@ import contextlib
 import hashlib
 import mmap
 import os
-import shutil
 import tempfile
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 from urllib.parse import unquote, urlparse
+
 from pipelines.bronze.state import BronzeError
 
-if TYPE_CHECKING:
-    from pipelines.bronze.listing import SourceFile
-
-
-
 MAX_RAW_EVENT = 16 << 20  # quarantine keeps at most this many raw bytes of a bad event (or transaction)
-
-
 MAX_RAW_HEAD = 4096  # ... and this many of a file that is not a binlog at all
-
-
 _READ_CHUNK = 8 << 20
 
 
@@ -38,13 +29,29 @@ def local_path(uri: str) -> str | None:
 _IN_USE_FLAG_AT = 4 + 17  # low byte of the format description event's header flags
 
 
-def sha256_prefixes(path: str, cuts: list[int]) -> dict[int, str]:
-    """sha256 hex digests of ``path[0:cut]`` for every cut, in one pass (the
-    format description's "file in use" flag does not count)."""
+def sha256_prefixes(source, cuts: list[int]) -> dict[int, str]:
+    """sha256 hex digests of ``source[0:cut]`` for every cut, in one pass (the
+    format description's "file in use" flag does not count). ``source`` is a path
+    or a buffer (a task's memory map, a ``binaryFile`` row's content)."""
     want = sorted(set(cuts))
     out: dict[int, str] = {}
     h = hashlib.sha256()
     pos = 0
+    if not isinstance(source, (str, os.PathLike)):
+        view = memoryview(source)
+        for cut in want:
+            if cut > len(view):
+                raise BronzeError(f"ends at byte {len(view)}, expected at least {cut} bytes")
+            if pos <= _IN_USE_FLAG_AT < cut:
+                h.update(view[pos:_IN_USE_FLAG_AT])
+                h.update(bytes([view[_IN_USE_FLAG_AT] & 0xFE]))
+                pos = _IN_USE_FLAG_AT + 1
+            if pos < cut:
+                h.update(view[pos:cut])
+                pos = cut
+            out[cut] = h.copy().hexdigest()
+        return out
+    path = source
     with open(path, "rb") as fh:
         for cut in want:
             while pos < cut:
@@ -75,6 +82,16 @@ def cut_event(buf, offset: int) -> bytes:
     return bytes(buf[offset : offset + min(n, MAX_RAW_EVENT)])
 
 
+def quarantine_raw(buf, error_class: str | None, offset: int) -> bytes:
+    """The bytes a quarantine row keeps of a file stopped at ``offset``: the unfinished
+    transaction from there, the head of a file that is not a binlog, else the bad event."""
+    if error_class == "UnfinishedTransaction":
+        return bytes(buf[offset : offset + MAX_RAW_EVENT])
+    if error_class == "NotABinlog":
+        return bytes(buf[:MAX_RAW_HEAD])
+    return cut_event(buf, offset)
+
+
 @contextlib.contextmanager
 def _mapped(path: str) -> Iterator[memoryview]:
     with open(path, "rb") as fh:
@@ -94,6 +111,24 @@ def _mapped(path: str) -> Iterator[memoryview]:
             pass
 
 
+@contextlib.contextmanager
+def as_buffer(source) -> Iterator[memoryview]:
+    """``source`` as a buffer: a path is memory-mapped, a buffer is used as it is."""
+    if isinstance(source, (str, os.PathLike)):
+        with _mapped(os.fspath(source)) as buf:
+            yield buf
+    else:
+        yield memoryview(source)
+
+
+@contextlib.contextmanager
+def task_file(uri: str) -> Iterator[memoryview]:
+    """All the bytes of the file at ``uri``, for a task that reads it whole: a local file is
+    memory-mapped, any other is copied to a local temp file first (:func:`_task_bytes`)."""
+    with _task_bytes(uri, 0, None) as buf:
+        yield buf
+
+
 def _pyarrow_fs(uri: str):
     from pyarrow import fs as pafs
 
@@ -104,10 +139,10 @@ def _pyarrow_fs(uri: str):
 
 
 @contextlib.contextmanager
-def _task_bytes(uri: str, start: int, end: int) -> Iterator[memoryview]:
+def _task_bytes(uri: str, start: int, end: int | None) -> Iterator[memoryview]:
     """The bytes a task needs, at their file offsets: the whole file (mapped)
     for a local path; for other paths a sparse temp file holding the format
-    description and ``[start, end)`` only."""
+    description and ``[start, end)`` only (``end`` None: to the end of the file)."""
     path = local_path(uri)
     if path is not None:
         with _mapped(path) as buf:
@@ -116,6 +151,7 @@ def _task_bytes(uri: str, start: int, end: int) -> Iterator[memoryview]:
     fs, fpath = _pyarrow_fs(uri)
     with tempfile.NamedTemporaryFile(prefix="binlog-range-", suffix=".bin") as tmp:
         with fs.open_input_file(fpath) as src:
+            end = src.size() if end is None else end
             head = src.read_at(23, 0)
             fde_end = 4 + int.from_bytes(head[4 + 9 : 4 + 13], "little") if len(head) >= 23 else len(head)
             tmp.write(src.read_at(min(fde_end, start), 0))
@@ -130,24 +166,3 @@ def _task_bytes(uri: str, start: int, end: int) -> Iterator[memoryview]:
         tmp.flush()
         with _mapped(tmp.name) as buf:
             yield buf
-
-
-@contextlib.contextmanager
-def _driver_copy(spark, f: SourceFile) -> Iterator[str]:
-    """A local path with the file's bytes, for the driver: the file itself when
-    it is local, else a temp copy made by the JVM's Hadoop FileSystem."""
-    path = local_path(f.uri)
-    if path is not None:
-        yield path
-        return
-    tmpdir = tempfile.mkdtemp(prefix="bronze-")
-    try:
-        jvm = spark.sparkContext._jvm
-        src = jvm.org.apache.hadoop.fs.Path(f.uri)
-        fs = src.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        dst = os.path.join(tmpdir, f.name)
-        fs.copyToLocalFile(False, src, jvm.org.apache.hadoop.fs.Path("file://" + dst), True)
-        yield dst
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pipelines.bronze.files import local_path, sha256_prefixes
+from pipelines.bronze.files import local_path
 from pipelines.bronze.state import BronzeError
 
 
@@ -96,25 +96,22 @@ def _list_local(path: str, folder: str) -> tuple[list[SourceFile], list[SourceFi
     return files, sorted(ignored, key=lambda f: f.name)
 
 
-def copy_notes(others: list[SourceFile], files: list[SourceFile], paths) -> list[str]:
+def copy_notes(others: list[SourceFile], files: list[SourceFile], digests) -> list[str]:
     """One note per ignored name that extends a binlog file name
     (``binlog.000002.bak``, ``binlog.000002~``) and holds the same bytes (size
     and sha256) as that file: a copy, read once under the binlog name. Other
     such names (``binlog.000002.txt``) are just ignored and counted.
-    ``paths(SourceFile)`` opens a local path for a file (a context manager)."""
+    ``digests([SourceFile, ...])`` gives the sha256 of each file by uri (read in tasks)."""
     by_name = {f.name: f for f in files}
-    notes = []
+    pairs = []
     for o in others:
         bases = [o.name[: m.end()] for m in _COPY_NAME.finditer(o.name)]
         b = next((by_name[n] for n in reversed(bases) if n in by_name), None)
-        if b is None:
-            continue
-        base = b.name
-        same = False
-        if o.size == b.size and o.size > 0:
-            with paths(o) as po, paths(b) as pb:
-                same = sha256_prefixes(po, [o.size]) == sha256_prefixes(pb, [b.size])
-        if same:
-            notes.append(f"{o.name} is a copy of {base} (same size and sha256): ignored, {base} is read once")
-    return notes
+        if b is not None and o.size == b.size and o.size > 0:
+            pairs.append((o, b))
+    if not pairs:
+        return []
+    sha = digests(list({f.uri: f for pair in pairs for f in pair}.values()))
+    return [f"{o.name} is a copy of {b.name} (same size and sha256): ignored, {b.name} is read once"
+            for o, b in pairs if sha[o.uri] == sha[b.uri]]
 

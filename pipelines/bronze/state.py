@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 
 
-from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK
 from pipelines.bronze.rows import _ts
 from pipelines.bronze.schema import BRONZE_DDL, seq_key
 from pipelines.config import PipelineConfig
@@ -117,16 +116,9 @@ def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, n
 
 
 def _xa_rows(plans: list[FilePlan], run_id: str) -> list:
-    kinds = {XA_PREPARE, XA_COMMIT, XA_ROLLBACK}
-    out = []
-    for p in plans:
-        if p.index is None:
-            continue
-        for tx in p.index.transactions:
-            if tx.kind in kinds and p.start <= tx.begin_pos < p.end:
-                out.append((p.file.name, p.file.file_seq, tx.begin_pos, seq_key(p.file.file_seq, tx.begin_pos, 0),
-                            tx.kind, tx.xa_xid, tx.gtid, _ts(tx.commit_ts), run_id))
-    return out
+    """Rows of ``_pipeline/xa``: the XA groups (found by the survey) in what each plan lands."""
+    return [(p.file.name, p.file.file_seq, pos, seq_key(p.file.file_seq, pos, 0), kind, xa_xid, gtid, _ts(ts), run_id)
+            for p in plans for pos, kind, xa_xid, gtid, ts in p.xa if p.start <= pos < p.end]
 
 
 @dataclass
@@ -147,6 +139,7 @@ class BronzeStats:
     invalid_text: int = 0  # statements and values not valid in their charset (landed with their bytes)
     bytes: int = 0
     batches: int = 0
+    read_whole: int = 0  # files a task read whole through Spark's binaryFile source
     held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
     warnings: list[str] = field(default_factory=list)
     status: str = "running"

@@ -21,23 +21,39 @@ How a run goes
    * a file the manifest does not know yet must continue the sequence (see
      *Sequence integrity*); the first one that does not, and every file after
      it, is held back;
-   * otherwise the driver streams the file once: the sha256 of the bytes that
-     were already processed must be unchanged (else :class:`BronzeError`
-     "content changed since it was processed"), then
-     :func:`pipelines.binlog.txindex.scan` indexes its transactions and the new
-     part ``[previous complete_until, complete_until)`` is cut into byte ranges
-     on transaction boundaries of about ``parallelism.target_bytes_per_task``.
+   * otherwise the file is *surveyed*: one Spark job reads every such file whole,
+     in tasks side by side (:func:`pipelines.bronze.plan.survey_file`). A task checks
+     that the sha256 of the bytes that were already processed is unchanged (else
+     :class:`BronzeError` "content changed since it was processed", raised when
+     the driver reaches the file), indexes the file's transactions
+     (:func:`pipelines.binlog.txindex.scan`), cuts the new part ``[previous
+     complete_until, complete_until)`` into byte ranges on transaction boundaries
+     of about ``parallelism.target_bytes_per_task``, and hashes what the manifest
+     will record. Only small findings come back: the plan, its DDL statements and
+     XA groups, the GTID head, digests, the raw bytes of a bad event.
 
-   The driver is the only place that reads a whole file; it needs no more
-   memory than a read buffer (local files are memory-mapped; other Hadoop
-   paths are copied to a driver temp file first).
-3. **Decode** the ranges in Spark tasks, one range per task (:func:`decode_range`).
-   A task opens the file itself: a local (or ``file:``) path is memory-mapped;
-   any other path is read with ``pyarrow.fs`` (``s3a://`` is read as ``s3://``),
-   and only the format description and the task's own range are written into a
-   sparse local temp file, so offsets stay file offsets and an executor never
-   holds more than one range. Each ``RowChange`` becomes one bronze row; each
-   ``StatementChange`` one row of ``<warehouse>/_pipeline/ddl``.
+   The driver never reads a binlog file: it lists the folder, keeps the manifest
+   and decides, in file order, what each finding means (sequence checks, copies,
+   errors). A local file is memory-mapped by the task that reads it; any other
+   Hadoop path is read with ``pyarrow.fs`` into the executor's temp space.
+3. **Decode** in Spark tasks (:func:`pipelines.bronze.decode.decode_range`), each
+   indexing its own range first:
+
+   * a file the batch reads from its first event in *one* task (at most
+     ``target_bytes_per_task`` of new bytes, or one transaction, up to
+     :data:`pipelines.bronze.commit.WHOLE_FILE_MAX`) is read whole by Spark's
+     ``binaryFile`` source and decoded from the row's content, as the
+     ``binlog_changes`` SQL function decodes it (``parallelism.whole_files:
+     ranges`` turns this off);
+   * every other range (a split file, or the new tail of a file that grew) is a
+     task of its own that reads just its bytes: a local (or ``file:``) path is
+     memory-mapped; any other path is read with ``pyarrow.fs`` (``s3a://`` is read
+     as ``s3://``), and only the format description and the task's own range are
+     written into a sparse local temp file, so offsets stay file offsets and an
+     executor never holds more than one range.
+
+   Each ``RowChange`` becomes one bronze row; each ``StatementChange`` one row of
+   ``<warehouse>/_pipeline/ddl``.
 4. **Commit** one batch (at most ``parallelism.max_batch_bytes`` of binlog) at
    a time, in this order:
 
@@ -149,51 +165,38 @@ from __future__ import annotations
 
 
 import bisect
-import contextlib
 import datetime as _dt
 import sys
 import uuid
-from dataclasses import replace
 
-from pipelines.binlog.errors import BinlogError
-from pipelines.binlog.txindex import FileIndex, scan
-from pipelines.bronze.schema import BRONZE_TABLE
-from pipelines.config import PipelineConfig
 from pipelines.bronze.commit import _run_batch
-from pipelines.bronze.files import _driver_copy, sha256_prefixes
 from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
-from pipelines.bronze.plan import FilePlan, _content_changed, _latest, plan_file, split_range
-from pipelines.bronze.sequence import Link, check_sequence, gtid_head, link_problem
-from pipelines.bronze.state import BronzeError, BronzeStats, DONE, PARTIAL, QUARANTINED, RUNS_DDL, _append_rows, _bronze_struct, _delta, _last_txn, _read_rows
-from pipelines.bronze.tasks import _progress_enabled, ship_package
-
+from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
+from pipelines.bronze.schema import BRONZE_TABLE
+from pipelines.bronze.sequence import Link, check_sequence, link_problem
+from pipelines.bronze.state import (
+    DONE, PARTIAL, QUARANTINED, RUNS_DDL, BronzeError, BronzeStats, _append_rows, _bronze_struct, _delta, _last_txn,
+    _read_rows,
+)
+from pipelines.bronze.tasks import file_digests, ship_package, survey
+from pipelines.config import PipelineConfig
 
 _UTC = _dt.timezone.utc
 
 
-def _redo_plans(spark, cfg, pending: list, files: dict[str, SourceFile], stack) -> tuple:
+def _redo_plans(spark, cfg, pending: list, files: dict[str, SourceFile]) -> list[FilePlan]:
     """Plans that redo an interrupted batch exactly (same ranges, same outcome)."""
-    plans, copies = [], {}
+    requests = []
     for r in pending:
         f = files.get(r.name)
         if f is None:
             raise BronzeError(f"{r.name}: batch {r.batch} was interrupted and the file is gone; cannot redo it")
-        path = copies[f.name] = stack.enter_context(_driver_copy(spark, f))
-        got = sha256_prefixes(path, [r.complete_until])[r.complete_until]
-        if got != r.sha256:
-            raise _content_changed(f, r, got)
-        try:
-            idx = scan(path, name=f.name)
-        except BinlogError:
-            idx = FileIndex(f.name, f.size, "", [], complete_until=r.complete_until)
-        f = replace(f, size=r.size, mtime=r.mtime)
-        p = FilePlan(f, r.start_pos, r.complete_until, r.status, r.sha256, idx, r.error, r.error_class,
-                     r.error_offset)
-        link = Link.of_row(r)
-        p.flavor, p.gtid_start, p.gtid_end, p.rotate_to = link.flavor, link.gtid_start, link.gtid_end, link.rotate_to
-        p.ranges = split_range(idx, r.start_pos, r.complete_until, cfg.parallelism.target_bytes_per_task)
-        plans.append(p)
-    return plans, copies
+        requests.append(SurveyRequest(f, None, False, redo=r))
+    found = survey(spark, cfg, requests)
+    for req in requests:
+        if found[req.file.name].error is not None:
+            raise BronzeError(found[req.file.name].error)
+    return [found[req.file.name].plan for req in requests]
 
 
 def run(spark, cfg: PipelineConfig) -> BronzeStats:
@@ -250,9 +253,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         if r.phase == "pending" and r.batch not in committed:
             interrupted.setdefault(r.batch, []).append(r)
     for batch in sorted(interrupted):
-        with contextlib.ExitStack() as stack:
-            plans, copies = _redo_plans(spark, cfg, interrupted[batch], by_name, stack)
-            _run_batch(spark, cfg, plans, batch, copies, stats, now)
+        _run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now)
     if interrupted:
         manifest = _read_rows(spark, cfg, manifest_path)
 
@@ -266,11 +267,10 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
                 f"{late[0].name} is older than files already processed (up to number {newest_done}); "
                 f"set accept_gaps: true to ingest it anyway"
             )
-    for note in copy_notes(others, files, lambda f: _driver_copy(spark, f)):
+    for note in copy_notes(others, files, lambda pairs: file_digests(spark, pairs)):
         stats.warn(note)
 
     # 2. plan in file order, one batch at a time; a break in the sequence holds back the rest
-    from tqdm import tqdm
 
     todo = []
     for f in files:
@@ -283,6 +283,9 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             continue
         todo.append((f, prev, newest))
 
+    # every new byte is read once, in Spark tasks side by side (the survey); the driver gets small
+    # findings back and decides in file order what they mean
+    found: dict[str, Survey] = survey(spark, cfg, [SurveyRequest(f, prev, newest) for f, prev, newest in todo])
     links = {r.file_seq: Link.of_row(r) for r in latest.values()}
     known = sorted(links)
     finished = {(r.size, r.sha256): r.name for r in latest.values()
@@ -291,57 +294,46 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     broken: str | None = None
     batch_plans: list[FilePlan] = []
     batch_bytes = 0
-    copies: dict[str, str] = {}
-    stack = contextlib.ExitStack()  # driver copies of remote files live until their batch is committed
-    try:
-        bar = tqdm(todo, desc="bronze: index", unit="file", file=sys.stderr, disable=not _progress_enabled(cfg))
-        for i, (f, prev, newest) in enumerate(bar):
-            path = copies[f.name] = stack.enter_context(_driver_copy(spark, f))
-            head = gtid_head(path)
-            if prev is None:
-                twin = None
-                if f.size in finished_sizes:
-                    twin = finished.get((f.size, sha256_prefixes(path, [f.size])[f.size]))
+    for i, (f, prev, newest) in enumerate(todo):
+        sv = found[f.name]
+        if prev is None:
+            twin = None
+            if f.size in finished_sizes:
+                twin = finished.get((f.size, sv.sha_listed))
+            if twin is not None:
+                problem = (f"{f.name} has the same content (size and sha256) as {twin}, which was read "
+                           f"already: a copy under another name is never landed twice")
+            else:
+                i_before = bisect.bisect_left(known, f.file_seq)
+                problem = link_problem(links[known[i_before - 1]] if i_before else None, f, sv.head)
+            if problem is not None and not cfg.accept_gaps:
+                broken = problem
+                stats.held_back = [g.name for g, _p, _n in todo[i:]]
+                break
+            if problem is not None:
+                stats.warn(f"{problem} (accept_gaps: true: going on" + (", the copy is skipped)" if twin else ")"))
                 if twin is not None:
-                    problem = (f"{f.name} has the same content (size and sha256) as {twin}, which was read "
-                               f"already: a copy under another name is never landed twice")
-                else:
-                    i_before = bisect.bisect_left(known, f.file_seq)
-                    problem = link_problem(links[known[i_before - 1]] if i_before else None, f, head)
-                if problem is not None and not cfg.accept_gaps:
-                    broken = problem
-                    stats.held_back = [g.name for g, _p, _n in todo[i:]]
-                    copies.pop(f.name)
-                    break
-                if problem is not None:
-                    stats.warn(f"{problem} (accept_gaps: true: going on" + (", the copy is skipped)" if twin else ")"))
-                    if twin is not None:
-                        copies.pop(f.name)
-                        continue
-            plan = plan_file(f, prev, path, newest, cfg, head)
-            plan.sha256 = sha256_prefixes(path, [plan.end])[plan.end]
-            if f.file_seq not in links:
-                bisect.insort(known, f.file_seq)
-            links[f.file_seq] = plan.link
-            if plan.status != QUARANTINED and plan.end == f.size > 0:
-                finished[(f.size, plan.sha256)] = f.name
-                finished_sizes.add(f.size)
-            stats.files += 1
-            batch_plans.append(plan)
-            batch_bytes += plan.end - plan.start
-            if batch_bytes >= cfg.parallelism.max_batch_bytes:
-                _run_batch(spark, cfg, batch_plans, next_batch, copies, stats, now)
-                next_batch += 1
-                batch_plans, batch_bytes, copies = [], 0, {}
-                stack.close()
-                stack = contextlib.ExitStack()
-        if batch_plans:
-            _run_batch(spark, cfg, batch_plans, next_batch, copies, stats, now)
-    finally:
-        stack.close()
+                    continue
+        if sv.error is not None:
+            raise BronzeError(sv.error)
+        plan = sv.plan
+        if f.file_seq not in links:
+            bisect.insort(known, f.file_seq)
+        links[f.file_seq] = plan.link
+        if plan.status != QUARANTINED and plan.end == f.size > 0:
+            finished[(f.size, plan.sha256)] = f.name
+            finished_sizes.add(f.size)
+        stats.files += 1
+        batch_plans.append(plan)
+        batch_bytes += plan.end - plan.start
+        if batch_bytes >= cfg.parallelism.max_batch_bytes:
+            _run_batch(spark, cfg, batch_plans, next_batch, stats, now)
+            next_batch += 1
+            batch_plans, batch_bytes = [], 0
+    if batch_plans:
+        _run_batch(spark, cfg, batch_plans, next_batch, stats, now)
     if broken is not None:
         raise BronzeError(
             f"{broken}. Held back until the sequence is whole: {', '.join(stats.held_back)} "
             f"(the files before it landed); set accept_gaps: true to go on without it"
         )
-

@@ -1,13 +1,65 @@
-"""Spark plumbing of the bronze step: a progress bar over a job group's tasks, and shipping the
-``pipelines`` package to the Python workers."""
+"""Spark plumbing of the bronze step: the jobs that read whole files in tasks instead of on the
+driver (the survey, digests, prefix facts), a progress bar over a job group's tasks, and
+shipping the ``pipelines`` package to the Python workers."""
 from __future__ import annotations
-
 
 import sys
 import tempfile
 import threading
+import uuid
 
+from pipelines.bronze.files import quarantine_raw, sha256_prefixes, task_file
+from pipelines.bronze.plan import Survey, SurveyRequest, survey_file
 from pipelines.config import PipelineConfig
+
+_FILES_PER_SLOT = 4  # survey tasks per core when there are many files: one file each when few
+
+
+def _slices(spark, n: int) -> int:
+    return max(1, min(n, spark.sparkContext.defaultParallelism * _FILES_PER_SLOT))
+
+
+def survey(spark, cfg: PipelineConfig, requests: list[SurveyRequest]) -> dict[str, Survey]:
+    """One Spark job: every requested file is read whole by a task (:func:`survey_file`), side
+    by side, and only the small findings come back to the driver, by file name."""
+    if not requests:
+        return {}
+    strict, target = cfg.strict, cfg.parallelism.target_bytes_per_task
+    rdd = spark.sparkContext.parallelize(requests, _slices(spark, len(requests)))
+    with _TaskProgress(spark, f"bronze-survey-{uuid.uuid4().hex[:8]}", rdd.getNumPartitions(),
+                       _progress_enabled(cfg), "bronze: read new files"):
+        found = rdd.map(lambda r: survey_file(r, strict, target)).collect()
+    return {sv.name: sv for sv in found}
+
+
+def _digest(uri: str, size: int) -> str:
+    with task_file(uri) as buf:
+        return sha256_prefixes(buf, [min(size, len(buf))])[min(size, len(buf))]
+
+
+def file_digests(spark, files: list) -> dict[str, str]:
+    """sha256 of each file's listed bytes (``SourceFile``), by uri, computed in tasks."""
+    if not files:
+        return {}
+    items = [(f.uri, f.size) for f in files]
+    got = spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: (t[0], _digest(*t)))
+    return dict(got.collect())
+
+
+def _facts(uri: str, cut: int, error_class: str | None, error_offset: int | None) -> tuple[str, bytes | None]:
+    with task_file(uri) as buf:
+        sha = sha256_prefixes(buf, [cut])[cut]
+        raw = quarantine_raw(buf, error_class, error_offset) if error_offset is not None else None
+    return sha, raw
+
+
+def prefix_facts(spark, items: list[tuple[str, int, str | None, int | None]]) -> list[tuple[str, bytes | None]]:
+    """For each ``(uri, cut, error_class, error_offset)``: the sha256 of the file's bytes
+    ``[0, cut)`` and the raw bytes its quarantine row keeps, read in tasks (a batch whose
+    tasks met a bad event moves the file's end back to it)."""
+    if not items:
+        return []
+    return spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: _facts(*t)).collect()
 
 
 class _TaskProgress:
