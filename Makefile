@@ -56,6 +56,7 @@ run: setup
 bench: setup
 	$(PY) -m scripts.bench
 	$(PY) -m scripts.history_bench
+	$(PY) -m scripts.driver_bench
 
 # cold runs over many small tables and one big one, against replaying into a scratch MariaDB
 .PHONY: bench-peer

@@ -1,6 +1,6 @@
 """The oracle of the end-to-end tests: what the source server returns for ``SELECT``, and silver's
 rows in the same form. Values are compared as Python values after converting both sides to the
-silver types of :mod:`pipelines.typemap`: the server side is read as text (``HEX()`` for strings
+silver types of :mod:`pipelines.schema.typemap`: the server side is read as text (``HEX()`` for strings
 and binaries) and converted per column type; zero/invalid dates become None as in silver.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from workloads import _parse_time as _time
 from pipelines import delta_io
 from pipelines.binlog.charsets import CHARSET_CODECS
 from pipelines.paths import silver_table_path
-from pipelines.schema_history import ColumnDef, SchemaHistory
+from pipelines.schema import ColumnDef, SchemaHistory
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)

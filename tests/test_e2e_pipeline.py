@@ -10,7 +10,7 @@ mid-stream; the second phase appends more files (with a ``TRUNCATE``) and runs t
 ``jobs/run_pipeline.py`` subprocess.
 
 Values are compared as Python values after converting both sides to the silver types of
-:mod:`pipelines.typemap`: the server side is read as text (``HEX()`` for strings and binaries) and
+:mod:`pipelines.schema.typemap`: the server side is read as text (``HEX()`` for strings and binaries) and
 converted per column type; zero/invalid dates become None as in silver.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pipelines import bronze, delta_io
 from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 from pipelines.paths import silver_table_path
-from pipelines.schema_history import ColumnDef, SchemaHistory
+from pipelines.schema import ColumnDef, SchemaHistory
 
 REPO = Path(__file__).resolve().parents[1]
 

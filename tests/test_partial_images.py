@@ -22,7 +22,7 @@ from pipelines.silver import (
     silver_table_schema,
     working_changes,
 )
-from pipelines.typemap import ColumnSpec, silver_schema
+from pipelines.schema.typemap import ColumnSpec, silver_schema
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)

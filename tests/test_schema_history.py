@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import schema_history as sh
-from pipelines.schema_history import (
+from pipelines import schema as sh
+from pipelines.schema import (
     ColumnDef,
     DdlError,
     SchemaHistory,

@@ -15,7 +15,7 @@ from test_typemap import ALL_TYPES, BRONZE_DDL, ZERO_DATES_IN_ALL_TYPES, _image
 from pipelines import delta_io, silver
 from pipelines.silver import driver
 from pipelines.silver.typed_values import ImageTyper, NotCanonical, convert
-from pipelines.typemap import ColumnSpec, typed_columns
+from pipelines.schema.typemap import ColumnSpec, typed_columns
 
 UTC = dt.timezone.utc
 

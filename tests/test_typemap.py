@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 from spark_fixtures import spark  # noqa: F401
 
 from pipelines.bronze.schema import COLUMN_VALUE_DDL
-from pipelines.typemap import (
+from pipelines.schema.typemap import (
     ColumnSpec,
     UnsupportedColumnType,
     silver_schema,

@@ -27,11 +27,11 @@ def _precision_for(spark, cfg: PipelineConfig, plans: list) -> "TemporalPrecisio
     """MariaDB 5.3 temporal precision for this batch's tasks, from the schema history (persisted,
     ``_pipeline/ddl``, seeds) and the DDL in the batch itself (found by the survey tasks);
     None when no table needs it."""
-    from pipelines import schema_history
+    from pipelines.schema import store as schema_store
 
     stmts = [st for p in plans for st in p.statements]
     stmts.sort(key=lambda t: t[2])
-    history, _added, _next = schema_history.build_history(spark, cfg, stmts)
+    history, _added, _next = schema_store.build_history(spark, cfg, stmts)
     precision = TemporalPrecision.of_history(history)
     return precision if precision.by_table else None
 

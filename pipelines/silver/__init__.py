@@ -5,7 +5,7 @@ What each module holds (each imports only the ones above it in this list):
 * :mod:`~pipelines.silver.columns`: silver's own column names per table, the working names a batch
   is planned with, and silver's errors.
 * :mod:`~pipelines.silver.typed_values`: a bronze cell -> its silver Python value (the driver's
-  typing; Spark's is :func:`pipelines.typemap.typed_columns`).
+  typing; Spark's is :func:`pipelines.schema.typemap.typed_columns`).
 * :mod:`~pipelines.silver.value_fixes`: cells completed with what only the schema knows, in Spark SQL.
 * :mod:`~pipelines.silver.shapes`: which columns a row's images logged; rows grouped by shape.
 * :mod:`~pipelines.silver.changes`: bronze rows -> per-key events (``DataFrame -> DataFrame``).

@@ -14,7 +14,7 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
 from pipelines.delta_io import quote_ident
-from pipelines.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
+from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
                                       SilverSchemaError, _ACTION, _BRONZE_ZEROS, _DELETE, _GUARD, _MOVED, _P, _RN,
                                       _UPSERT)
@@ -38,9 +38,9 @@ def changes_from_bronze(
     Partial row images (``binlog_row_image`` MINIMAL/NOBLOB log only some columns) also get the
     ``_present`` flags of their after image.  An INSERT is always a whole row: the columns its
     image lacks take ``defaults`` (spec name -> silver value, e.g. the DDL's ``DEFAULT``; the
-    binlog does not carry defaults), else NULL. ``cells``: see :func:`pipelines.typemap.typed_columns`.
+    binlog does not carry defaults), else NULL. ``cells``: see :func:`pipelines.schema.typemap.typed_columns`.
     ``_zero_dates`` is bronze's own count where the rows have one (bronze versions that write
-    it), else the count :func:`pipelines.typemap.typed_columns` makes while typing.
+    it), else the count :func:`pipelines.schema.typemap.typed_columns` makes while typing.
     ``partial=False`` says that every image has all the columns (the caller knows from the image
     shapes): the rows then get no ``_present`` flags, and nothing reads the images to make them.
     ``guard`` (a boolean over ``bronze_df``'s columns, e.g. the filter that picked its rows): rows

@@ -29,13 +29,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import delta_io, schema_history
+from pipelines import delta_io
+from pipelines.schema import resolve as schema_resolve
 from pipelines.delta_io import qualified
 from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, OwnColumns, own_columns_of
 from pipelines.silver.merge import (ApplyStats, _check_reserved, _key_on, _plan_schema, _resolve_keys, _value_schema,
                                     keyed_clauses, keyless_clauses, read_watermark, watermark_metadata)
 from pipelines.silver.typed_values import ImageTyper, NotCanonical
-from pipelines.typemap import ColumnSpec
+from pipelines.schema.typemap import ColumnSpec
 
 SMALL_ROWS = 20_000  # changes of one segment at most, for this path
 FETCH_ROWS = 200_000  # changes fetched to the driver per run at most (the other segments take Spark's path)
@@ -49,7 +50,7 @@ _DIGITS = re.compile(r"[0-9]+\Z")
 
 
 def _fixable(fix: tuple) -> bool:
-    return fix[0] != schema_history.FIX_DECODE or fix[1] in _DECODED_HERE
+    return fix[0] != schema_resolve.FIX_DECODE or fix[1] in _DECODED_HERE
 
 
 def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
@@ -60,17 +61,17 @@ def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, r
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
-    """A cell's completion by ``fix`` (:func:`pipelines.schema_history.apply_fix`, the rules
+    """A cell's completion by ``fix`` (:func:`pipelines.schema.resolve.apply_fix`, the rules
     Spark's path applies in SQL), or :class:`NotCanonical` where the two could differ: ENUM/SET
     numbers in other digits than ASCII's, out of the members' range, bytes a codec refuses."""
     kind = fix[0]
 
     def complete(text, data, named):
-        if kind in (schema_history.FIX_ENUM, schema_history.FIX_SET) and text is not None and not named \
+        if kind in (schema_resolve.FIX_ENUM, schema_resolve.FIX_SET) and text is not None and not named \
                 and text.isdigit() and not _DIGITS.match(text):
             raise NotCanonical(f"an {kind} number in other digits: {text[:20]!r}")
         try:
-            return schema_history.apply_fix(fix, text, data, named)
+            return schema_resolve.apply_fix(fix, text, data, named)
         except (ValueError, UnicodeDecodeError) as e:
             raise NotCanonical(f"{kind}: {e}") from None
     return complete

@@ -10,7 +10,7 @@ The ``changes_df`` contract (one source table per call; :func:`changes_from_bron
 =============  =====================================================================
 ``_seq``       STRING, the bronze total-order key (fixed-width digits), unique per change
 ``op``         STRING, ``c`` (insert) | ``u`` (update) | ``d`` (delete)
-``after``      STRUCT with one typed field per spec (:func:`pipelines.typemap.typed_columns`);
+``after``      STRUCT with one typed field per spec (:func:`pipelines.schema.typemap.typed_columns`);
                NULL for deletes
 ``before``     STRUCT of typed fields, NULL for inserts; needs the key fields (all fields for
                tables without a key); used for deletes and key-changing updates
@@ -23,7 +23,7 @@ The ``changes_df`` contract (one source table per call; :func:`changes_from_bron
 
 The silver table
 ----------------
-Source columns keep their names and silver types (:func:`pipelines.typemap.silver_schema`);
+Source columns keep their names and silver types (:func:`pipelines.schema.typemap.silver_schema`);
 pipeline columns start with ``_``: ``_seq`` (the change that wrote the row), ``_op``,
 ``_commit_ts``, ``_deleted`` (always present; true only for soft-delete tombstones), and with
 SCD2 ``_valid_from``, ``_valid_to``, ``_is_current``. A source table with columns of those names
@@ -97,7 +97,7 @@ from pyspark.sql import types as T
 
 from pipelines import delta_io
 from pipelines.delta_io import MergeClause, qualified, quote_ident
-from pipelines.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
+from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.changes import (_commit_ts, _image_values, _struct_fields, fill_partial, key_events,
                                       latest_per_key)
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, COMMIT_TS, DEFAULT_OWN, DEFAULT_PREFIX, DELETED,

@@ -10,9 +10,9 @@ from typing import Iterable, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipelines import schema_history
+from pipelines.schema import resolve as schema_resolve
 from pipelines.bronze.schema import SHAPE_NO_NAME, SHAPE_SEP_COL, SHAPE_SEP_FIELD, WRITTEN_LATER, shape_text
-from pipelines.schema_history import ImageColumn
+from pipelines.schema import ImageColumn
 
 _SEP_FIELD, _SEP_COL, _NO_NAME = SHAPE_SEP_FIELD, SHAPE_SEP_COL, SHAPE_NO_NAME
 
@@ -146,6 +146,6 @@ def parse_shape(key: str) -> tuple[ImageColumn, ...]:
     for cell in key.split(_SEP_COL):
         idx, name, typ = cell.split(_SEP_FIELD, 2)
         out.append(ImageColumn(int(idx), None if name == _NO_NAME else name, typ))
-    return schema_history.sorted_shape(out)
+    return schema_resolve.sorted_shape(out)
 
 

@@ -6,7 +6,7 @@
 
 How a run goes
 --------------
-1. **Schema history** (:func:`pipelines.schema_history.update_history`): the DDL statements
+1. **Schema history** (:func:`pipelines.schema.store.update_history`): the DDL statements
    bronze found since the last run (``_pipeline/ddl``) and any seed files become schema
    versions in ``_pipeline/schema_history``.
 2. **What is new**: per table, the largest ``_seq`` already applied is in
@@ -22,7 +22,7 @@ How a run goes
    segments of all tables run in ``_seq`` order of their starting events, so a
    ``RENAME TABLE a TO b`` first finishes ``a``, then copies its silver rows to ``b``.
 4. **Per segment**: the distinct image shapes (``idx``/``name``/``type`` of the logged
-   columns) are matched to the schema (:func:`pipelines.schema_history.resolve_columns`:
+   columns) are matched to the schema (:func:`pipelines.schema.resolve.resolve_columns`:
    table-map names > DDL > seed; keys: config > table-map PK > DDL PK > none = keyless).
    Shapes that do not fit go to ``_pipeline/quarantine`` (same layout as bronze's) with
    the reason. Values the decoder could not finish without the schema (no table-map
@@ -61,11 +61,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import delta_io, schema_history
+from pipelines import delta_io
+from pipelines.schema import resolve as schema_resolve
+from pipelines.schema import store as schema_store
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
-from pipelines.schema_history import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, UNPARSED,
+from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, UNPARSED,
                                       Resolution, SchemaHistory, SchemaVersion)
 from pipelines.silver import driver
 from pipelines.silver.changes import changes_from_bronze
@@ -86,7 +88,7 @@ _UTC = _dt.timezone.utc
 
 _IMAGES = ("before", "after")
 _IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see _Run.step)
-_NAMED_FIXES = frozenset({schema_history.FIX_ENUM, schema_history.FIX_SET})  # they look at a cell's name
+_NAMED_FIXES = frozenset({schema_resolve.FIX_ENUM, schema_resolve.FIX_SET})  # they look at a cell's name
 
 
 # Session settings while the step runs (restored after): typing a wide table builds one large
@@ -307,7 +309,7 @@ def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_i
 
 def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     backend = cfg.delta.backend
-    history, added = schema_history.update_history(spark, cfg, stats.run_id)
+    history, added = schema_store.update_history(spark, cfg, stats.run_id)
     stats.schema_versions = len(added)
     stats.unparsed_ddl = [f"{v.db}.{v.table or '*'} at {v.valid_from}: {v.reason}" for v in added if v.kind == UNPARSED]
     marks = read_watermarks(spark, cfg)
@@ -457,7 +459,7 @@ class _Run:
         version = self.history.version_at(step.db, step.table, at)
         resolution = None
         if step.shapes:
-            resolution = schema_history.resolve_columns(
+            resolution = schema_resolve.resolve_columns(
                 step.db, step.table, version, [parse_shape(s) for s in step.shapes],
                 key_override=self.cfg.key_override(step.db, step.table),
                 table_map_key_idx=next((self.pk_idx[(*key, s)] for s in step.shapes if (*key, s) in self.pk_idx), None),
@@ -637,7 +639,7 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     column gets its DEFAULT (MySQL's implicit default when NOT NULL without one; expression
     defaults such as ``CURRENT_TIMESTAMP`` stay NULL); a column with a new type is cast. True
     when silver was rewritten."""
-    from pipelines import typemap
+    from pipelines.schema import typemap
 
     new = version.schema
     if before is None or new is None:
@@ -645,7 +647,7 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     backend = cfg.delta.backend
     current = delta_io.schema(path, spark=spark, backend=backend)
     have = {f.name.lower(): f for f in current.fields}
-    specs = {c.name.lower(): schema_history.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}
+    specs = {c.name.lower(): schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}
     types = {n: typemap.spark_type(sp) for n, sp in specs.items()}
     renamed = {old.lower(): name for old, name in version.renamed}
     cols, changed = [], False
@@ -683,9 +685,9 @@ _IMPLICIT_DEFAULTS = {  # MySQL's value for existing rows of a NOT NULL column a
 
 
 def _default_values(spark, columns, specs) -> dict:
-    """Silver values of the DEFAULTs of ``columns`` (typed the way :mod:`pipelines.typemap` types
+    """Silver values of the DEFAULTs of ``columns`` (typed the way :mod:`pipelines.schema.typemap` types
     bronze text), by column name; None where there is no usable default."""
-    from pipelines import typemap
+    from pipelines.schema import typemap
 
     cells, use = [], []
     for c in columns:
@@ -708,7 +710,7 @@ def _retype(spark, cfg: PipelineConfig, path: str, specs) -> list[str]:
     """``ALTER TABLE ... MODIFY/CHANGE`` gave columns another silver type: rewrite the silver
     table with the new types (values cast the way Spark casts them; the server converted its
     rows without logging them). Returns ``["col: old -> new", ...]``."""
-    from pipelines import typemap
+    from pipelines.schema import typemap
 
     backend = cfg.delta.backend
     if not delta_io.table_exists(path, spark=spark, backend=backend):
@@ -730,7 +732,7 @@ def _retype(spark, cfg: PipelineConfig, path: str, specs) -> list[str]:
 def _ddl_specs(version: SchemaVersion | None) -> tuple:
     if version is None or version.schema is None:
         return ()
-    return tuple(schema_history.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
+    return tuple(schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
 
 
 def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None) -> Resolution:
@@ -744,7 +746,7 @@ def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None
     if None in by_idx or any(i >= len(columns) or columns[i].name.lower() != s.name.lower()
                              for i, s in by_idx.items()):
         return resolution
-    added = {i: schema_history.spec_from_ddl(c, i) for i, c in enumerate(columns) if i not in by_idx}
+    added = {i: schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(columns) if i not in by_idx}
     if not added:
         return resolution
     return replace(resolution, specs=tuple(({**by_idx, **added})[i] for i in sorted({**by_idx, **added})))

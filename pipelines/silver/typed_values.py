@@ -1,12 +1,12 @@
-"""Bronze cells -> silver's Python values, on the driver: the values :func:`pipelines.typemap.typed_columns`
+"""Bronze cells -> silver's Python values, on the driver: the values :func:`pipelines.schema.typemap.typed_columns`
 gives in Spark, for small batches that are applied without a Spark job (:mod:`pipelines.silver.driver`).
 
-Pure functions of a :class:`~pipelines.typemap.ColumnSpec` and a cell's ``(text, bin)``; nothing here
+Pure functions of a :class:`~pipelines.schema.typemap.ColumnSpec` and a cell's ``(text, bin)``; nothing here
 imports Spark's session or Delta. A converter returns ``(value, zero)``: the Python value of the
 silver type (``int``, ``Decimal``, ``float``, ``date``, ``datetime``, ``str``, ``bytes`` or None)
 and 1 when a zero or invalid date was nulled, else 0.
 
-Only the canonical texts that the decoder writes (see :mod:`pipelines.typemap`) are converted
+Only the canonical texts that the decoder writes (see :mod:`pipelines.schema.typemap`) are converted
 here. Anything else (a text in another form, a value out of the type's range, a binary cell
 without bytes) raises :class:`NotCanonical`: the caller then applies the batch with Spark, whose
 typing either converts the value or fails the run with the column named. So the two paths can
@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-from pipelines.typemap import ColumnSpec, _decimal_type, _rule
+from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
 
 Converter = Callable[[str | None, bytes | None], tuple[object, int]]
 _UTC = _dt.timezone.utc
@@ -170,8 +170,8 @@ _BY_NAME: dict[str, Callable[[ColumnSpec], Converter]] = {
 
 
 def converter(spec: ColumnSpec) -> Converter:
-    """The converter of one column (raises :class:`~pipelines.typemap.UnsupportedColumnType`
-    for a type silver has no mapping for, as :func:`pipelines.typemap.spark_type` does)."""
+    """The converter of one column (raises :class:`~pipelines.schema.typemap.UnsupportedColumnType`
+    for a type silver has no mapping for, as :func:`pipelines.schema.typemap.spark_type` does)."""
     name, rule = _rule(spec)
     if name in _INT_SILVER:
         signed, unsigned = _INT_SILVER[name]

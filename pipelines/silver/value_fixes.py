@@ -1,6 +1,6 @@
 """Value fixes in Spark SQL: a bronze cell completed with what only the schema knows (a character
 column's bytes decoded in its charset, ENUM/SET numbers to members, signed to unsigned, INET/UUID
-bytes to text), as :func:`pipelines.schema_history.apply_fix` defines them in Python.
+bytes to text), as :func:`pipelines.schema.resolve.apply_fix` defines them in Python.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import schema_history
+from pipelines.schema import resolve as schema_resolve
 from pipelines.silver.columns import SilverStepError
 
 
@@ -70,7 +70,7 @@ def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
     kind = fix[0]
     t, b = f"{x}.text", f"{x}.bin"
     raw_only = f"{t} IS NULL AND {b} IS NOT NULL"
-    if kind == schema_history.FIX_DECODE:
+    if kind == schema_resolve.FIX_DECODE:
         java = _JAVA_CHARSETS.get(fix[1])
         if java is None:
             return None
@@ -79,23 +79,23 @@ def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
             c1, cp = _latin1_translation()
             text = f"translate({text}, {_sql_str(c1)}, {_sql_str(cp)})"
         return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
-    if kind == schema_history.FIX_ENUM:
+    if kind == schema_resolve.FIX_ENUM:
         members = ", ".join(_sql_str(m) for m in ("",) + tuple(fix[1]))
         # only without FULL metadata (no column name): with it the decoder gave the member itself
         return (f"CASE WHEN {x}.name IS NULL AND {t} RLIKE '^[0-9]+$' "
                 f"THEN element_at(array({members}), CAST({t} AS INT) + 1) ELSE {t} END", b)
-    if kind == schema_history.FIX_SET:
+    if kind == schema_resolve.FIX_SET:
         members = ", ".join(_sql_str(m) for m in fix[1])
         pick = f"(m, i) -> substr(reverse(conv({t}, 10, 2)), i + 1, 1) = '1'"
         return (f"CASE WHEN {x}.name IS NULL AND {t} RLIKE '^[0-9]+$' "
                 f"THEN array_join(filter(array({members}), {pick}), ',') ELSE {t} END", b)
-    if kind == schema_history.FIX_UNSIGNED:
+    if kind == schema_resolve.FIX_UNSIGNED:
         span = 1 << int(fix[1])
         return (f"CASE WHEN {t} LIKE '-%' THEN CAST(CAST({t} AS DECIMAL(20,0)) + CAST('{span}' AS DECIMAL(21,0)) "
                 f"AS STRING) ELSE {t} END", b)
-    if kind in (schema_history.FIX_INET6, schema_history.FIX_UUID, schema_history.FIX_INET4):
-        size = 4 if kind == schema_history.FIX_INET4 else 16
-        fmt = {schema_history.FIX_INET6: _inet6_sql, schema_history.FIX_UUID: _uuid_sql}.get(kind)
+    if kind in (schema_resolve.FIX_INET6, schema_resolve.FIX_UUID, schema_resolve.FIX_INET4):
+        size = 4 if kind == schema_resolve.FIX_INET4 else 16
+        fmt = {schema_resolve.FIX_INET6: _inet6_sql, schema_resolve.FIX_UUID: _uuid_sql}.get(kind)
         body = fmt("h") if fmt else _dotted("h", 0)
         text = f"element_at(transform(array({_hex_of(b, size)}), h -> {body}), 1)"
         return f"CASE WHEN {raw_only} THEN {text} ELSE {t} END", f"CASE WHEN {raw_only} THEN NULL ELSE {b} END"
@@ -104,7 +104,7 @@ def _fix_sql(fix: tuple, x: str) -> tuple[str, str] | None:
 
 def cell_fixes(fixes: dict[int, tuple]) -> tuple[dict, dict[int, tuple]]:
     """``fixes`` split into the ones typing applies to its own cell of the column (``cells`` of
-    :func:`pipelines.typemap.typed_columns`: plain SQL inside the generated code, instead of
+    :func:`pipelines.schema.typemap.typed_columns`: plain SQL inside the generated code, instead of
     :func:`complete_values` rewriting every cell of every image), and the rest (charsets only
     Python can decode), for :func:`complete_values`."""
     cells, rest = {}, {}
@@ -140,7 +140,7 @@ def _decode_udf(codecs_by_idx: dict[int, str], image_type: T.ArrayType):
 
 def complete_values(df: DataFrame, fixes: dict[int, tuple]) -> DataFrame:
     """Finish the bronze values of ``before``/``after`` that need the schema (see
-    :func:`pipelines.schema_history.apply_fix` for the same rules in Python): bytes of a
+    :func:`pipelines.schema.resolve.apply_fix` for the same rules in Python): bytes of a
     character column -> text in its charset, ENUM/SET numbers -> names, signed -> unsigned,
     INET6/INET4/UUID bytes -> text. Spark SQL expressions; a Python UDF only for charsets
     Spark cannot decode.
