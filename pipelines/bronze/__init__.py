@@ -25,7 +25,9 @@ from pipelines.bronze.files import cut_event, local_path, sha256_prefixes
 from pipelines.bronze.listing import SourceFile, copy_notes, list_binlogs, list_folder
 from pipelines.bronze.plan import FilePlan, plan_file, split_range
 from pipelines.bronze.schema import BRONZE_TABLE
-from pipelines.bronze.sequence import Link, advance_gtid_state, check_sequence, gtid_head, gtids_missing, link_problem
+from pipelines.bronze.sequence import (
+    Link, advance_gtid_state, check_sequence, gtid_head, gtids_missing, link_problem,
+)
 from pipelines.bronze.state import (
     DDL_TABLE_DDL, DONE, MANIFEST_DDL, PARTIAL, QUARANTINE_DDL, QUARANTINED, RUNS_DDL, TXN_APP_ID, XA_DDL,
     BronzeError, BronzeStats,

@@ -3,7 +3,6 @@ the write-ahead manifest around them (see "How a run goes", step 4, in
 :mod:`pipelines.bronze.step`)."""
 from __future__ import annotations
 
-
 import re
 from collections import Counter
 

@@ -3,7 +3,6 @@ statements and quarantine rows (:func:`decode_range`), or stage the rows as Parq
 (:func:`stage_range`, the delta-rs backend)."""
 from __future__ import annotations
 
-
 import contextlib
 import datetime as _dt
 import os

@@ -2,7 +2,6 @@
 the sparse range copies a task reads of a non-local file."""
 from __future__ import annotations
 
-
 import contextlib
 import hashlib
 import mmap

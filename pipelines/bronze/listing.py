@@ -2,13 +2,11 @@
 FileSystem (or the local filesystem), and the names that only look like binlogs."""
 from __future__ import annotations
 
-
 import os
 import re
 from dataclasses import dataclass
 from pipelines.bronze.files import local_path
 from pipelines.bronze.state import BronzeError
-
 
 
 _BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")

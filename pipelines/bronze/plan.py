@@ -2,7 +2,6 @@
 boundaries), given its bytes and its latest manifest row."""
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field, replace
 
 from pipelines.binlog.constants import COMMON_HEADER_LEN

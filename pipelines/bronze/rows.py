@@ -239,8 +239,6 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
     )
 
 
-
-
 # -- column-wise -------------------------------------------------------------------------
 
 _NONE = type(None)

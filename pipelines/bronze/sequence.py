@@ -3,7 +3,6 @@ binlog files (see "Sequence integrity" in :mod:`pipelines.bronze.step`). Pure fu
 files' heads and the manifest's links, apart from :func:`gtid_head`, which reads a file's head."""
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 
 from pipelines.binlog.constants import EventType

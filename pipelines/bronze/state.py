@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 
-
 from pipelines.bronze.rows import _ts
 from pipelines.bronze.schema import BRONZE_DDL, seq_key
 from pipelines.config import PipelineConfig

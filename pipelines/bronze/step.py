@@ -163,7 +163,6 @@ Tables (all Delta, written through :mod:`pipelines.delta_io`): see
 """
 from __future__ import annotations
 
-
 import bisect
 import datetime as _dt
 import sys

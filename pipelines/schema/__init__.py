@@ -52,28 +52,43 @@ Modules (each imports only those above it; none imports Spark but ``typemap``):
 """
 from __future__ import annotations
 
-from pipelines.schema.model import (  # noqa: F401
+from pipelines.schema.model import (
     ALTER, CREATE, ColumnDef, DATABASE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, RESET_KINDS, SEED,
     SchemaVersion, TRUNCATE, TableSchema, UNPARSED, UniqueKey, charset_of_collation,
 )
-from pipelines.schema.ddl import (  # noqa: F401
+from pipelines.schema.ddl import (
     AddColumn, AddKey, AlterTable, ChangeColumn, ConvertCharset, CreateDatabase, CreateIndex, CreateTable,
     DdlError, DefaultCharset, DropColumn, DropDatabase, DropIndex, DropIndexOp, DropPrimaryKey, DropTables,
     RenameColumn, RenameTables, RenameTo, TruncateTable, Unparsed, parse_statement, statement_kind,
     strip_comments,
 )
-from pipelines.schema.history import (  # noqa: F401
+from pipelines.schema.history import (
     SchemaHistory,
 )
-from pipelines.schema.seeds import (  # noqa: F401
+from pipelines.schema.seeds import (
     load_seeds, read_seed_folder,
 )
-from pipelines.schema.resolve import (  # noqa: F401
+from pipelines.schema.resolve import (
     BinlogType, FIX_DECODE, FIX_ENUM, FIX_INET4, FIX_INET6, FIX_SET, FIX_UNSIGNED, FIX_UUID, ImageColumn,
     KeyConfigError, Resolution, apply_fix, choose_keys, compatible, inet4_text, inet6_text, parse_binlog_type,
     resolve_columns, sorted_shape, spec_from_binlog, spec_from_ddl, uuid_text,
 )
-from pipelines.schema.store import (  # noqa: F401
+from pipelines.schema.store import (
     COLUMN_DEF_DDL, QUARANTINE, SCHEMA_HISTORY, SCHEMA_HISTORY_COLUMNS, SCHEMA_HISTORY_DDL, build_history,
     rows_to_versions, update_history, versions_to_rows,
 )
+
+__all__ = [
+    "ALTER", "AddColumn", "AddKey", "AlterTable", "BinlogType", "COLUMN_DEF_DDL", "CREATE", "ChangeColumn",
+    "ColumnDef", "ConvertCharset", "CreateDatabase", "CreateIndex", "CreateTable", "DATABASE", "DROP",
+    "DROP_DATABASE", "DdlError", "DefaultCharset", "DropColumn", "DropDatabase", "DropIndex", "DropIndexOp",
+    "DropPrimaryKey", "DropTables", "FIX_DECODE", "FIX_ENUM", "FIX_INET4", "FIX_INET6", "FIX_SET",
+    "FIX_UNSIGNED", "FIX_UUID", "ImageColumn", "KeyConfigError", "QUARANTINE", "RENAME_FROM", "RENAME_TO",
+    "RESET_KINDS", "RenameColumn", "RenameTables", "RenameTo", "Resolution", "SCHEMA_HISTORY",
+    "SCHEMA_HISTORY_COLUMNS", "SCHEMA_HISTORY_DDL", "SEED", "SchemaHistory", "SchemaVersion", "TRUNCATE",
+    "TableSchema", "TruncateTable", "UNPARSED", "UniqueKey", "Unparsed", "apply_fix", "build_history",
+    "charset_of_collation", "choose_keys", "compatible", "inet4_text", "inet6_text", "load_seeds",
+    "parse_binlog_type", "parse_statement", "read_seed_folder", "resolve_columns", "rows_to_versions",
+    "sorted_shape", "spec_from_binlog", "spec_from_ddl", "statement_kind", "strip_comments", "update_history",
+    "uuid_text", "versions_to_rows",
+]

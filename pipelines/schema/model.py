@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-
-
-
 # Version kinds.
 CREATE = "create"  # a new (empty) table: CREATE TABLE [LIKE], CREATE OR REPLACE
 

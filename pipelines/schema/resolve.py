@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
-from pipelines.schema.model import ColumnDef, SEED, SchemaVersion, _BINARY_TYPES, _GEOMETRY_TYPES, _TEXT_TYPES, _norm_charset
-
-
-
+from pipelines.schema.model import (
+    ColumnDef, SEED, SchemaVersion, _BINARY_TYPES, _GEOMETRY_TYPES, _TEXT_TYPES, _norm_charset,
+)
 
 
 @dataclass(frozen=True)

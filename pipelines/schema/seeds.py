@@ -12,7 +12,6 @@ from pipelines.schema.history import SchemaHistory
 from pipelines.schema.model import SchemaVersion
 
 
-
 def read_seed_folder(seed_dir) -> list[tuple[str, str, str, str]]:
     """``(db, table, create_sql, path)`` for every ``*.sql`` file of a seed folder:
     ``<seed>/<db>/<table>.sql`` or ``<seed>/<db>.<table>.sql`` (names escaped as in

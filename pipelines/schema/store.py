@@ -9,9 +9,6 @@ from pipelines.schema.model import ColumnDef, SchemaVersion, TableSchema, Unique
 from pipelines.schema.seeds import load_seeds
 
 
-
-
-
 SCHEMA_HISTORY = "schema_history"  # <warehouse>/_pipeline/schema_history
 
 
