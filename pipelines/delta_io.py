@@ -1408,6 +1408,24 @@ def commit_staged(
     return _commit("append", path, attempt)
 
 
+def overwrite_rows(spark: SparkSession | None, rows: Sequence[tuple], schema: str | T.StructType, path: str, *,
+                   backend: str = "auto") -> None:
+    """Replace a small table's rows with ``rows`` the driver holds (:func:`append_rows`'s
+    counterpart; one commit). Files added by a writer after the snapshot this commit replaces
+    are kept: only the files of that snapshot are removed.
+
+    >>> overwrite_rows(spark, [("a", 1)], "name STRING, n BIGINT", str(tmp_path / "log"))  # doctest: +SKIP
+    """
+    struct = schema if isinstance(schema, T.StructType) else ddl_schema(schema)
+    if resolve_backend(spark, backend) == "spark":
+        overwrite(spark, spark.createDataFrame(list(rows), struct), path, backend="spark")
+        return
+    from deltalake import write_deltalake
+
+    data = rows_to_arrow(rows, struct)
+    _commit("overwrite", path, lambda n: write_deltalake(str(path), data, mode="overwrite"))
+
+
 def overwrite(
     spark: SparkSession,
     df: DataFrame,

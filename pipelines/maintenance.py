@@ -5,6 +5,8 @@ over thousands of scheduled runs (``jobs/maintain.py``; the main job too, every
 For each table (bronze, the pipeline's own ``_pipeline/*`` state, every silver table), in this
 order, each with the backend's own operation (:mod:`pipelines.delta_maintenance`):
 
+0. ``_pipeline/silver_watermarks`` (one row per table per run) is folded to the latest row
+   per table (:func:`pipelines.silver.step.fold_watermarks`);
 1. **compact** when it has more than ``compact_min_files`` data files: small files are bin-packed
    into files near ``target_file_bytes`` (one commit; what the table returns is unchanged);
 2. **log retention**: ``delta.logRetentionDuration`` set to ``log_retention_hours`` where the table
@@ -62,6 +64,7 @@ class MaintenanceStats:
     error: str | None = None
     seconds: float = 0.0
     tables: list[TableUpkeep] = field(default_factory=list)
+    watermark_rows_folded: int = 0  # rows of _pipeline/silver_watermarks folded into one per table
 
     def summary(self) -> str:
         t = self.tables
@@ -78,6 +81,8 @@ class MaintenanceStats:
             f"live (was {sum(u.before.disk_bytes for u in t) / mb:.1f} MB); kept: every file of the current "
             f"snapshots, and files removed within the last {self.retention_hours} h (time travel); {self.seconds:.1f} s"
         )
+        if self.watermark_rows_folded:
+            text += f"; silver watermarks folded to one row per table ({self.watermark_rows_folded} row(s) removed)"
         if self.error:
             text += f"\n  error: {self.error}"
         return text
@@ -150,6 +155,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     from dataclasses import replace
 
     from pipelines import silver
+    from pipelines.silver.step import fold_watermarks
 
     if retention_hours is not None:
         cfg = replace(cfg, maintenance=replace(cfg.maintenance, retention_hours=int(retention_hours)))
@@ -160,6 +166,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     backend = delta_io.resolve_backend(spark, cfg.delta.backend)
     silver_root = cfg.warehouse_path("silver") + "/"
     try:
+        stats.watermark_rows_folded = fold_watermarks(spark, cfg, backend=backend)
         for path in find_tables(cfg.warehouse):
             meta = None
             if path.startswith(silver_root):  # its watermark goes along into every commit made here

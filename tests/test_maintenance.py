@@ -104,6 +104,10 @@ def test_maintenance_keeps_results_and_runs_stay_exactly_once(spark, server, tmp
     assert k_before.disk_files >= 2 and k_before.checkpoints == 0  # MERGEs leave old files behind
     assert b_before.files >= 2  # bronze: a small file per run with rows
     assert maintenance.due(spark, cfg)  # two silver runs since none
+    wm_path = cfg.pipeline_path(silver_step.WATERMARKS)
+    wm_before = silver_step.read_watermarks(spark, cfg)
+    wm_rows = len(delta_io.read_arrow(wm_path))
+    assert wm_rows > 2 * len(wm_before)  # rows per table (and the read-through mark) per run
 
     _age_logs(warehouse)
     if backend == "rs":  # the job, as a schedule runs it
@@ -118,6 +122,9 @@ def test_maintenance_keeps_results_and_runs_stay_exactly_once(spark, server, tmp
     else:
         line = maintenance.run(spark, cfg).summary()
     assert " ok: " in line and "vacuumed" in line and "kept: every file of the current snapshots" in line, line
+    assert f"silver watermarks folded to one row per table ({wm_rows - len(wm_before)} row(s) removed)" in line, line
+    assert silver_step.read_watermarks(spark, cfg) == wm_before
+    assert len(delta_io.read_arrow(wm_path)) == len(wm_before)
 
     # nothing a query returns changed
     assert _bronze_rows(cfg) == bronze_before

@@ -299,6 +299,29 @@ def read_watermarks(spark: SparkSession, cfg: PipelineConfig) -> dict[tuple[str,
     return {(r["db"], r["table"]): r["m"] for r in rows if r["m"] is not None}
 
 
+def fold_watermarks(spark: SparkSession | None, cfg: PipelineConfig, *, backend: str | None = None) -> int:
+    """Fold ``_pipeline/silver_watermarks`` (one row per table per run, appended) to its latest
+    row per table, so that reading it at the start of a run costs the same after 10,000 runs
+    as after 10. Maintenance calls it (under the warehouse lock). What :func:`read_watermarks`
+    returns does not change; a row appended after the snapshot the fold read is kept. Returns
+    the number of rows removed (0: the table holds at most twice as many rows as tables)."""
+    path, backend = cfg.pipeline_path(WATERMARKS), backend or cfg.delta.backend
+    if not delta_io.table_exists(path, spark=spark, backend=backend):
+        return 0
+    rows = delta_io.read_rows(spark, path, backend=backend)
+    latest: dict = {}
+    for r in rows:
+        key, cur = (r["db"], r["table"]), latest.get((r["db"], r["table"]))
+        if cur is None or (r["max_seq"] or "", r["updated_at"]) > (cur["max_seq"] or "", cur["updated_at"]):
+            latest[key] = r
+    if len(rows) <= 2 * len(latest):
+        return 0
+    names = [f.name for f in delta_io.ddl_schema(WATERMARKS_DDL).fields]
+    delta_io.overwrite_rows(spark, [tuple(r[n] for n in names) for r in latest.values()], WATERMARKS_DDL, path,
+                            backend=backend)
+    return len(rows) - len(latest)
+
+
 def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
     if not marks:
         return
