@@ -105,9 +105,9 @@ class TableFilter:
 class Parallelism:
     target_bytes_per_task: int = 16 << 20
     max_batch_bytes: int = 2 << 30
-    # how a task reads a file it decodes whole: Spark's binaryFile source ("binaryFile"), or
+    # how a task reads a file it decodes whole: Spark's whole-file reader ("binaryFiles"), or
     # the byte-range reader every split file uses ("ranges")
-    whole_files: str = "binaryFile"
+    whole_files: str = "binaryFiles"
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
                                              Parallelism.target_bytes_per_task),
         max_batch_bytes=c.positive_int(par_raw, "max_batch_bytes", "parallelism.max_batch_bytes",
                                        Parallelism.max_batch_bytes),
-        whole_files=c.choice(par_raw, "whole_files", "parallelism.whole_files", ("binaryFile", "ranges"),
+        whole_files=c.choice(par_raw, "whole_files", "parallelism.whole_files", ("binaryFiles", "ranges"),
                              Parallelism.whole_files),
     )
 

@@ -56,21 +56,21 @@ def truth(corpus_binlogs: Path, name: str) -> dict[str, int]:
     return counts
 
 
-_READ_PATH = ["binaryFile"]
+_READ_PATH = ["binaryFiles"]
 
 
 def pytest_generate_tests(metafunc):
-    # every test of the step runs on both read paths: whole files through Spark's binaryFile
+    # every test of the step runs on both read paths: whole files through Spark's binaryFiles
     # source, and byte ranges (what split files always use)
     if metafunc.definition.get_closest_marker("spark") and "read_path" in metafunc.fixturenames:
-        metafunc.parametrize("read_path", ["binaryFile", "ranges"], indirect=True)
+        metafunc.parametrize("read_path", ["binaryFiles", "ranges"], indirect=True)
 
 
 @pytest.fixture(autouse=True)
 def read_path(request):
-    _READ_PATH[0] = getattr(request, "param", "binaryFile")
+    _READ_PATH[0] = getattr(request, "param", "binaryFiles")
     yield _READ_PATH[0]
-    _READ_PATH[0] = "binaryFile"
+    _READ_PATH[0] = "binaryFiles"
 
 
 def make_cfg(tmp_path: Path, **extra):
@@ -228,33 +228,28 @@ def test_lands_every_row_change_once_and_rerun_adds_nothing(spark, corpus_binlog
 
 
 @pytest.mark.spark
-def test_whole_files_are_read_by_spark_binaryfile_source(spark, corpus_binlogs, tmp_path, read_path):
+def test_whole_files_are_read_by_spark_binaryfiles(spark, corpus_binlogs, tmp_path, read_path, monkeypatch):
+    lineages = []
+    real = bronze_commit._task_records
+
+    def recording(*args):
+        rdd = real(*args)
+        lineages.append(rdd.toDebugString().decode())
+        return rdd
+
+    monkeypatch.setattr(bronze_commit, "_task_records", recording)
     names = ["binlog.000007", "binlog.000008"]
     copy_in(corpus_binlogs, tmp_path, *names)
-    cfg = make_cfg(tmp_path)
-    key = "spark.sql.sources.binaryFile.maxLength"
-    spark.conf.set(key, "100")  # binaryFile refuses files over 100 bytes: the byte-range path never asks it
-    try:
-        if read_path == "binaryFile":
-            with pytest.raises(Exception, match="exceeds the max length allowed: 100"):
-                bronze.run(spark, cfg)
-            import deltalake  # nothing landed
-
-            bronze_path = cfg.warehouse_path("bronze/binlog_changes")
-            assert not deltalake.DeltaTable.is_deltatable(bronze_path) or bronze_rows(cfg) == []
-        else:
-            stats = bronze.run(spark, cfg)
-            assert stats.read_whole == 0 and stats.files == 2
-    finally:
-        spark.conf.unset(key)
-    stats = bronze.run(spark, cfg)
-    assert ops(bronze_rows(cfg)) == {op: sum(truth(corpus_binlogs, n)[op] for n in names) for op in "cud"}
-    if read_path == "binaryFile":
-        assert stats.read_whole == 2 and stats.files == 2
+    stats = bronze.run(spark, make_cfg(tmp_path))
+    assert ops(bronze_rows(make_cfg(tmp_path))) == {op: sum(truth(corpus_binlogs, n)[op] for n in names) for op in "cud"}
+    assert stats.files == 2 and stats.read_whole == (2 if read_path == "binaryFiles" else 0)
+    assert ("BinaryFileRDD" in lineages[-1]) == (read_path == "binaryFiles"), lineages[-1]
+    assert ("ParallelCollectionRDD" in lineages[-1]) == (read_path == "ranges"), lineages[-1]
     # a file that must be split is read by byte ranges whatever the setting
     copy_in(corpus_binlogs, tmp_path, "binlog.000009")
     split = bronze.run(spark, make_cfg(tmp_path, **{"parallelism.target_bytes_per_task": 1024}))
     assert split.files == 1 and split.read_whole == 0
+    assert "BinaryFileRDD" not in lineages[-1] and "ParallelCollectionRDD" in lineages[-1]
 
 
 @pytest.mark.spark

@@ -108,7 +108,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     With ``batches``, each rows event comes as one ``("rows", (RowsBatch, layout))`` record
     instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
 
-    ``buf`` holds the file's bytes when the caller has them (a ``binaryFile`` row's content);
+    ``buf`` holds the file's bytes when the caller has them (a file read whole by Spark's ``binaryFiles``);
     otherwise the task reads what it needs (:func:`_task_bytes`). Without ``w.index`` the task
     indexes its own range first (a quick pass over ``[start, end)``).
 
@@ -294,9 +294,9 @@ def _stage_partition(target: StageTarget):
 
 
 def _whole_file_partition(works: dict[str, WorkRange], target: StageTarget | None):
-    """Tasks over rows of Spark's ``binaryFile`` source (``path``, ``content``): each row is
+    """Tasks over the records of ``SparkContext.binaryFiles`` (``path``, ``content``): each is
     one whole file, decoded (or staged, with ``target``) from its content, as the
-    ``binlog_changes`` SQL function decodes it (:mod:`pipelines.binlog_udf`)."""
+    ``binlog_changes`` SQL function decodes a ``binaryFile`` row (:mod:`pipelines.binlog_udf`)."""
 
     def run(rows):
         for path, content in rows:
@@ -308,7 +308,7 @@ def _whole_file_partition(works: dict[str, WorkRange], target: StageTarget | Non
 
 
 def file_name(path: str) -> str:
-    """The base name of a ``binaryFile`` row's ``path`` (a Hadoop path, possibly URI-escaped)."""
+    """The base name of a ``binaryFiles`` record's path (a Hadoop path, possibly URI-escaped)."""
     return unquote(path.rstrip("/").rsplit("/", 1)[-1])
 
 
