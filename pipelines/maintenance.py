@@ -3,7 +3,7 @@ over thousands of scheduled runs (``jobs/maintain.py``; the main job too, every
 ``maintenance.every_runs`` runs).
 
 For each table (bronze, the pipeline's own ``_pipeline/*`` state, every silver table), in this
-order, each with the backend's own operation (:mod:`pipelines.delta_maintenance`):
+order, each with the backend's own operation (:mod:`pipelines.delta_io.upkeep`):
 
 0. ``_pipeline/silver_watermarks`` (one row per table per run) is folded to the latest row
    per table (:func:`pipelines.silver.step.fold_watermarks`);
@@ -39,7 +39,8 @@ from pyspark.sql import SparkSession
 
 from pipelines import delta_io
 from pipelines.config import PipelineConfig
-from pipelines.delta_maintenance import Storage, checkpoint, compact, set_log_retention, storage, vacuum
+from pipelines.delta_io.backend import _arrow_fs
+from pipelines.delta_io.upkeep import Storage, checkpoint, compact, set_log_retention, storage, vacuum
 
 _UTC = _dt.timezone.utc
 
@@ -117,7 +118,7 @@ def find_tables(warehouse: str) -> list[str]:
     ``silver/<db>/<table>`` (a folder with a ``_delta_log``)."""
     from pyarrow import fs as pafs
 
-    fs, root = delta_io._arrow_fs(warehouse)
+    fs, root = _arrow_fs(warehouse)
     base = warehouse.rstrip("/")
 
     def folders(rel: str) -> list[str]:

@@ -210,7 +210,7 @@ class History:
 
 
 def _warehouse_figures(wh: Path) -> dict:
-    from pipelines.delta_maintenance import storage
+    from pipelines.delta_io.upkeep import storage
 
     tables = [p.parent for p in wh.rglob("_delta_log")]
     out = {"commit_files": 0, "checkpoints": 0, "disk_bytes": 0, "live_bytes": 0, "silver_files": {}}

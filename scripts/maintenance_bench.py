@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     from deltalake import DeltaTable, write_deltalake
 
     from pipelines.config import load_config
-    from pipelines.delta_maintenance import storage
+    from pipelines.delta_io.upkeep import storage
     from pipelines.maintenance import maintain_table
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

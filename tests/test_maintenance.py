@@ -18,7 +18,7 @@ from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared
 from pipelines import bronze, delta_io, maintenance, silver
 from pipelines.silver import step as silver_step
 from pipelines.config import load_config
-from pipelines.delta_maintenance import storage
+from pipelines.delta_io.upkeep import storage
 from pipelines.paths import silver_table_path
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.spark]

@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 from spark_fixtures import delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
+from pipelines.delta_io import merging as delta_merging
 from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.delta_io import quote_ident
 from pipelines.silver import (
@@ -488,7 +489,7 @@ def test_big_batch_merges_in_parts_by_key_and_a_crash_between_parts_is_harmless(
                     + [("20", "d", None, (7, "old")), ("21", "c", (9, "nine"), None), ("22", "u", (10, "old"), (8, "old"))])
     expected = silver(spark, [row((i, "new"), f"{10 + i}", "u") for i in range(1, 7)]
                       + [row((9, "nine"), "21", "c"), row((10, "old"), "22", "u")])
-    monkeypatch.setattr(delta_io, "MERGE_CHUNK_ROWS", 3)
+    monkeypatch.setattr(delta_merging, "MERGE_CHUNK_ROWS", 3)
     real_merge_rs, calls = delta_io.merge_rs, []
 
     def dies_after_two_parts(*args, **kwargs):
@@ -497,12 +498,12 @@ def test_big_batch_merges_in_parts_by_key_and_a_crash_between_parts_is_harmless(
             raise RuntimeError("killed between parts")
         return real_merge_rs(*args, **kwargs)
 
-    monkeypatch.setattr(delta_io, "merge_rs", dies_after_two_parts)
+    monkeypatch.setattr(delta_merging, "merge_rs", dies_after_two_parts)
     with pytest.raises(RuntimeError, match="between parts"):
         apply_changes(spark, batch, SPECS, target, keys=["id"], backend="rs")
     assert calls[:2] == [None, None]  # the parts before the last carry no watermark
     assert read_watermark(target, backend="rs") == "08"
-    monkeypatch.setattr(delta_io, "merge_rs", real_merge_rs)
+    monkeypatch.setattr(delta_merging, "merge_rs", real_merge_rs)
     stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend="rs")  # the re-run
     assert_table(spark, target, "rs", expected)
     assert stats.watermark == "22" and read_watermark(target, backend="rs") == "22"

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipelines.delta_io import (_SPARK_USER_METADATA, _arrow_fs, _rs_commit_properties, _rs_table, commit_session, quote_ident,
-                                resolve_backend, spark_delta_log, spark_snapshot)
+from pipelines.delta_io.backend import _SPARK_USER_METADATA, _arrow_fs, _rs_table, quote_ident, resolve_backend
+from pipelines.delta_io.commits import _rs_commit_properties, commit_session, spark_delta_log, spark_snapshot
 
 LOG_RETENTION = "delta.logRetentionDuration"
 _SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"

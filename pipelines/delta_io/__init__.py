@@ -1,0 +1,89 @@
+"""The one package that touches Delta tables, behind one small interface with two backends.
+
+* ``"spark"``: delta-spark on the JVM (clusters; locally when ``DELTA_JARS`` names the jars).
+* ``"rs"``: delta-rs (the ``deltalake`` package) on the driver, with Arrow between it and Spark.
+  Reads are Spark Parquet reads of the files delta-rs lists; MERGE sources and small appends pass
+  through the driver as Arrow (rows the driver already holds, :func:`append_rows`, without a Spark
+  job); big appends (bronze) are staged: Spark tasks write the Parquet files
+  into the table folder (:class:`ParquetStager`) and the driver commits them (:func:`commit_staged`).
+* ``"auto"``: ``"spark"`` on a cluster whose classpath has delta-spark
+  (:func:`pipelines.spark_session.delta_spark_available`), else ``"rs"`` (see :func:`resolve_backend`).
+
+Both backends write the same Delta protocol, so a table written by one is read by the other.
+Types are kept exact across the Arrow hop: Spark ``TimestampType`` <-> Delta ``timestamp`` <->
+Arrow ``timestamp[us, tz=UTC]``; ``TimestampNTZType`` <-> ``timestamp_ntz`` <-> ``timestamp[us]``;
+decimals keep precision and scale; bytes stay bytes; nested arrays of structs are kept.
+
+MERGE logic lives in :mod:`pipelines.silver`; this module only offers the MERGE primitive
+(:func:`merge`, with :func:`merge_spark` and :func:`merge_rs`).  Predicates and expressions
+handed to it are SQL text that both Spark SQL and delta-rs (DataFusion) parse the same way;
+quote every column name with :func:`quote_ident` (source column names come from the binlog and
+may contain spaces, dots, quotes, backticks, emoji or SQL keywords).
+
+Every commit (append, merge, overwrite, create, add_columns) goes through :func:`pipelines.delta_io.commits._commit`:
+
+* it passes the fault points of :mod:`pipelines.faults` (``<operation>.<table kind>.before`` /
+  ``.after``, and ``append.<kind>.materialize`` before an append computes its DataFrame);
+* a commit that loses a race with another writer (delta-rs ``CommitFailedError``, delta-spark
+  ``Concurrent*Exception`` / ``MetadataChangedException``) is tried again, the whole operation,
+  up to :data:`COMMIT_ATTEMPTS` times with a growing, jittered pause. Each retry first looks at the
+  table again: an append with a transaction id that is now recorded is skipped, ``create`` finds
+  the table, ``add_columns`` adds only what is still missing, a MERGE is evaluated against the
+  new snapshot (silver's MERGE clauses only apply a change newer than the row's ``_seq``).
+
+With delta-rs, a write with a transaction id checks the id on the very snapshot it commits
+against, so a writer that commits the same id in between makes this commit conflict (and the
+retry skip it); a table that does not exist yet is first created empty, because delta-rs does not
+check two racing creating writes against each other.
+
+Modules (each imports only those above it; callers use the names re-exported here):
+
+* ``backend``  which backend a call uses, errors, identifier quoting, shared handles
+* ``features`` Delta protocol features: column mapping, timestamp without time zone
+* ``arrow``    types across the Arrow hop: Spark schemas <-> Arrow, the driver's rows -> Arrow
+* ``reads``    existence, schema, DataFrames, small tables' rows, Arrow, history
+* ``commits``  transaction ids, commit properties, the retried commit (:func:`~pipelines.delta_io.commits._commit`)
+* ``writes``   create, add columns, append, append rows, overwrite
+* ``staging``  big delta-rs appends: Parquet written by tasks, committed by the driver
+* ``merging``  the MERGE primitive on either backend
+* ``upkeep``   compaction, checkpoints, log retention, VACUUM, storage figures (for maintenance)
+"""
+from __future__ import annotations
+
+from pipelines.delta_io.backend import (
+    BACKENDS, Backend, DELTA_LOG, DeltaIOError, deltalake_table_exists, qualified, quote_ident,
+    resolve_backend,
+)
+from pipelines.delta_io.arrow import (
+    arrow_schema_to_spark, arrow_to_spark, ddl_schema, delta_schema_to_spark, rows_to_arrow,
+    spark_field_to_arrow, spark_schema_to_arrow, spark_to_arrow, spark_type_to_arrow,
+)
+from pipelines.delta_io.reads import (
+    Commit, history, nothing_above, read, read_arrow, read_rows, schema, table_exists,
+)
+from pipelines.delta_io.commits import (
+    COMMIT_ATTEMPTS, check_txn, commit_session, conflict_retries, is_commit_conflict, last_txn_version,
+    spark_delta_log, spark_snapshot,
+)
+from pipelines.delta_io.writes import (
+    add_columns, append, append_rows, create_if_missing, create_with_rows_rs, overwrite, overwrite_rows,
+)
+from pipelines.delta_io.staging import (
+    ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
+    prepare_staging,
+)
+from pipelines.delta_io.merging import (
+    MERGE_CHUNK_ROWS, MergeClause, MergeKind, MergeResult, merge, merge_rs, merge_spark,
+)
+
+__all__ = [
+    "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaIOError", "MERGE_CHUNK_ROWS",
+    "MergeClause", "MergeKind", "MergeResult", "ParquetStager", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
+    "StagedFile", "add_columns", "append", "append_rows", "arrow_schema_to_spark", "arrow_to_spark",
+    "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
+    "create_with_rows_rs", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
+    "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
+    "overwrite", "overwrite_rows", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",
+    "read_rows", "resolve_backend", "rows_to_arrow", "schema", "spark_delta_log", "spark_field_to_arrow",
+    "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists",
+]

@@ -1,0 +1,204 @@
+"""What every commit shares: transaction ids (checked, recorded, looked up in the snapshot), commit
+properties, the session settings a delta-spark commit carries, and :func:`_commit`: fault points and
+the retry of a commit that lost a race with another writer."""
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from pyspark.sql import SparkSession
+
+from pipelines import faults
+from pipelines.delta_io.backend import (
+    DeltaIOError, _SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA, _rs_table, resolve_backend,
+)
+from pipelines.delta_io.reads import table_exists
+
+
+def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
+    """Fail fast unless the transaction identifier is complete (both parts) or absent.
+
+    >>> check_txn("loader", 3)
+    """
+    if (txn_app_id is None) != (txn_version is None):
+        raise ValueError(
+            f"txn_app_id and txn_version go together: got txn_app_id={txn_app_id!r}, "
+            f"txn_version={txn_version!r}"
+        )
+    if txn_app_id is not None:
+        if not isinstance(txn_app_id, str) or not txn_app_id:
+            raise ValueError(f"txn_app_id must be a non-empty string, got {txn_app_id!r}")
+        if isinstance(txn_version, bool) or not isinstance(txn_version, int) or txn_version < 0:
+            raise ValueError(f"txn_version must be an int >= 0, got {txn_version!r}")
+
+
+def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """The newest ``txn`` version for ``app_id`` in delta-spark's own snapshot of the table.
+
+    The snapshot is the last checkpoint plus the commits after it (what Delta itself checks an
+    idempotent write against), so the cost does not grow with the table's history and the ids
+    survive log cleanup. Reached through the JVM (``DeltaLog.update().transactions()``): the
+    Python API has no call for it.
+    """
+    found = spark_snapshot(spark, path).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else None
+
+
+def spark_delta_log(spark: SparkSession, path: str):
+    """delta-spark's ``DeltaLog`` of the table (through the JVM: checkpoints and the snapshot's
+    state have no Python API)."""
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
+
+
+def spark_snapshot(spark: SparkSession, path: str):
+    """The table's current delta-spark snapshot: its last checkpoint plus the commits after it."""
+    log = spark_delta_log(spark, path)
+    return log.update(*[getattr(log, f"update$default${i}")() for i in (1, 2, 3)])
+
+
+def last_txn_version(
+    path: str, app_id: str, *, spark: SparkSession | None = None, backend: str = "auto"
+) -> int | None:
+    """The last transaction version recorded for ``app_id`` on the table, or None.
+
+    >>> last_txn_version(str(tmp_path / "t"), "bronze-loader")  # doctest: +SKIP
+    7
+    """
+    check_txn(app_id, 0)
+    if not table_exists(path, spark=spark, backend=backend):
+        return None
+    if resolve_backend(spark, backend) == "spark":
+        return _spark_log_txn_version(spark, path, app_id)
+    return _rs_table(path).transaction_version(app_id)
+
+
+def _rs_commit_properties(
+    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None
+):
+    from deltalake import CommitProperties, Transaction
+
+    if txn_app_id is None and user_metadata is None:
+        return None
+    return CommitProperties(
+        custom_metadata=None if user_metadata is None else {"userMetadata": user_metadata},
+        app_transactions=None if txn_app_id is None else [Transaction(txn_app_id, txn_version)],
+    )
+
+
+_COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
+
+
+def commit_session(spark: SparkSession, settings: Mapping[str, str | None] | None = None) -> SparkSession:
+    """A session of its own for one delta-spark command: ``spark.newSession()`` (same SparkContext,
+    its own SQL conf) with the caller's runtime settings copied over and ``settings`` on top.
+
+    delta-spark takes a MERGE's transaction id and a commit's user metadata from SQL session
+    settings. Set on the shared session they would reach every commit that any thread makes
+    meanwhile (a CREATE on another thread once recorded a MERGE's transaction id, and the MERGE
+    was then skipped as already applied). On a session of its own they reach this command only.
+    The identity keys are never copied from ``spark``: a commit carries only what it was given.
+    """
+    own = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if key in _COMMIT_IDENTITY_KEYS or own.conf.get(key, None) == value:
+            continue
+        if own.conf.isModifiable(key):
+            own.conf.set(key, value)
+    for key, value in (settings or {}).items():
+        if value is not None:
+            own.conf.set(key, value)
+    return own
+
+
+R = TypeVar("R")
+
+
+COMMIT_ATTEMPTS = 5  # tries of one commit that keeps losing races with other writers
+
+
+_BACKOFF_S = 0.25  # pause before the 2nd try; doubled each time, jittered x0.5..1.5
+
+
+# delta-spark's conflict exceptions (delta.exceptions / io.delta.exceptions), by class name
+_SPARK_CONFLICTS = (
+    "ConcurrentModificationException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException", "MetadataChangedException",
+    "ProtocolChangedException",
+)
+
+
+_retry_lock = threading.Lock()
+
+
+_retry_count = 0
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """True when ``error`` says that another writer committed first (the commit did not happen).
+
+    >>> is_commit_conflict(ValueError("bad predicate"))
+    False
+    """
+    names = {c.__name__ for c in type(error).__mro__}
+    if "CommitFailedError" in names or names.intersection(_SPARK_CONFLICTS):
+        return True
+    text = str(error)  # a Py4JJavaError names the Java class in its text
+    return any(f"io.delta.exceptions.{n}" in text for n in _SPARK_CONFLICTS)
+
+
+def conflict_retries() -> int:
+    """How many commits this process has tried again after a conflict (logs, tests)."""
+    return _retry_count
+
+
+def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
+    """Run one commit ``attempt(n)`` (``n`` = 0 for the first try) between the fault points
+    ``<op>.<kind>.before`` and ``.after``, trying again after commit conflicts.
+
+    ``attempt`` must be safe to call again after a conflict: on a retry (``n > 0``) it looks at
+    the table again before writing.
+    """
+    global _retry_count
+    kind = faults.table_kind(path)
+    faults.point(f"{op}.{kind}.before")
+    for n in range(COMMIT_ATTEMPTS):
+        try:
+            result = attempt(n)
+            break
+        except Exception as e:  # noqa: BLE001 - only conflicts are tried again
+            if not is_commit_conflict(e):
+                raise
+            if n + 1 == COMMIT_ATTEMPTS:
+                raise DeltaIOError(
+                    f"{op} {path}: lost {COMMIT_ATTEMPTS} commit races in a row to other writers; last: {e}"
+                ) from e
+            pause = _BACKOFF_S * (2 ** n) * (0.5 + random.random())
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"warning: delta_io: {op} {path}: commit conflict ({first_line}); trying again in "
+                  f"{pause:.2f} s ({n + 2}/{COMMIT_ATTEMPTS})", file=sys.stderr, flush=True)
+            with _retry_lock:
+                _retry_count += 1
+            time.sleep(pause)
+    faults.point(f"{op}.{kind}.after")
+    return result
+
+
+def _rs_txn_recorded(table, txn_app_id: str | None, txn_version: int | None) -> bool:
+    """True when the delta-rs snapshot ``table`` already holds ``txn_version`` for ``txn_app_id``."""
+    if txn_app_id is None:
+        return False
+    last = table.transaction_version(txn_app_id)
+    return last is not None and last >= txn_version
+
+
+def _txn_recorded(path: str, txn_app_id: str | None, txn_version: int | None, spark, backend: str) -> bool:
+    """True when the table already holds ``txn_version`` (or later) for ``txn_app_id``."""
+    if txn_app_id is None:
+        return False
+    last = last_txn_version(path, txn_app_id, spark=spark, backend=backend)
+    return last is not None and last >= txn_version
+
