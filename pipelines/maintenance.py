@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from pipelines import delta_io
+from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 from pipelines.delta_io.backend import _arrow_fs
 from pipelines.delta_io.upkeep import Storage, checkpoint, compact, set_log_retention, storage, vacuum
@@ -89,7 +90,7 @@ class MaintenanceStats:
         return text
 
     def run_row(self) -> tuple:
-        """One row of ``_pipeline/runs`` (bronze's ``RUNS_DDL``; ``files`` counts the tables,
+        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_DDL`; ``files`` counts the tables,
         ``bytes`` what VACUUM freed)."""
         freed = sum(max(u.before.disk_bytes - u.after.disk_bytes, 0) for u in self.tables)
         end = self.started_at + _dt.timedelta(seconds=self.seconds)
@@ -104,7 +105,7 @@ def due(spark: SparkSession | None, cfg: PipelineConfig) -> bool:
     """True when ``maintenance.every_runs`` is set and that many silver runs have ended since the
     last maintenance run (the run log, ``_pipeline/runs``, says)."""
     every = cfg.maintenance.every_runs
-    runs_path = cfg.pipeline_path("runs")
+    runs_path = pipeline_state.path(cfg, pipeline_state.RUNS)
     if not every or not delta_io.table_exists(runs_path, spark=spark, backend=cfg.delta.backend):
         return False
     rows = delta_io.read_arrow(runs_path, ["step", "started_at", "status"]).to_pylist()
@@ -179,12 +180,12 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
         stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
-        from pipelines.bronze import RUNS_DDL
 
         stats.seconds = time.monotonic() - started
         print(stats.summary(), flush=True)
         try:
-            delta_io.append_rows(spark, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"), backend=backend)
+            delta_io.append_rows(spark, [stats.run_row()], pipeline_state.RUNS_DDL,
+                                 pipeline_state.path(cfg, pipeline_state.RUNS), backend=backend)
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise

@@ -242,9 +242,9 @@ def test_append_with_transaction_id_is_idempotent(spark, delta_backend, tmp_path
 
 def _pipeline_table_rows():
     """(DDL, rows) of every small table the jobs append from the driver, with real values."""
-    from pipelines.bronze import DDL_TABLE_DDL, MANIFEST_DDL, QUARANTINE_DDL, RUNS_DDL, XA_DDL
-    from pipelines.schema import SCHEMA_HISTORY_DDL, SchemaHistory, versions_to_rows
-    from pipelines.silver.step import WATERMARKS_DDL
+    from pipelines.schema import SchemaHistory, versions_to_rows
+    from pipelines.state import (DDL_TABLE_DDL, MANIFEST_DDL, QUARANTINE_DDL, RUNS_DDL, SCHEMA_HISTORY_DDL,
+                                 WATERMARKS_DDL, XA_DDL)
 
     now = dt.datetime(2026, 11, 24, 6, 30, 1, 250000, tzinfo=UTC)
     history = SchemaHistory()

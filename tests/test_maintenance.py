@@ -20,6 +20,7 @@ from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 from pipelines.delta_io.upkeep import storage
 from pipelines.paths import silver_table_path
+from pipelines.state import WATERMARKS
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.spark]
 
@@ -104,7 +105,7 @@ def test_maintenance_keeps_results_and_runs_stay_exactly_once(spark, server, tmp
     assert k_before.disk_files >= 2 and k_before.checkpoints == 0  # MERGEs leave old files behind
     assert b_before.files >= 2  # bronze: a small file per run with rows
     assert maintenance.due(spark, cfg)  # two silver runs since none
-    wm_path = cfg.pipeline_path(silver_step.WATERMARKS)
+    wm_path = cfg.pipeline_path(WATERMARKS)
     wm_before = silver_step.read_watermarks(spark, cfg)
     wm_rows = len(delta_io.read_arrow(wm_path))
     assert wm_rows > 2 * len(wm_before)  # rows per table (and the read-through mark) per run

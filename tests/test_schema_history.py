@@ -549,7 +549,7 @@ def _cfg(tmp_path, **extra):
 
 def _write_ddl(spark, cfg, statements):
     from pipelines import delta_io
-    from pipelines.bronze import DDL_TABLE_DDL
+    from pipelines.state import DDL_TABLE_DDL
 
     rows = [("binlog.000001", 1, pos, f"{1:010d}{pos:013d}{0:09d}", db, q, None, False, None, 1, "r", None)
             for pos, db, q in statements]

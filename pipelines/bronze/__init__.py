@@ -6,7 +6,7 @@ Modules, from the bottom up (each imports only those above it, the decoder, conf
 
 * ``schema``   the bronze table's columns, ``_seq`` and shapes (imported by silver too)
 * ``rows``     bronze rows from decoded row changes, row by row or column-wise into Arrow
-* ``state``    the step's ``_pipeline`` tables (manifest, quarantine, ddl, xa, runs), statuses, run stats
+* ``state``    file statuses, transaction ids, run stats; the step's reads and writes of its tables
 * ``files``    a file's bytes: prefix checksums, raw event cuts, memory maps, range copies for tasks
 * ``listing``  the input folder: binlog names and numbers, copies under other names
 * ``sequence`` numbering, ROTATE and GTID continuity between consecutive files
@@ -29,14 +29,13 @@ from pipelines.bronze.sequence import (
     Link, advance_gtid_state, check_sequence, gtid_head, gtids_missing, link_problem,
 )
 from pipelines.bronze.state import (
-    DDL_TABLE_DDL, DONE, MANIFEST_DDL, PARTIAL, QUARANTINE_DDL, QUARANTINED, RUNS_DDL, TXN_APP_ID, XA_DDL,
-    BronzeError, BronzeStats,
+    DONE, PARTIAL, QUARANTINED, TXN_APP_ID, BronzeError, BronzeStats,
 )
 from pipelines.bronze.step import run
 
 __all__ = [
-    "BRONZE_TABLE", "DDL_TABLE_DDL", "DONE", "MANIFEST_DDL", "PARTIAL", "QUARANTINED", "QUARANTINE_DDL", "RUNS_DDL",
-    "TXN_APP_ID", "XA_DDL", "BronzeError", "BronzeStats", "FilePlan", "Link", "SourceFile", "WorkRange",
+    "BRONZE_TABLE", "DONE", "PARTIAL", "QUARANTINED",
+    "TXN_APP_ID", "BronzeError", "BronzeStats", "FilePlan", "Link", "SourceFile", "WorkRange",
     "advance_gtid_state", "check_sequence", "copy_notes", "cut_event", "decode_range", "gtid_head", "gtids_missing",
     "link_problem", "list_binlogs", "list_folder", "local_path", "plan_file", "run", "sha256_prefixes",
     "split_range", "stage_range",

@@ -12,10 +12,11 @@ from pipelines.bronze.decode import (
 from pipelines.bronze.plan import FilePlan
 from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
 from pipelines.bronze.state import (
-    DDL_TABLE_DDL, MANIFEST_DDL, PENDING_APP_ID, QUARANTINE_DDL, QUARANTINED, TXN_APP_ID, XA_DDL, BronzeError,
+    PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
     BronzeStats, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows,
 )
 from pipelines.bronze.tasks import _TaskProgress, _progress_enabled, prefix_facts
+from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 
 WHOLE_FILE_MAX = 256 << 20  # larger files are read by byte ranges even when one task takes all of it
@@ -186,27 +187,30 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
                               DECODER_VERSION, p.error_raw or b"", batch, run_id, now))
 
     # a. write-ahead manifest rows
-    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), MANIFEST_DDL,
-                 cfg.pipeline_path("manifest"), PENDING_APP_ID, batch)
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), pipeline_state.MANIFEST_DDL,
+                 pipeline_state.path(cfg, pipeline_state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
         _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
     elif staged and work:
         d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
     if stmts:
-        _append_rows(spark, cfg, stmts, DDL_TABLE_DDL, cfg.pipeline_path("ddl"), TXN_APP_ID, batch)
+        _append_rows(spark, cfg, stmts, pipeline_state.DDL_TABLE_DDL, pipeline_state.path(cfg, pipeline_state.DDL),
+                     TXN_APP_ID, batch)
     xa = _xa_rows(plans, run_id)
     if xa:
-        _append_rows(spark, cfg, xa, XA_DDL, cfg.pipeline_path("xa"), TXN_APP_ID, batch)
+        _append_rows(spark, cfg, xa, pipeline_state.XA_DDL, pipeline_state.path(cfg, pipeline_state.XA), TXN_APP_ID,
+                     batch)
     if quar_rows:
-        _append_rows(spark, cfg, quar_rows, QUARANTINE_DDL, cfg.pipeline_path("quarantine"), TXN_APP_ID, batch)
+        _append_rows(spark, cfg, quar_rows, pipeline_state.QUARANTINE_DDL,
+                     pipeline_state.path(cfg, pipeline_state.QUARANTINE), TXN_APP_ID, batch)
     # c. the batch is done
     rows_by_file: Counter = Counter()
     for (name, op), n in op_counts.items():
         rows_by_file[name] += n
         stats.rows[op] += n
-    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file), MANIFEST_DDL,
-                 cfg.pipeline_path("manifest"), TXN_APP_ID, batch)
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file),
+                 pipeline_state.MANIFEST_DDL, pipeline_state.path(cfg, pipeline_state.MANIFEST), TXN_APP_ID, batch)
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
     stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)

@@ -1,6 +1,5 @@
-"""The bronze step's own tables under ``<warehouse>/_pipeline`` (manifest, quarantine, ddl, xa,
-runs): their layouts, the file statuses and transaction ids, and the reads and writes the step
-makes through :mod:`pipelines.delta_io`."""
+"""The bronze step's state: file statuses, transaction ids, the run's stats, and the reads and
+writes the step makes of its ``_pipeline`` tables (their layouts: :mod:`pipelines.state`)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -25,39 +24,14 @@ TXN_APP_ID = "bronze"
 PENDING_APP_ID = "bronze-pending"
 
 
-MANIFEST_DDL = (
-    "name STRING, file_seq BIGINT, path STRING, size BIGINT, mtime BIGINT, start_pos BIGINT, "
-    "complete_until BIGINT, sha256 STRING, status STRING, phase STRING, batch BIGINT, events BIGINT, "
-    "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP, "
-    # what the next file is checked against (see "Sequence integrity"); unknown events skipped on purpose
-    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT"
-)
 
 
-QUARANTINE_DDL = (
-    "file STRING, file_seq BIGINT, offset BIGINT, reason STRING, error_class STRING, "
-    "decoder_version STRING, raw BINARY, batch BIGINT, run_id STRING, ts TIMESTAMP"
-)
 
 
-DDL_TABLE_DDL = (  # query_raw: the exact bytes, when they are not valid in the statement's charset
-    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, db STRING, query STRING, "
-    "commit_ts TIMESTAMP, in_group BOOLEAN, gtid STRING, server_id BIGINT, _run_id STRING, query_raw BINARY"
-)
 
 
-XA_DDL = (
-    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, kind STRING, xa_xid STRING, gtid STRING, "
-    "commit_ts TIMESTAMP, _run_id STRING"
-)
 
 
-RUNS_DDL = (
-    "run_id STRING, step STRING, started_at TIMESTAMP, ended_at TIMESTAMP, files BIGINT, "
-    "files_skipped BIGINT, files_ignored BIGINT, events BIGINT, rows_c BIGINT, rows_u BIGINT, "
-    "rows_d BIGINT, statements BIGINT, quarantined BIGINT, bytes BIGINT, seconds DOUBLE, "
-    "mb_per_s DOUBLE, zero_dates BIGINT, status STRING, error STRING"
-)
 
 
 # status of a file's manifest row

@@ -158,8 +158,9 @@ Decisions
   ``python -m pipelines.quarantine redecode`` (:mod:`pipelines.quarantine`);
   landing them is not automatic.
 
-Tables (all Delta, written through :mod:`pipelines.delta_io`): see
-``MANIFEST_DDL``, ``QUARANTINE_DDL``, ``DDL_TABLE_DDL``, ``XA_DDL``, ``RUNS_DDL``.
+Tables (all Delta, written through :mod:`pipelines.delta_io`): their layouts are in
+:mod:`pipelines.state` (``MANIFEST_DDL``, ``QUARANTINE_DDL``, ``DDL_TABLE_DDL``, ``XA_DDL``,
+``RUNS_DDL``).
 """
 from __future__ import annotations
 
@@ -174,10 +175,11 @@ from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import Link, check_sequence, link_problem
 from pipelines.bronze.state import (
-    DONE, PARTIAL, QUARANTINED, RUNS_DDL, BronzeError, BronzeStats, _append_rows, _bronze_struct, _delta, _last_txn,
+    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _append_rows, _bronze_struct, _delta, _last_txn,
     _read_rows,
 )
 from pipelines.bronze.tasks import file_digests, ship_package, survey
+from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 
 _UTC = _dt.timezone.utc
@@ -219,7 +221,8 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
         stats.ended_at = _dt.datetime.now(_UTC)
         print(stats.summary(), file=sys.stdout, flush=True)
         try:
-            _append_rows(spark, cfg, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"))
+            _append_rows(spark, cfg, [stats.run_row()], pipeline_state.RUNS_DDL,
+                         pipeline_state.path(cfg, pipeline_state.RUNS))
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise
@@ -241,7 +244,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     stats.files_ignored = len(others)
     by_name = {f.name: f for f in files}
     newest_seq = files[-1].file_seq if files else -1
-    manifest_path = cfg.pipeline_path("manifest")
+    manifest_path = pipeline_state.path(cfg, pipeline_state.MANIFEST)
     manifest = _read_rows(spark, cfg, manifest_path)
     next_batch = max([r.batch for r in manifest] + [_last_txn(spark, cfg, cfg.warehouse_path(BRONZE_TABLE))]) + 1
 

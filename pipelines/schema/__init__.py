@@ -26,7 +26,7 @@ Where a table's schema comes from, highest priority first:
    key found above (:func:`choose_keys`).
 
 Versions are persisted in ``<warehouse>/_pipeline/schema_history`` (layout:
-:data:`pipelines.schema.store.SCHEMA_HISTORY_COLUMNS`); each run continues from the persisted state and
+:data:`pipelines.state.SCHEMA_HISTORY_COLUMNS`); each run continues from the persisted state and
 appends only the versions of DDL statements it has not seen, so re-runs agree.
 
 Pure part (no Spark), for tests and tools::
@@ -46,7 +46,7 @@ Modules (each imports only those above it; none imports Spark but ``typemap``):
 * ``history``  :class:`SchemaHistory`: versions per table from statements in order (pure)
 * ``seeds``    ``SHOW CREATE TABLE`` seed folders (reads files)
 * ``resolve``  row images to a schema: names, types, keys, value fixes (pure)
-* ``store``    ``_pipeline/schema_history``: layout, rows <-> versions, the run's update (Delta I/O)
+* ``store``    ``_pipeline/schema_history`` (layout: :mod:`pipelines.state`): rows <-> versions, the run's update (Delta I/O)
 * ``typemap``  bronze's text cells to Spark SQL types of silver columns (imports pyspark; not
   imported here)
 """
@@ -74,18 +74,18 @@ from pipelines.schema.resolve import (
     resolve_columns, sorted_shape, spec_from_binlog, spec_from_ddl, uuid_text,
 )
 from pipelines.schema.store import (
-    COLUMN_DEF_DDL, QUARANTINE, SCHEMA_HISTORY, SCHEMA_HISTORY_COLUMNS, SCHEMA_HISTORY_DDL, build_history,
+    build_history,
     rows_to_versions, update_history, versions_to_rows,
 )
 
 __all__ = [
-    "ALTER", "AddColumn", "AddKey", "AlterTable", "BinlogType", "COLUMN_DEF_DDL", "CREATE", "ChangeColumn",
+    "ALTER", "AddColumn", "AddKey", "AlterTable", "BinlogType", "CREATE", "ChangeColumn",
     "ColumnDef", "ConvertCharset", "CreateDatabase", "CreateIndex", "CreateTable", "DATABASE", "DROP",
     "DROP_DATABASE", "DdlError", "DefaultCharset", "DropColumn", "DropDatabase", "DropIndex", "DropIndexOp",
     "DropPrimaryKey", "DropTables", "FIX_DECODE", "FIX_ENUM", "FIX_INET4", "FIX_INET6", "FIX_SET",
-    "FIX_UNSIGNED", "FIX_UUID", "ImageColumn", "KeyConfigError", "QUARANTINE", "RENAME_FROM", "RENAME_TO",
-    "RESET_KINDS", "RenameColumn", "RenameTables", "RenameTo", "Resolution", "SCHEMA_HISTORY",
-    "SCHEMA_HISTORY_COLUMNS", "SCHEMA_HISTORY_DDL", "SEED", "SchemaHistory", "SchemaVersion", "TRUNCATE",
+    "FIX_UNSIGNED", "FIX_UUID", "ImageColumn", "KeyConfigError", "RENAME_FROM", "RENAME_TO",
+    "RESET_KINDS", "RenameColumn", "RenameTables", "RenameTo", "Resolution",
+    "SEED", "SchemaHistory", "SchemaVersion", "TRUNCATE",
     "TableSchema", "TruncateTable", "UNPARSED", "UniqueKey", "Unparsed", "apply_fix", "build_history",
     "charset_of_collation", "choose_keys", "compatible", "inet4_text", "inet6_text", "load_seeds",
     "parse_binlog_type", "parse_statement", "read_seed_folder", "resolve_columns", "rows_to_versions",

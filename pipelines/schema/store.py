@@ -9,46 +9,15 @@ from pipelines.schema.model import ColumnDef, SchemaVersion, TableSchema, Unique
 from pipelines.schema.seeds import load_seeds
 
 
-SCHEMA_HISTORY = "schema_history"  # <warehouse>/_pipeline/schema_history
 
 
-QUARANTINE = "quarantine"  # <warehouse>/_pipeline/quarantine
 
 
-COLUMN_DEF_DDL = (
-    "name STRING, type STRING, length INT, decimals INT, unsigned BOOLEAN, nullable BOOLEAN, charset STRING, "
-    "`values` ARRAY<STRING>, generated STRING, invisible BOOLEAN, `default` STRING"
-)
-
-
-SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
-    ("db", "STRING"),
-    ("table", "STRING"),  # "" for database-level entries (kinds database, drop_database, unparsed)
-    ("valid_from", "STRING"),  # the statement's _seq; "" for seeds (valid from the start)
-    ("version", "INT"),  # per table, 0, 1, 2...: orders versions that share a valid_from
-    ("kind", "STRING"),  # create | alter | drop | truncate | rename_to | rename_from | seed | unparsed | ...
-    ("columns", f"ARRAY<STRUCT<{COLUMN_DEF_DDL}>>"),  # NULL when the table is gone or unknown
-    ("primary_key", "ARRAY<STRING>"),
-    ("unique_keys", "ARRAY<STRUCT<name STRING, columns ARRAY<STRING>>>"),
-    ("table_charset", "STRING"),
-    ("peer_db", "STRING"),  # renames: the other name
-    ("peer_table", "STRING"),
-    ("renamed_columns", "ARRAY<STRUCT<old: STRING, new: STRING>>"),  # ALTER: columns renamed by it
-    ("statement", "STRING"),  # the DDL text (seed: the SHOW CREATE TABLE text)
-    ("reason", "STRING"),  # why an `unparsed` statement could not be applied
-    ("source_file", "STRING"),  # binlog file (seed: the seed file)
-    ("pos", "BIGINT"),
-    ("_run_id", "STRING"),
-    ("recorded_at", "TIMESTAMP"),
-]
-
-
-SCHEMA_HISTORY_DDL = ", ".join(f"`{n}` {t}" for n, t in SCHEMA_HISTORY_COLUMNS)
 
 
 def versions_to_rows(versions: Sequence[SchemaVersion], first_version: Mapping[tuple[str, str], int],
                      run_id: str | None, now: _dt.datetime) -> list[tuple]:
-    """Rows (in :data:`SCHEMA_HISTORY_COLUMNS` order) for new versions; ``first_version`` gives
+    """Rows (in :data:`pipelines.state.SCHEMA_HISTORY_COLUMNS` order) for new versions; ``first_version`` gives
     the next ``version`` number of each table."""
     counters = dict(first_version)
     rows = []
@@ -103,11 +72,11 @@ def update_history(spark, cfg, run_id: str | None = None) -> tuple[SchemaHistory
     """
     history, added, next_version = build_history(spark, cfg)
     if added:
-        from pipelines import delta_io
+        from pipelines import state
 
         now = _dt.datetime.now(_dt.timezone.utc)
         rows = versions_to_rows(added, next_version, run_id, now)
-        delta_io.append_rows(spark, rows, SCHEMA_HISTORY_DDL, cfg.pipeline_path(SCHEMA_HISTORY), backend=cfg.delta.backend)
+        state.append(spark, cfg, state.SCHEMA_HISTORY, rows)
     return history, added
 
 
@@ -117,10 +86,10 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
     ``(history, versions added to the persisted ones, next version number per table)``.
     ``statements`` (``(query, default db, _seq)``, in ``_seq`` order) are applied after those of
     ``_pipeline/ddl``: bronze passes the DDL of the batch it has not committed yet."""
-    from pipelines import delta_io
+    from pipelines import delta_io, state
 
     backend = cfg.delta.backend
-    path = cfg.pipeline_path(SCHEMA_HISTORY)
+    path = state.path(cfg, state.SCHEMA_HISTORY)
     persisted = delta_io.read_rows(spark, path, backend=backend)
     history = SchemaHistory(rows_to_versions(persisted))
     next_version: dict[tuple[str, str], int] = {}
@@ -130,7 +99,7 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
     added: list[SchemaVersion] = []
     if cfg.schema_seed:
         added += load_seeds(history, cfg.schema_seed)
-    stmts = sorted(delta_io.read_rows(spark, cfg.pipeline_path("ddl"), ["_seq", "file", "pos", "db", "query"],
+    stmts = sorted(delta_io.read_rows(spark, state.path(cfg, state.DDL), ["_seq", "file", "pos", "db", "query"],
                                       backend=backend, above=("_seq", history.last_seq)), key=lambda r: r["_seq"])
     for r in stmts:
         added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])

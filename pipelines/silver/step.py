@@ -10,7 +10,7 @@ How a run goes
    bronze found since the last run (``_pipeline/ddl``) and any seed files become schema
    versions in ``_pipeline/schema_history``.
 2. **What is new**: per table, the largest ``_seq`` already applied is in
-   ``_pipeline/silver_watermarks`` (layout :data:`WATERMARKS_DDL`; append-only, the
+   ``_pipeline/silver_watermarks`` (layout :data:`pipelines.state.WATERMARKS_DDL`; append-only, the
    max per table counts). Only the bronze files ingested since the last run that finished are
    read (:func:`read_through_key`: the older ones are never opened, so a run costs what is new,
    not bronze's history). Bronze rows above their table's watermark are counted per image
@@ -62,6 +62,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io
+from pipelines import state as pipeline_state
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
 from pipelines.bronze.schema import BRONZE_TABLE
@@ -77,8 +78,6 @@ from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_
 from pipelines.silver.typed_values import NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
 
-WATERMARKS = "silver_watermarks"
-WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
 _IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
     T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()), T.StructField("type", T.StringType()),
     T.StructField("text", T.StringType()), T.StructField("bin", T.BinaryType())]))
@@ -139,7 +138,7 @@ class SilverStats:
         return text
 
     def run_row(self) -> tuple:
-        """One row of ``_pipeline/runs`` (bronze's ``RUNS_DDL``)."""
+        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_DDL`)."""
         end = self.ended_at or _dt.datetime.now(_UTC)
         r = self.rows
         return (
@@ -240,9 +239,8 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
         stats.ended_at = _dt.datetime.now(_UTC)
         print(stats.summary(), file=sys.stdout, flush=True)
         try:
-            from pipelines.bronze import RUNS_DDL
 
-            delta_io.append_rows(spark, [stats.run_row()], RUNS_DDL, cfg.pipeline_path("runs"), backend=cfg.delta.backend)
+            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise
@@ -286,7 +284,7 @@ def _read_through_since(mark: str | None) -> _dt.datetime | None:
 def read_watermarks(spark: SparkSession, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
     """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with the
     read-through marks: :func:`read_through_key`)."""
-    path, backend = cfg.pipeline_path(WATERMARKS), cfg.delta.backend
+    path, backend = pipeline_state.path(cfg, pipeline_state.WATERMARKS), cfg.delta.backend
     if not delta_io.table_exists(path, spark=spark, backend=backend):
         return {}
     if delta_io.resolve_backend(spark, backend) == "rs":  # Arrow, no Spark job
@@ -305,7 +303,7 @@ def fold_watermarks(spark: SparkSession | None, cfg: PipelineConfig, *, backend:
     as after 10. Maintenance calls it (under the warehouse lock). What :func:`read_watermarks`
     returns does not change; a row appended after the snapshot the fold read is kept. Returns
     the number of rows removed (0: the table holds at most twice as many rows as tables)."""
-    path, backend = cfg.pipeline_path(WATERMARKS), backend or cfg.delta.backend
+    path, backend = pipeline_state.path(cfg, pipeline_state.WATERMARKS), backend or cfg.delta.backend
     if not delta_io.table_exists(path, spark=spark, backend=backend):
         return 0
     rows = delta_io.read_rows(spark, path, backend=backend)
@@ -316,9 +314,9 @@ def fold_watermarks(spark: SparkSession | None, cfg: PipelineConfig, *, backend:
             latest[key] = r
     if len(rows) <= 2 * len(latest):
         return 0
-    names = [f.name for f in delta_io.ddl_schema(WATERMARKS_DDL).fields]
-    delta_io.overwrite_rows(spark, [tuple(r[n] for n in names) for r in latest.values()], WATERMARKS_DDL, path,
-                            backend=backend)
+    names = [f.name for f in delta_io.ddl_schema(pipeline_state.WATERMARKS_DDL).fields]
+    delta_io.overwrite_rows(spark, [tuple(r[n] for n in names) for r in latest.values()],
+                            pipeline_state.WATERMARKS_DDL, path, backend=backend)
     return len(rows) - len(latest)
 
 
@@ -327,7 +325,7 @@ def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_i
         return
     now = _dt.datetime.now(_UTC)
     data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
-    delta_io.append_rows(spark, data, WATERMARKS_DDL, cfg.pipeline_path(WATERMARKS), backend=cfg.delta.backend)
+    pipeline_state.append(spark, cfg, pipeline_state.WATERMARKS, data)
 
 
 def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
@@ -353,7 +351,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
                                   "left")
                       .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
                       .drop("_wm_db", "_wm_table", "_wm"))
-        xa_path = cfg.pipeline_path("xa")
+        xa_path = pipeline_state.path(cfg, pipeline_state.XA)
         xa = delta_io.read(spark, xa_path, backend=backend) if delta_io.table_exists(xa_path, spark=spark, backend=backend) else None
         # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
@@ -812,7 +810,6 @@ def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list
     ``items`` name image shapes that do not fit their schema (``SchemaMismatch``), ``set_aside``
     are bronze rows with ``_q_reason`` and ``_q_class`` columns. Returns the number of rows and
     the largest quarantined ``_seq`` per table."""
-    from pipelines.bronze import QUARANTINE_DDL
 
     parts = list(set_aside)
     if items:
@@ -840,6 +837,6 @@ def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list
         handled[key] = max(handled.get(key, ""), r["_seq"])
     data = [(r["file"], r["file_seq"], r["offset"], r["reason"], r["error_class"], r["decoder_version"], None, None,
              run_id, now) for r in rows]
-    delta_io.append_rows(spark, data, QUARANTINE_DDL, cfg.pipeline_path("quarantine"), backend=cfg.delta.backend)
+    pipeline_state.append(spark, cfg, pipeline_state.QUARANTINE, data)
     return len(data), handled
 

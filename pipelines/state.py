@@ -1,0 +1,121 @@
+"""The pipeline's own tables under ``<warehouse>/_pipeline``: their names, their layouts, and the
+reads and writes of them (through :mod:`pipelines.delta_io`, on the run's backend).
+
+========================  =====================  ==============================================
+table                     written by             one row per
+========================  =====================  ==============================================
+``manifest``              bronze                 file per batch, pending then committed
+``quarantine``            bronze, silver         piece of bad input (with its bytes)
+``ddl``                   bronze                 DDL statement (``_seq`` order)
+``xa``                    bronze                 XA PREPARE / COMMIT / ROLLBACK
+``runs``                  every step             run of a step (bronze, silver, maintenance)
+``schema_history``        silver                 schema version of a table
+``silver_watermarks``     silver                 table per run (maintenance folds it to one)
+========================  =====================  ==============================================
+
+>>> append(spark, cfg, RUNS, [row])  # doctest: +SKIP
+>>> [r.name for r in read_rows(spark, cfg, MANIFEST, ["name"])]  # doctest: +SKIP
+['binlog.000001']
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipelines import delta_io
+from pipelines.config import PipelineConfig
+
+MANIFEST, QUARANTINE, DDL, XA, RUNS = "manifest", "quarantine", "ddl", "xa", "runs"
+SCHEMA_HISTORY, WATERMARKS = "schema_history", "silver_watermarks"
+
+MANIFEST_DDL = (
+    "name STRING, file_seq BIGINT, path STRING, size BIGINT, mtime BIGINT, start_pos BIGINT, "
+    "complete_until BIGINT, sha256 STRING, status STRING, phase STRING, batch BIGINT, events BIGINT, "
+    "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP, "
+    # what the next file is checked against (see "Sequence integrity"); unknown events skipped on purpose
+    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT"
+)
+
+QUARANTINE_DDL = (
+    "file STRING, file_seq BIGINT, offset BIGINT, reason STRING, error_class STRING, "
+    "decoder_version STRING, raw BINARY, batch BIGINT, run_id STRING, ts TIMESTAMP"
+)
+
+DDL_TABLE_DDL = (  # query_raw: the exact bytes, when they are not valid in the statement's charset
+    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, db STRING, query STRING, "
+    "commit_ts TIMESTAMP, in_group BOOLEAN, gtid STRING, server_id BIGINT, _run_id STRING, query_raw BINARY"
+)
+
+XA_DDL = (
+    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, kind STRING, xa_xid STRING, gtid STRING, "
+    "commit_ts TIMESTAMP, _run_id STRING"
+)
+
+RUNS_DDL = (
+    "run_id STRING, step STRING, started_at TIMESTAMP, ended_at TIMESTAMP, files BIGINT, "
+    "files_skipped BIGINT, files_ignored BIGINT, events BIGINT, rows_c BIGINT, rows_u BIGINT, "
+    "rows_d BIGINT, statements BIGINT, quarantined BIGINT, bytes BIGINT, seconds DOUBLE, "
+    "mb_per_s DOUBLE, zero_dates BIGINT, status STRING, error STRING"
+)
+
+# a schema version (pipelines.schema.store turns versions into these rows and back)
+COLUMN_DEF_DDL = (
+    "name STRING, type STRING, length INT, decimals INT, unsigned BOOLEAN, nullable BOOLEAN, charset STRING, "
+    "`values` ARRAY<STRING>, generated STRING, invisible BOOLEAN, `default` STRING"
+)
+
+
+SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
+    ("db", "STRING"),
+    ("table", "STRING"),  # "" for database-level entries (kinds database, drop_database, unparsed)
+    ("valid_from", "STRING"),  # the statement's _seq; "" for seeds (valid from the start)
+    ("version", "INT"),  # per table, 0, 1, 2...: orders versions that share a valid_from
+    ("kind", "STRING"),  # create | alter | drop | truncate | rename_to | rename_from | seed | unparsed | ...
+    ("columns", f"ARRAY<STRUCT<{COLUMN_DEF_DDL}>>"),  # NULL when the table is gone or unknown
+    ("primary_key", "ARRAY<STRING>"),
+    ("unique_keys", "ARRAY<STRUCT<name STRING, columns ARRAY<STRING>>>"),
+    ("table_charset", "STRING"),
+    ("peer_db", "STRING"),  # renames: the other name
+    ("peer_table", "STRING"),
+    ("renamed_columns", "ARRAY<STRUCT<old: STRING, new: STRING>>"),  # ALTER: columns renamed by it
+    ("statement", "STRING"),  # the DDL text (seed: the SHOW CREATE TABLE text)
+    ("reason", "STRING"),  # why an `unparsed` statement could not be applied
+    ("source_file", "STRING"),  # binlog file (seed: the seed file)
+    ("pos", "BIGINT"),
+    ("_run_id", "STRING"),
+    ("recorded_at", "TIMESTAMP"),
+]
+
+
+SCHEMA_HISTORY_DDL = ", ".join(f"`{n}` {t}" for n, t in SCHEMA_HISTORY_COLUMNS)
+# the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.step)
+WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
+
+LAYOUTS = {MANIFEST: MANIFEST_DDL, QUARANTINE: QUARANTINE_DDL, DDL: DDL_TABLE_DDL, XA: XA_DDL, RUNS: RUNS_DDL,
+           SCHEMA_HISTORY: SCHEMA_HISTORY_DDL, WATERMARKS: WATERMARKS_DDL}
+
+
+def path(cfg: PipelineConfig, table: str) -> str:
+    """Where ``table`` (one of :data:`LAYOUTS`) lives."""
+    return cfg.pipeline_path(table)
+
+
+def exists(spark, cfg: PipelineConfig, table: str) -> bool:
+    return delta_io.table_exists(path(cfg, table), spark=spark, backend=cfg.delta.backend)
+
+
+def read_rows(spark, cfg: PipelineConfig, table: str, columns: Sequence[str] | None = None, *,
+              above: tuple[str, object] | None = None) -> list:
+    """The rows of ``table`` on the driver (none when it does not exist yet)."""
+    return delta_io.read_rows(spark, path(cfg, table), columns, backend=cfg.delta.backend, above=above)
+
+
+def append(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple], *, app_id: str | None = None,
+           version: int | None = None) -> bool:
+    """Append ``rows`` (in the table's layout); with ``app_id``/``version``, at most once."""
+    return delta_io.append_rows(spark, rows, LAYOUTS[table], path(cfg, table), txn_app_id=app_id,
+                                txn_version=version, backend=cfg.delta.backend)
+
+
+def replace_rows(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple]) -> None:
+    """Replace the rows of ``table`` with ``rows`` in one commit (a maintenance fold)."""
+    delta_io.overwrite_rows(spark, rows, LAYOUTS[table], path(cfg, table), backend=cfg.delta.backend)
