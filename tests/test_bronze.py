@@ -56,21 +56,21 @@ def truth(corpus_binlogs: Path, name: str) -> dict[str, int]:
     return counts
 
 
-_READ_PATH = ["binaryFiles"]
+_READ_PATH = ["binaryFile"]
 
 
 def pytest_generate_tests(metafunc):
-    # every test of the step runs on both read paths: whole files through Spark's binaryFiles
+    # every test of the step runs on both read paths: whole files through Spark's binaryFile
     # source, and byte ranges (what split files always use)
     if metafunc.definition.get_closest_marker("spark") and "read_path" in metafunc.fixturenames:
-        metafunc.parametrize("read_path", ["binaryFiles", "ranges"], indirect=True)
+        metafunc.parametrize("read_path", ["binaryFile", "ranges"], indirect=True)
 
 
 @pytest.fixture(autouse=True)
 def read_path(request):
-    _READ_PATH[0] = getattr(request, "param", "binaryFiles")
+    _READ_PATH[0] = getattr(request, "param", "binaryFile")
     yield _READ_PATH[0]
-    _READ_PATH[0] = "binaryFiles"
+    _READ_PATH[0] = "binaryFile"
 
 
 def make_cfg(tmp_path: Path, **extra):
@@ -227,8 +227,11 @@ def test_lands_every_row_change_once_and_rerun_adds_nothing(spark, corpus_binlog
     assert sorted((r["status"], r["files"]) for r in runs) == [("ok", 0), ("ok", 3)]
 
 
+_READER_RDD = {"binaryFile": "FileScanRDD", "binaryFiles": "BinaryFileRDD", "ranges": "ParallelCollectionRDD"}
+
+
 @pytest.mark.spark
-def test_whole_files_are_read_by_spark_binaryfiles(spark, corpus_binlogs, tmp_path, read_path, monkeypatch):
+def test_whole_files_are_read_by_spark_binaryfile(spark, corpus_binlogs, tmp_path, read_path, monkeypatch):
     lineages = []
     real = bronze_commit._task_records
 
@@ -239,17 +242,24 @@ def test_whole_files_are_read_by_spark_binaryfiles(spark, corpus_binlogs, tmp_pa
 
     monkeypatch.setattr(bronze_commit, "_task_records", recording)
     names = ["binlog.000007", "binlog.000008"]
-    copy_in(corpus_binlogs, tmp_path, *names)
-    stats = bronze.run(spark, make_cfg(tmp_path))
-    assert ops(bronze_rows(make_cfg(tmp_path))) == {op: sum(truth(corpus_binlogs, n)[op] for n in names) for op in "cud"}
-    assert stats.files == 2 and stats.read_whole == (2 if read_path == "binaryFiles" else 0)
-    assert ("BinaryFileRDD" in lineages[-1]) == (read_path == "binaryFiles"), lineages[-1]
-    assert ("ParallelCollectionRDD" in lineages[-1]) == (read_path == "ranges"), lineages[-1]
-    # a file that must be split is read by byte ranges whatever the setting
-    copy_in(corpus_binlogs, tmp_path, "binlog.000009")
-    split = bronze.run(spark, make_cfg(tmp_path, **{"parallelism.target_bytes_per_task": 1024}))
-    assert split.files == 1 and split.read_whole == 0
-    assert "BinaryFileRDD" not in lineages[-1] and "ParallelCollectionRDD" in lineages[-1]
+    # the binaryFile source's path, then (once) the binaryFiles RDD reader that setting offers too
+    for reader in [read_path] + (["binaryFiles"] if read_path == "binaryFile" else []):
+        work = tmp_path / reader
+        work.mkdir()
+        copy_in(corpus_binlogs, work, *names)
+        cfg = make_cfg(work, **{"parallelism.whole_files": reader})
+        stats = bronze.run(spark, cfg)
+        assert ops(bronze_rows(cfg)) == {op: sum(truth(corpus_binlogs, n)[op] for n in names) for op in "cud"}
+        assert stats.files == 2 and stats.read_whole == (0 if reader == "ranges" else 2)
+        for other, rdd in _READER_RDD.items():
+            assert (rdd in lineages[-1]) == (other == reader), (reader, lineages[-1])
+        # a file that must be split is read by byte ranges whatever the setting
+        copy_in(corpus_binlogs, work, "binlog.000009")
+        split = bronze.run(spark, make_cfg(work, **{"parallelism.whole_files": reader,
+                                                    "parallelism.target_bytes_per_task": 1024}))
+        assert split.files == 1 and split.read_whole == 0
+        assert "ParallelCollectionRDD" in lineages[-1]
+        assert "BinaryFileRDD" not in lineages[-1] and "FileScanRDD" not in lineages[-1]
 
 
 @pytest.mark.spark

@@ -37,26 +37,35 @@ def _precision_for(spark, cfg: PipelineConfig, plans: list) -> "TemporalPrecisio
 
 
 def reads_whole(p: FilePlan, cfg: PipelineConfig) -> bool:
-    """Does the one task that decodes ``p`` read the file whole through Spark's ``binaryFiles``?
-    Yes when the batch reads the file from its first event in one range (else the task reads
-    only its byte range), unless the file is over :data:`WHOLE_FILE_MAX` or its path has
-    characters Hadoop's input paths would expand as a glob or split on (a comma)."""
-    return (cfg.parallelism.whole_files == "binaryFiles" and len(p.ranges) == 1 and p.ranges[0][0] <= 4
+    """Does the one task that decodes ``p`` read the file whole, through Spark's ``binaryFile``
+    source (or its ``binaryFiles`` RDD reader, as ``parallelism.whole_files`` says)? Yes when the
+    batch reads the file from its first event in one range (else the task reads only its byte
+    range), unless the file is over :data:`WHOLE_FILE_MAX` or its path has characters Hadoop's
+    input paths would expand as a glob or split on (a comma)."""
+    return (cfg.parallelism.whole_files != "ranges" and len(p.ranges) == 1 and p.ranges[0][0] <= 4
             and p.file.size <= WHOLE_FILE_MAX and not _GLOB.search(p.file.uri))
+
+
+def _whole_files(spark, reader: str, uris: list[str]):
+    """The RDD of ``(path, content)`` of every file in ``uris``, one file a record: Spark's
+    ``binaryFile`` source (the rows ``binlog_changes(content, path)`` takes in SQL), or
+    ``SparkContext.binaryFiles`` (the RDD reader: no query to plan, about 1 s less in a new
+    process)."""
+    if reader == "binaryFiles":
+        return spark.sparkContext.binaryFiles(",".join(uris), len(uris))
+    return spark.read.format("binaryFile").load(uris).select("path", "content").rdd.map(tuple)
 
 
 def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target):
     """The RDD of the batch's tagged records (:func:`decode_range`): files read whole come from
-    one ``SparkContext.binaryFiles`` read (Spark's whole-file reader: each record a file's path
-    and bytes; the RDD API, which plans no query: 0.4 s where the ``binaryFile`` DataFrame
-    source took 1.8 s in a new process), split files from one task per byte range."""
+    one whole-file read (:func:`_whole_files`), split files from one task per byte range."""
     whole_names = {p.file.name for p in plans if reads_whole(p, cfg)}
     whole = {w.name: w for w in work if w.name in whole_names}
     ranged = [w for w in work if w.name not in whole_names]
     sc = spark.sparkContext
     parts = []
     if whole:
-        files = sc.binaryFiles(",".join(w.uri for w in whole.values()), len(whole))
+        files = _whole_files(spark, cfg.parallelism.whole_files, [w.uri for w in whole.values()])
         parts.append(files.mapPartitions(_whole_file_partition(whole, target)))
     if ranged:
         fn = _stage_partition(target) if target is not None else _decode_partition
@@ -112,7 +121,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
         if missing:  # e.g. a file Spark's file source would not list: nothing of this batch is written
             name, start = min(missing)
             raise BronzeError(f"{name}: the task that decodes bytes from offset {start} on returned nothing "
-                              f"(not read by Spark's binaryFiles? set parallelism.whole_files: ranges); nothing of batch {batch} was written")
+                              f"(not read by Spark's whole-file reader? set parallelism.whole_files: ranges); nothing of batch {batch} was written")
     op_counts: Counter = Counter()  # (file, op) -> rows
     skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
     stats_of_ranges = [rec for kind, rec in small if kind == "stat"]

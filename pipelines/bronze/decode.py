@@ -108,7 +108,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     With ``batches``, each rows event comes as one ``("rows", (RowsBatch, layout))`` record
     instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
 
-    ``buf`` holds the file's bytes when the caller has them (a file read whole by Spark's ``binaryFiles``);
+    ``buf`` holds the file's bytes when the caller has them (a file Spark's ``binaryFile`` source read whole);
     otherwise the task reads what it needs (:func:`_task_bytes`). Without ``w.index`` the task
     indexes its own range first (a quick pass over ``[start, end)``).
 
@@ -294,8 +294,8 @@ def _stage_partition(target: StageTarget):
 
 
 def _whole_file_partition(works: dict[str, WorkRange], target: StageTarget | None):
-    """Tasks over the records of ``SparkContext.binaryFiles`` (``path``, ``content``): each is
-    one whole file, decoded (or staged, with ``target``) from its content, as the
+    """Tasks over whole files, ``(path, content)`` records of Spark's ``binaryFile`` source or
+    ``SparkContext.binaryFiles``: each is one whole file, decoded (or staged, with ``target``) from its content, as the
     ``binlog_changes`` SQL function decodes a ``binaryFile`` row (:mod:`pipelines.binlog_udf`)."""
 
     def run(rows):
@@ -308,7 +308,7 @@ def _whole_file_partition(works: dict[str, WorkRange], target: StageTarget | Non
 
 
 def file_name(path: str) -> str:
-    """The base name of a ``binaryFiles`` record's path (a Hadoop path, possibly URI-escaped)."""
+    """The base name of a whole-file record's path (a Hadoop path, possibly URI-escaped)."""
     return unquote(path.rstrip("/").rsplit("/", 1)[-1])
 
 

@@ -31,7 +31,7 @@ _IN_USE_FLAG_AT = 4 + 17  # low byte of the format description event's header fl
 def sha256_prefixes(source, cuts: list[int]) -> dict[int, str]:
     """sha256 hex digests of ``source[0:cut]`` for every cut, in one pass (the
     format description's "file in use" flag does not count). ``source`` is a path
-    or a buffer (a task's memory map, a file Spark's ``binaryFiles`` read)."""
+    or a buffer (a task's memory map, a file Spark's ``binaryFile`` source read)."""
     want = sorted(set(cuts))
     out: dict[int, str] = {}
     h = hashlib.sha256()

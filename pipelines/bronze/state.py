@@ -112,7 +112,7 @@ class BronzeStats:
     invalid_text: int = 0  # statements and values not valid in their charset (landed with their bytes)
     bytes: int = 0
     batches: int = 0
-    read_whole: int = 0  # files a task read whole through Spark's binaryFiles
+    read_whole: int = 0  # files a task read whole through Spark's binaryFile(s) reader
     held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
     warnings: list[str] = field(default_factory=list)
     status: str = "running"

@@ -42,9 +42,10 @@ How a run goes
    * a file the batch reads from its first event in *one* task (at most
      ``target_bytes_per_task`` of new bytes, or one transaction, up to
      :data:`pipelines.bronze.commit.WHOLE_FILE_MAX`) is read whole by Spark's
-     ``binaryFiles`` and decoded from its content, as the ``binlog_changes`` SQL
-     function decodes a ``binaryFile`` row (``parallelism.whole_files: ranges``
-     turns this off);
+     ``binaryFile`` source (or ``binaryFiles``, as ``parallelism.whole_files``
+     says) and decoded from its content as the ``binlog_changes`` SQL function
+     decodes a ``binaryFile`` row (``parallelism.whole_files: ranges`` turns this
+     off);
    * every other range (a split file, or the new tail of a file that grew) is a
      task of its own that reads just its bytes: a local (or ``file:``) path is
      memory-mapped; any other path is read with ``pyarrow.fs`` (``s3a://`` is read
