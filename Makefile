@@ -78,9 +78,10 @@ bench-maintenance: setup
 maintain: setup
 	$(PY) jobs/maintain.py --config conf/pipeline.yaml
 
-# Random server-oracle workloads: SEEDS seeds in each binlog_row_metadata x binlog_row_image mode
-# (even seeds on delta-rs, odd on delta-spark; about one in five SIGKILLs the job once).
-# SOAK_ARGS: more options of tests/soak.py (--start, --mode, --backend, --kill, --steps, -v).
+# Random server-oracle workloads: SEEDS seeds in each binlog_row_metadata x binlog_row_image mode,
+# in batches of 20 that share a server (a database each) and the pipeline's runs; the batches take
+# delta-rs and delta-spark in turn, and about one in five SIGKILLs the job once and runs it again.
+# SOAK_ARGS: more options of tests/soak.py (--start, --batch, --mode, --backend, --kill, --steps, -v).
 SEEDS ?= 20
 .PHONY: soak
 soak: setup

@@ -13,15 +13,18 @@ x ``binlog_row_image``):
   ``ALTER TABLE ... ADD / DROP / MODIFY COLUMN``.
 
 The binlogs then go through the pipeline in two runs (the files closed halfway, then the rest),
-and every silver table must equal ``SELECT *`` on the server (:mod:`oracle`). A seed reproduces
-exactly: the same seed and mode give the same statements.
+and every silver table must equal ``SELECT *`` on the server (:mod:`oracle`). Seeds run in
+batches (``--batch``, 20 by default): a batch's seeds share one server, each in a database of its
+own, and the pipeline's two runs, as a user's many tables do. A seed reproduces exactly, alone or
+in its batch: the same seed and mode give the same statements.
 
     python tests/soak.py --seeds 20                    # every mode, seeds 0..19, both backends
-    python tests/soak.py --seed 7 --mode minimal/noblob --backend spark -v   # one seed, its SQL
+    python tests/soak.py --seed 7 --mode minimal/noblob --backend spark -v   # one seed alone, its SQL
     make soak SEEDS=200
 
-With ``--kill`` (and in the seeds :func:`fault_seed` picks), the main job runs as a subprocess
-and is SIGKILLed at a random moment, then run again: nothing may be lost or applied twice.
+With ``--kill`` (and in the batches whose first seed :func:`fault_seed` picks), the main job runs
+as a subprocess and is SIGKILLed at a random moment, then run again: nothing may be lost or
+applied twice.
 """
 from __future__ import annotations
 
@@ -373,16 +376,17 @@ def copy_files(files: list[Path], dest: Path) -> None:
             shutil.copy2(f, dest / f.name)
 
 
-def write_config(w: Workload, workdir: Path, backend: str) -> Path:
+def write_config(workloads: "Workload | list[Workload]", workdir: Path, backend: str) -> Path:
     """The job's configuration: the shipped one, with another prefix for silver's own columns of
     every table whose source columns take the default names (as a user would set it)."""
     import yaml
 
+    workloads = workloads if isinstance(workloads, list) else [workloads]
     cfg = yaml.safe_load((REPO / "conf" / "pipeline.yaml").read_text())
     cfg.update(input=str(workdir / "binlogs"), warehouse=str(workdir / "warehouse"), progress=False)
     cfg["delta"] = {**cfg.get("delta", {}), "backend": backend}
     cfg["silver"] = {"column_prefix": "_", "table_column_prefix": {
-        f"{w.db}.{t.name}": "_cdc_" for t in w.tables if t.collides}}
+        f"{w.db}.{t.name}": "_cdc_" for w in workloads for t in w.tables if t.collides}}
     path = workdir / "pipeline.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
     return path
@@ -456,71 +460,113 @@ class Outcome:
 
 def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=None, kill: bool | None = None,
              steps: int = 40, verbose: bool = False) -> Outcome:
-    """One seed: workload on a fresh server, the pipeline in two runs, silver against the server.
+    """One seed alone: :func:`run_batch` of that seed (``kill`` defaults to :func:`fault_seed`)."""
+    kill = fault_seed(seed) if kill is None else kill
+    return run_batch([seed], mode, workdir, backend=backend, spark=spark, kill=kill, steps=steps,
+                     verbose=verbose)[0]
+
+
+def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs", spark=None,
+              kill: bool = False, steps: int = 40, verbose: bool = False) -> list[Outcome]:
+    """Seeds side by side: each seed's workload in a database of its own on one fresh server, one
+    after another, then the pipeline in two runs over all their binlogs (the files closed halfway,
+    then the rest), as a user's many tables go through one run; then every seed's silver tables
+    against the server. A seed's statements do not depend on the others (its random draws and its
+    server look-ups are its own), so a seed reproduces alone: ``run_seed``.
 
     With ``spark`` the pipeline runs in this process (bronze then silver, as the main job does);
-    without it, or when the seed kills (``kill``, default :func:`fault_seed`), as the job itself.
+    without it, or with ``kill``, as the job itself (``kill``: SIGKILLed once in the second run at
+    a random moment, then run again).
     """
     from pipelines import bronze
     from pipelines.silver import step as silver_step
     from pipelines.config import load_config
 
-    kill = fault_seed(seed) if kill is None else kill
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     srv = MariaDBServer(workdir / "mariadb", **MODES[mode]).start()
     try:
         srv.flush_logs()  # the install's own events stay out: the binlogs start with the workload
         first = len(srv.binlog_files()) - 1
-        w = run_workload(srv, seed, mode, steps=steps)
-        if verbose:
-            print(";\n".join(w.statements) + ";")
+        workloads = []
+        for seed in seeds:
+            w = run_workload(srv, seed, mode, steps=steps)
+            if verbose:
+                print(f"-- seed {seed}\n" + ";\n".join(w.statements) + ";")
+            workloads.append(w)
         srv.flush_logs()
         files = srv.binlog_files()[first:-1]
         binlogs, warehouse = workdir / "binlogs", workdir / "warehouse"
-        config = write_config(w, workdir, backend)
+        config = write_config(workloads, workdir, backend)
         half = max(1, len(files) // 2)
-        problems: list[str] = []
-        rng = random.Random(f"kill/{seed}/{mode}")
-        for part, batch in enumerate((files[:half], files[half:])):
-            if not batch:
+        shared: list[str] = []  # problems of the runs themselves: every seed of the batch has them
+        silver_failed = ""
+        rng = random.Random(f"kill/{seeds[0]}/{mode}")
+        for part, files_now in enumerate((files[:half], files[half:])):
+            if not files_now:
                 continue
-            copy_files(batch, binlogs)
+            copy_files(files_now, binlogs)
             if spark is not None and not kill:
                 cfg = load_config(config)
                 bronze.run(spark, cfg)
                 try:
                     silver_step.run(spark, cfg)
                 except silver_step.SilverStepError as e:  # the tables it names differ below
-                    problems.append(str(e))
+                    silver_failed = str(e)
                 continue
             if kill and part == 1:  # SIGKILL somewhere in the second run, then run again
                 job(config, backend, kill_after=rng.uniform(3.0, 25.0))
             done = job(config, backend)
             if done.returncode != 0:
-                problems.append(f"job exit {done.returncode}: " + (done.stderr.strip().splitlines() or ["?"])[-1])
-        problems += compare(srv, w, warehouse)
+                shared.append(f"job exit {done.returncode}: " + (done.stderr.strip().splitlines() or ["?"])[-1])
         dup = bronze_duplicates(warehouse)
         if dup:
-            problems.append(f"bronze holds {dup} row change(s) twice")
-        rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
-        return Outcome(seed, mode, backend, problems, kill, rows, sum(len(t.columns) for t in w.tables),
-                       len(w.statements), time.monotonic() - started)
+            shared.append(f"bronze holds {dup} row change(s) twice")
+        seconds = (time.monotonic() - started) / len(seeds)
+        out = []
+        named = [w.db for w in workloads if w.db in silver_failed]  # the step names the tables it failed
+        for w in workloads:
+            problems = shared + compare(srv, w, warehouse)
+            if silver_failed and (w.db in named or not named):
+                problems.append(silver_failed)
+            rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
+            out.append(Outcome(w.seed, mode, backend, problems, kill, rows, sum(len(t.columns) for t in w.tables),
+                               len(w.statements), seconds))
+        return out
     finally:
         srv.stop()
+
+
+def plan_batches(seeds: list[int], modes: list[str], backends: list[str] | None, batch: int,
+                 kill: bool | None) -> list[tuple[str, str, list[int], bool]]:
+    """(mode, backend, seeds, kill) for every pipeline run: seeds in batches of ``batch``; without
+    ``backends`` the batches take delta-rs and delta-spark in turn (a batch of one: even seeds on
+    delta-rs, odd on delta-spark); without ``kill`` a batch SIGKILLs when its first seed is a
+    :func:`fault_seed`."""
+    runs = []
+    for mode in modes:
+        for n, at in enumerate(range(0, len(seeds), batch)):
+            group = seeds[at:at + batch]
+            auto = seed_backend(group[0]) if batch == 1 else ("rs", "spark")[n % 2]
+            for backend in backends or [auto]:
+                runs.append((mode, backend, group, fault_seed(group[0]) if kill is None else kill))
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (with --start)")
     p.add_argument("--start", type=int, default=0)
-    p.add_argument("--seed", type=int, help="just this seed")
+    p.add_argument("--seed", type=int, help="just this seed, alone")
+    p.add_argument("--batch", type=int, default=20,
+                   help="seeds that share a server and the pipeline's runs, each in a database of its own "
+                        "(default 20; 1: each seed alone)")
     p.add_argument("--mode", action="append", choices=list(MODES), help="default: every mode")
     p.add_argument("--backend", action="append", choices=["rs", "spark"],
-                   help="default: even seeds on delta-rs, odd ones on delta-spark (each seed once)")
+                   help="default: batches on delta-rs and delta-spark in turn")
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--kill", action="store_true", help="every seed SIGKILLs the job once")
-    p.add_argument("--no-kill", action="store_true", help="no seed SIGKILLs the job (all run in this process)")
+    p.add_argument("--kill", action="store_true", help="every batch SIGKILLs the job once")
+    p.add_argument("--no-kill", action="store_true", help="no batch SIGKILLs the job (all run in this process)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
     p.add_argument("-v", "--verbose", action="store_true", help="print each seed's SQL")
     args = p.parse_args(argv)
@@ -531,31 +577,36 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session(app_name="binlog-delta-soak", master="local[2]", extra_conf=TEST_CONF, delta=True)
     seeds = [args.seed] if args.seed is not None else list(range(args.start, args.start + args.seeds))
-    failed, counts = [], {}
-    runs = [(mode, backend, seed) for mode in args.mode or list(MODES) for seed in seeds
-            for backend in (args.backend or [seed_backend(seed)])]
-    for mode, backend, seed in runs:
-        work = args.workdir / f"{mode.replace('/', '-')}-{backend}-{seed}"
+    batch = 1 if args.seed is not None else max(1, args.batch)
+    kill = True if args.kill else False if args.no_kill else None
+    failed: list[tuple[Outcome, list[int]]] = []
+    counts: dict = {}
+    for mode, backend, group, kills in plan_batches(seeds, args.mode or list(MODES), args.backend, batch, kill):
+        work = args.workdir / f"{mode.replace('/', '-')}-{backend}-{group[0]}"
         shutil.rmtree(work, ignore_errors=True)
         try:
-            out = run_seed(seed, mode, work, backend=backend, spark=spark,
-                           kill=True if args.kill else False if args.no_kill else None, steps=args.steps,
-                           verbose=args.verbose)
-        except Exception as e:  # noqa: BLE001 - a seed that crashes is a failing seed
-            out = Outcome(seed, mode, backend, [f"{type(e).__name__}: {e}"])
-        print(out.line(), flush=True)
-        if out.ok:
+            outs = run_batch(group, mode, work, backend=backend, spark=spark, kill=kills, steps=args.steps,
+                             verbose=args.verbose)
+        except Exception as e:  # noqa: BLE001 - a batch that crashes fails every seed of it
+            outs = [Outcome(s, mode, backend, [f"{type(e).__name__}: {e}"], kills) for s in group]
+        for out in outs:
+            print(out.line(), flush=True)
+            if not out.ok:
+                failed.append((out, group))
+            counts.setdefault((mode, backend), [0, 0])[0 if out.ok else 1] += 1
+        if all(out.ok for out in outs):
             shutil.rmtree(work, ignore_errors=True)
-        else:
-            failed.append(out)
-        counts.setdefault((mode, backend), [0, 0])[0 if out.ok else 1] += 1
     spark.stop()
     print("\nper mode and backend: clean / failed")
     for (mode, backend), (ok, bad) in sorted(counts.items()):
         print(f"  {mode:16s} {backend:6s} {ok:4d} / {bad}")
-    for out in failed:
+    for out, group in failed:
+        kill_flag = " --kill" if out.killed else " --no-kill"
         print(f"\nreproduce: python tests/soak.py --seed {out.seed} --mode {out.mode} --backend {out.backend}"
-              f"{' --kill' if out.killed else ''} -v")
+              f"{kill_flag} -v")
+        if len(group) > 1:
+            print(f"  (with its batch: python tests/soak.py --start {group[0]} --seeds {len(group)} "
+                  f"--batch {len(group)} --mode {out.mode} --backend {out.backend}{kill_flag})")
         print("\n".join(out.problems))
     return 1 if failed else 0
 

@@ -8,7 +8,7 @@ import pytest
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
 from mariadb_server import mariadb_available
-from soak import MODES, run_seed
+from soak import MODES, run_batch, run_seed
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb, pytest.mark.slow]
 
@@ -40,3 +40,11 @@ def test_random_workload_survives_a_sigkill(spark, tmp_path):  # noqa: F811
     require_delta_spark(spark)
     out = run_seed(7, "minimal/full", tmp_path, backend="spark", kill=True, steps=30)
     assert out.killed and out.ok, out.line() + "\n" + "\n".join(out.problems)
+
+
+def test_seeds_side_by_side_share_a_server_and_the_runs(spark, tmp_path):  # noqa: F811
+    # make soak's batches: three seeds' databases on one server, one pipeline's two runs over all
+    outs = run_batch([2000, 2001, 2002], "full/minimal", tmp_path, backend="rs", spark=spark, steps=20)
+    assert [o.seed for o in outs] == [2000, 2001, 2002]
+    assert all(o.ok for o in outs), "\n".join(o.line() + "\n" + "\n".join(o.problems) for o in outs)
+    assert all(o.statements > 20 and o.rows > 0 for o in outs)
