@@ -30,7 +30,9 @@ def _workload(n: int) -> str:
 
 
 def _jobs(spark) -> int:
-    return len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    # the newest job id (ids count up from 0 per SparkContext): the tracker keeps only the last
+    # spark.ui.retainedJobs jobs, so in a long test session their number stops growing
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(), default=-1) + 1
 
 
 @pytest.mark.parametrize("metadata", ["FULL", "MINIMAL"])
