@@ -112,3 +112,23 @@ def session(cfg):
 
     packages = ",".join(cfg.delta.packages) if cfg.delta.backend != "rs" else ""
     return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf), delta=True)
+
+
+def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Callable,
+              extra: Callable[[argparse.ArgumentParser], None] | None = None,
+              settings: Callable[[argparse.Namespace], dict] | None = None) -> int:
+    """A job: parse the shared flags (and ``extra``'s), load the configuration with the command
+    line's overrides (and ``settings(args)``'s), then, holding the warehouse lock (one run at a
+    time per warehouse), run each of ``steps`` as ``step(spark, cfg)`` in one Spark session."""
+    from pipelines.config import load_config
+
+    args = parse_args(description, argv, extra)
+    cfg = load_config(args.config, {**overrides(args), **(settings(args) if settings else {})})
+    with warehouse_lock(cfg, args):
+        spark = session(cfg)
+        try:
+            for step in steps:
+                step(spark, cfg)
+        finally:
+            spark.stop()
+    return 0

@@ -11,17 +11,8 @@ import _bootstrap
 
 def main(argv=None) -> int:
     from pipelines.silver import step as silver_step
-    from pipelines.config import load_config
 
-    args = _bootstrap.parse_args(__doc__, argv)
-    cfg = load_config(args.config, _bootstrap.overrides(args))
-    with _bootstrap.warehouse_lock(cfg, args):  # one run at a time per warehouse
-        spark = _bootstrap.session(cfg)
-        try:
-            silver_step.run(spark, cfg)
-        finally:
-            spark.stop()
-    return 0
+    return _bootstrap.run_steps(__doc__, argv, silver_step.run)
 
 
 if __name__ == "__main__":

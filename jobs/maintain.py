@@ -18,17 +18,9 @@ def _flags(p) -> None:
 
 def main(argv=None) -> int:
     from pipelines import maintenance
-    from pipelines.config import load_config
 
-    args = _bootstrap.parse_args(__doc__, argv, _flags)
-    cfg = load_config(args.config, {**_bootstrap.overrides(args), "maintenance.retention_hours": args.retention_hours})
-    with _bootstrap.warehouse_lock(cfg, args):  # never beside a run that writes the same tables
-        spark = _bootstrap.session(cfg)
-        try:
-            maintenance.run(spark, cfg)
-        finally:
-            spark.stop()
-    return 0
+    return _bootstrap.run_steps(__doc__, argv, maintenance.run, extra=_flags,
+                                settings=lambda args: {"maintenance.retention_hours": args.retention_hours})
 
 
 if __name__ == "__main__":

@@ -9,26 +9,19 @@ import sys
 import _bootstrap
 
 
+def _silver_then_upkeep(spark, cfg) -> None:
+    from pipelines import maintenance
+    from pipelines.silver import step as silver_step  # written separately; imported only when needed
+
+    silver_step.run(spark, cfg)
+    if maintenance.due(spark, cfg):  # maintenance.every_runs
+        maintenance.run(spark, cfg)
+
+
 def main(argv=None) -> int:
     from pipelines import bronze
-    from pipelines.config import load_config
 
-    args = _bootstrap.parse_args(__doc__, argv)
-    cfg = load_config(args.config, _bootstrap.overrides(args))
-    with _bootstrap.warehouse_lock(cfg, args):  # one run at a time per warehouse
-        spark = _bootstrap.session(cfg)
-        try:
-            bronze.run(spark, cfg)
-            from pipelines.silver import step as silver_step  # written separately; imported only when needed
-
-            silver_step.run(spark, cfg)
-            from pipelines import maintenance
-
-            if maintenance.due(spark, cfg):  # maintenance.every_runs
-                maintenance.run(spark, cfg)
-        finally:
-            spark.stop()
-    return 0
+    return _bootstrap.run_steps(__doc__, argv, bronze.run, _silver_then_upkeep)
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ class PipelineConfig:
 
     def pipeline_path(self, name: str) -> str:
         """The job's own state: ``<warehouse>/_pipeline/<name>``."""
-        return self.warehouse_path("_pipeline", name)
+        return self.warehouse_path("_pipeline", name)  # pipelines.state.PIPELINE_FOLDER
 
     def is_scd2(self, db: str, table: str) -> bool:
         return any(fnmatch.fnmatchcase(f"{db}.{table}", p) for p in self.scd2)

@@ -6,7 +6,7 @@ For each table (bronze, the pipeline's own ``_pipeline/*`` state, every silver t
 order, each with the backend's own operation (:mod:`pipelines.delta_io.upkeep`):
 
 0. ``_pipeline/silver_watermarks`` (one row per table per run) is folded to the latest row
-   per table (:func:`pipelines.silver.step.fold_watermarks`);
+   per table (:func:`pipelines.state.fold_watermarks`);
 1. **compact** when it has more than ``compact_min_files`` data files: small files are bin-packed
    into files near ``target_file_bytes`` (one commit; what the table returns is unchanged);
 2. **log retention**: ``delta.logRetentionDuration`` set to ``log_retention_hours`` where the table
@@ -105,10 +105,10 @@ def due(spark: SparkSession | None, cfg: PipelineConfig) -> bool:
     """True when ``maintenance.every_runs`` is set and that many silver runs have ended since the
     last maintenance run (the run log, ``_pipeline/runs``, says)."""
     every = cfg.maintenance.every_runs
-    runs_path = pipeline_state.path(cfg, pipeline_state.RUNS)
-    if not every or not delta_io.table_exists(runs_path, spark=spark, backend=cfg.delta.backend):
+    runs = pipeline_state.read_arrow(spark, cfg, pipeline_state.RUNS, ["step", "started_at", "status"]) if every else None
+    if runs is None:
         return False
-    rows = delta_io.read_arrow(runs_path, ["step", "started_at", "status"]).to_pylist()
+    rows = runs.to_pylist()
     last = max((r["started_at"] for r in rows if r["step"] == STEP and r["status"] == "ok"), default=None)
     since = [r for r in rows if r["step"] == "silver" and r["status"] == "ok" and (last is None or r["started_at"] > last)]
     return len(since) >= every
@@ -157,7 +157,6 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     from dataclasses import replace
 
     from pipelines import silver
-    from pipelines.silver.step import fold_watermarks
 
     if retention_hours is not None:
         cfg = replace(cfg, maintenance=replace(cfg.maintenance, retention_hours=int(retention_hours)))
@@ -168,7 +167,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     backend = delta_io.resolve_backend(spark, cfg.delta.backend)
     silver_root = cfg.warehouse_path("silver") + "/"
     try:
-        stats.watermark_rows_folded = fold_watermarks(spark, cfg, backend=backend)
+        stats.watermark_rows_folded = pipeline_state.fold_watermarks(spark, cfg, backend=backend)
         for path in find_tables(cfg.warehouse):
             meta = None
             if path.startswith(silver_root):  # its watermark goes along into every commit made here
@@ -184,8 +183,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
         stats.seconds = time.monotonic() - started
         print(stats.summary(), flush=True)
         try:
-            delta_io.append_rows(spark, [stats.run_row()], pipeline_state.RUNS_DDL,
-                                 pipeline_state.path(cfg, pipeline_state.RUNS), backend=backend)
+            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise

@@ -39,10 +39,9 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.events import RowsEvent, UnknownEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
+from pipelines import state
 from pipelines.bronze.schema import DECODER_VERSION
 
-QUARANTINE = "_pipeline/quarantine"
-MANIFEST = "_pipeline/manifest"
 
 
 @dataclass(frozen=True)
@@ -57,22 +56,13 @@ class Redecoded:
     message: str = ""
 
 
-def _table(warehouse: str, name: str) -> list[dict]:
-    import deltalake
-
-    path = os.path.join(warehouse, name)
-    if not deltalake.DeltaTable.is_deltatable(path):
-        return []
-    return deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
-
-
 def read_quarantine(warehouse: str) -> list[dict]:
     """Every quarantine row of ``warehouse``, in file order (``file_seq``, ``offset``).
 
     >>> [(r["file"], r["offset"], r["error_class"]) for r in read_quarantine("/data/wh")]  # doctest: +SKIP
     [('binlog.000002', 1790, 'CorruptEvent')]
     """
-    rows = _table(warehouse, QUARANTINE)
+    rows = state.rows_in(warehouse, state.QUARANTINE)
     return sorted(rows, key=lambda r: (r["file_seq"] if r["file_seq"] is not None else -1, r["file"] or "",
                                        r["offset"] if r["offset"] is not None else -1))
 
@@ -82,7 +72,7 @@ def source_paths(warehouse: str) -> dict[str, str]:
     from pipelines.bronze import local_path
 
     latest: dict[str, dict] = {}
-    for r in _table(warehouse, MANIFEST):
+    for r in state.rows_in(warehouse, state.MANIFEST):
         if r["phase"] == "committed" and (r["name"] not in latest or r["batch"] > latest[r["name"]]["batch"]):
             latest[r["name"]] = r
     out = {}

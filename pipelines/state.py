@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pipelines import delta_io
 from pipelines.config import PipelineConfig
 
+PIPELINE_FOLDER = "_pipeline"  # under the warehouse (PipelineConfig.pipeline_path)
 MANIFEST, QUARANTINE, DDL, XA, RUNS = "manifest", "quarantine", "ddl", "xa", "runs"
 SCHEMA_HISTORY, WATERMARKS = "schema_history", "silver_watermarks"
 
@@ -99,6 +100,13 @@ def path(cfg: PipelineConfig, table: str) -> str:
     return cfg.pipeline_path(table)
 
 
+def rows_in(warehouse: str, table: str) -> list[dict]:
+    """Every row of ``<warehouse>/_pipeline/<table>`` as dicts, through delta-rs with no Spark
+    (for tools such as :mod:`pipelines.quarantine`); none when it does not exist yet."""
+    p = "/".join([warehouse.rstrip("/"), PIPELINE_FOLDER, table])
+    return delta_io.read_arrow(p).to_pylist() if delta_io.deltalake_table_exists(p) else []
+
+
 def exists(spark, cfg: PipelineConfig, table: str) -> bool:
     return delta_io.table_exists(path(cfg, table), spark=spark, backend=cfg.delta.backend)
 
@@ -119,3 +127,70 @@ def append(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple], *, app
 def replace_rows(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple]) -> None:
     """Replace the rows of ``table`` with ``rows`` in one commit (a maintenance fold)."""
     delta_io.overwrite_rows(spark, rows, LAYOUTS[table], path(cfg, table), backend=cfg.delta.backend)
+
+
+def read_frame(spark, cfg: PipelineConfig, table: str):
+    """``table`` as a Spark DataFrame (for joins in Spark), or None when it does not exist yet."""
+    p = path(cfg, table)
+    if not delta_io.table_exists(p, spark=spark, backend=cfg.delta.backend):
+        return None
+    return delta_io.read(spark, p, backend=cfg.delta.backend)
+
+
+def read_arrow(spark, cfg: PipelineConfig, table: str, columns: Sequence[str]):
+    """``table``'s ``columns`` as Arrow on the driver through delta-rs, with no Spark job on either
+    backend (both write the same protocol); None when it does not exist yet."""
+    p = path(cfg, table)
+    if not delta_io.table_exists(p, spark=spark, backend=cfg.delta.backend):
+        return None
+    return delta_io.read_arrow(p, list(columns))
+
+
+# ------------------------------------------------------------------ silver's watermarks
+
+
+def read_watermarks(spark, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
+    """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with silver's
+    read-through marks: :func:`pipelines.silver.step.read_through_key`). The table holds a row
+    per table per run until maintenance folds it (:func:`fold_watermarks`): the largest wins."""
+    p, backend = path(cfg, WATERMARKS), cfg.delta.backend
+    if not delta_io.table_exists(p, spark=spark, backend=backend):
+        return {}
+    if delta_io.resolve_backend(spark, backend) == "rs":  # Arrow, no Spark job
+        top = delta_io.read_arrow(p, ["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
+            [("max_seq", "max")])
+        return {(d, t): m for d, t, m in zip(top.column("db").to_pylist(), top.column("table").to_pylist(),
+                                             top.column("max_seq_max").to_pylist()) if m is not None}
+    from pyspark.sql import functions as F
+
+    rows = delta_io.read(spark, p, backend=backend).groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect()
+    return {(r["db"], r["table"]): r["m"] for r in rows if r["m"] is not None}
+
+
+def latest_watermark_rows(rows: Sequence) -> list:
+    """The latest of ``rows`` (watermark rows) per ``(db, table)``: the largest ``max_seq``, then
+    the latest ``updated_at``. A pure function: :func:`fold_watermarks` does the I/O."""
+    latest: dict = {}
+    for r in rows:
+        key, cur = (r["db"], r["table"]), latest.get((r["db"], r["table"]))
+        if cur is None or (r["max_seq"] or "", r["updated_at"]) > (cur["max_seq"] or "", cur["updated_at"]):
+            latest[key] = r
+    return list(latest.values())
+
+
+def fold_watermarks(spark, cfg: PipelineConfig, *, backend: str | None = None) -> int:
+    """Fold ``_pipeline/silver_watermarks`` (one row per table per run, appended) to its latest
+    row per table, so that reading it at the start of a run costs the same after 10,000 runs
+    as after 10. Maintenance calls it (under the warehouse lock). What :func:`read_watermarks`
+    returns does not change; a row appended after the snapshot the fold read is kept. Returns
+    the number of rows removed (0: the table holds at most twice as many rows as tables)."""
+    p, backend = path(cfg, WATERMARKS), backend or cfg.delta.backend
+    if not delta_io.table_exists(p, spark=spark, backend=backend):
+        return 0
+    rows = delta_io.read_rows(spark, p, backend=backend)
+    latest = latest_watermark_rows(rows)
+    if len(rows) <= 2 * len(latest):
+        return 0
+    names = [f.name for f in delta_io.ddl_schema(WATERMARKS_DDL).fields]
+    delta_io.overwrite_rows(spark, [tuple(r[n] for n in names) for r in latest], WATERMARKS_DDL, p, backend=backend)
+    return len(rows) - len(latest)

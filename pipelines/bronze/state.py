@@ -7,7 +7,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-
 from pipelines.bronze.rows import _ts
 from pipelines.bronze.schema import BRONZE_DDL, seq_key
 from pipelines.config import PipelineConfig
@@ -19,28 +18,11 @@ _UTC = _dt.timezone.utc
 
 
 TXN_APP_ID = "bronze"
-
-
 PENDING_APP_ID = "bronze-pending"
-
-
-
-
-
-
-
-
-
-
-
 
 # status of a file's manifest row
 DONE = "done"  # every byte of the file is processed
-
-
 PARTIAL = "partial"  # the newest file: an unfinished tail waits for the next run
-
-
 QUARANTINED = "quarantined"  # a bad event stopped the file; the good prefix landed
 
 
@@ -58,10 +40,6 @@ def _bronze_struct():
     from pyspark.sql.types import _parse_datatype_string
 
     return _parse_datatype_string(BRONZE_DDL)
-
-
-def _read_rows(spark, cfg: PipelineConfig, path: str) -> list:
-    return _delta().read_rows(spark, path, backend=cfg.delta.backend)
 
 
 def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):

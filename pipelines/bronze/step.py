@@ -176,8 +176,7 @@ from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import Link, check_sequence, link_problem
 from pipelines.bronze.state import (
-    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _append_rows, _bronze_struct, _delta, _last_txn,
-    _read_rows,
+    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _bronze_struct, _delta, _last_txn,
 )
 from pipelines.bronze.tasks import file_digests, ship_package, survey
 from pipelines import state as pipeline_state
@@ -222,8 +221,7 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
         stats.ended_at = _dt.datetime.now(_UTC)
         print(stats.summary(), file=sys.stdout, flush=True)
         try:
-            _append_rows(spark, cfg, [stats.run_row()], pipeline_state.RUNS_DDL,
-                         pipeline_state.path(cfg, pipeline_state.RUNS))
+            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
         except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
             if stats.status == "ok":
                 raise
@@ -245,8 +243,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     stats.files_ignored = len(others)
     by_name = {f.name: f for f in files}
     newest_seq = files[-1].file_seq if files else -1
-    manifest_path = pipeline_state.path(cfg, pipeline_state.MANIFEST)
-    manifest = _read_rows(spark, cfg, manifest_path)
+    manifest = pipeline_state.read_rows(spark, cfg, pipeline_state.MANIFEST)
     next_batch = max([r.batch for r in manifest] + [_last_txn(spark, cfg, cfg.warehouse_path(BRONZE_TABLE))]) + 1
 
     # 1. an interrupted batch is redone first, exactly
@@ -258,7 +255,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     for batch in sorted(interrupted):
         _run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now)
     if interrupted:
-        manifest = _read_rows(spark, cfg, manifest_path)
+        manifest = pipeline_state.read_rows(spark, cfg, pipeline_state.MANIFEST)
 
     latest = _latest(manifest)
     check_sequence(files, {r.file_seq: r.name for r in latest.values()}, accept_gaps=True)  # one number, one file

@@ -86,11 +86,9 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
     ``(history, versions added to the persisted ones, next version number per table)``.
     ``statements`` (``(query, default db, _seq)``, in ``_seq`` order) are applied after those of
     ``_pipeline/ddl``: bronze passes the DDL of the batch it has not committed yet."""
-    from pipelines import delta_io, state
+    from pipelines import state
 
-    backend = cfg.delta.backend
-    path = state.path(cfg, state.SCHEMA_HISTORY)
-    persisted = delta_io.read_rows(spark, path, backend=backend)
+    persisted = state.read_rows(spark, cfg, state.SCHEMA_HISTORY)
     history = SchemaHistory(rows_to_versions(persisted))
     next_version: dict[tuple[str, str], int] = {}
     for r in persisted:
@@ -99,8 +97,8 @@ def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] 
     added: list[SchemaVersion] = []
     if cfg.schema_seed:
         added += load_seeds(history, cfg.schema_seed)
-    stmts = sorted(delta_io.read_rows(spark, state.path(cfg, state.DDL), ["_seq", "file", "pos", "db", "query"],
-                                      backend=backend, above=("_seq", history.last_seq)), key=lambda r: r["_seq"])
+    stmts = sorted(state.read_rows(spark, cfg, state.DDL, ["_seq", "file", "pos", "db", "query"],
+                                   above=("_seq", history.last_seq)), key=lambda r: r["_seq"])
     for r in stmts:
         added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])
     for query, db, seq in statements:

@@ -63,6 +63,7 @@ from pyspark.sql import types as T
 
 from pipelines import delta_io
 from pipelines import state as pipeline_state
+from pipelines.state import fold_watermarks, read_watermarks  # noqa: F401 (silver's API)
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
 from pipelines.bronze.schema import BRONZE_TABLE
@@ -281,45 +282,6 @@ def _read_through_since(mark: str | None) -> _dt.datetime | None:
         return None  # not a mark of ours: read bronze whole
 
 
-def read_watermarks(spark: SparkSession, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
-    """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with the
-    read-through marks: :func:`read_through_key`)."""
-    path, backend = pipeline_state.path(cfg, pipeline_state.WATERMARKS), cfg.delta.backend
-    if not delta_io.table_exists(path, spark=spark, backend=backend):
-        return {}
-    if delta_io.resolve_backend(spark, backend) == "rs":  # Arrow, no Spark job
-        top = delta_io.read_arrow(path, ["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
-            [("max_seq", "max")])
-        return {(d, t): m for d, t, m in zip(top.column("db").to_pylist(), top.column("table").to_pylist(),
-                                             top.column("max_seq_max").to_pylist()) if m is not None}
-    rows = (delta_io.read(spark, path, backend=backend)
-            .groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect())
-    return {(r["db"], r["table"]): r["m"] for r in rows if r["m"] is not None}
-
-
-def fold_watermarks(spark: SparkSession | None, cfg: PipelineConfig, *, backend: str | None = None) -> int:
-    """Fold ``_pipeline/silver_watermarks`` (one row per table per run, appended) to its latest
-    row per table, so that reading it at the start of a run costs the same after 10,000 runs
-    as after 10. Maintenance calls it (under the warehouse lock). What :func:`read_watermarks`
-    returns does not change; a row appended after the snapshot the fold read is kept. Returns
-    the number of rows removed (0: the table holds at most twice as many rows as tables)."""
-    path, backend = pipeline_state.path(cfg, pipeline_state.WATERMARKS), backend or cfg.delta.backend
-    if not delta_io.table_exists(path, spark=spark, backend=backend):
-        return 0
-    rows = delta_io.read_rows(spark, path, backend=backend)
-    latest: dict = {}
-    for r in rows:
-        key, cur = (r["db"], r["table"]), latest.get((r["db"], r["table"]))
-        if cur is None or (r["max_seq"] or "", r["updated_at"]) > (cur["max_seq"] or "", cur["updated_at"]):
-            latest[key] = r
-    if len(rows) <= 2 * len(latest):
-        return 0
-    names = [f.name for f in delta_io.ddl_schema(pipeline_state.WATERMARKS_DDL).fields]
-    delta_io.overwrite_rows(spark, [tuple(r[n] for n in names) for r in latest.values()],
-                            pipeline_state.WATERMARKS_DDL, path, backend=backend)
-    return len(rows) - len(latest)
-
-
 def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
     if not marks:
         return
@@ -351,8 +313,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
                                   "left")
                       .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
                       .drop("_wm_db", "_wm_table", "_wm"))
-        xa_path = pipeline_state.path(cfg, pipeline_state.XA)
-        xa = delta_io.read(spark, xa_path, backend=backend) if delta_io.table_exists(xa_path, spark=spark, backend=backend) else None
+        xa = pipeline_state.read_frame(spark, cfg, pipeline_state.XA)
         # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
         # own rows (with pushed-down filters), each pass only the columns it needs.
