@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 from spark_fixtures import delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
-from pipelines.delta_io import merging as delta_merging
+from pipelines.delta_io import rs_backend as delta_merging
 from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.delta_io import quote_ident
 from pipelines.silver import (

@@ -36,51 +36,65 @@ against, so a writer that commits the same id in between makes this commit confl
 retry skip it); a table that does not exist yet is first created empty, because delta-rs does not
 check two racing creating writes against each other.
 
-Modules (each imports only those above it; callers use the names re-exported here):
+Modules (each imports only those above it, save that :func:`~pipelines.delta_io.backend.backend_for`
+imports the backend it returns when it is called; callers use the names re-exported here):
 
-* ``backend``  which backend a call uses, errors, identifier quoting, shared handles
-* ``features`` Delta protocol features: column mapping, timestamp without time zone
-* ``arrow``    types across the Arrow hop: Spark schemas <-> Arrow, the driver's rows -> Arrow
-* ``reads``    existence, schema, DataFrames, small tables' rows, Arrow, history
-* ``commits``  transaction ids, commit properties, the retried commit (:func:`~pipelines.delta_io.commits._commit`)
-* ``writes``   create, add columns, append, append rows, overwrite
-* ``staging``  big delta-rs appends: Parquet written by tasks, committed by the driver
-* ``merging``  the MERGE primitive on either backend
-* ``upkeep``   compaction, checkpoints, log retention, VACUUM, storage figures (for maintenance)
+* ``backend``       which backend a call uses, the backend interface (``DeltaBackend``, ``backend_for``),
+  errors, identifier quoting, a URI's Arrow filesystem; imports no other module of the package
+* ``features``      Delta protocol features a schema needs (column mapping, timestamp without time
+  zone), pure functions; imports none
+* ``arrow``         types across the Arrow hop: Spark schemas <-> Arrow, the driver's rows -> Arrow;
+  imports ``backend``
+* ``reads``         existence, schema, DataFrames, small tables' rows, history: checks, then the
+  backend; imports ``backend``
+* ``commits``       transaction ids, the retried commit with its fault points
+  (:func:`~pipelines.delta_io.commits._commit`); imports ``backend``, ``reads``
+* ``writes``        create, add columns, append, append rows, overwrite: checks, column checks, retried
+  commits, then the backend; imports the above
+* ``merging``       ``MergeClause``, ``MergeResult``, :func:`merge`: then the backend; imports ``backend``
+* ``upkeep``        compaction, checkpoints, log retention, VACUUM (the backend's), storage figures;
+  imports ``backend``
+* ``spark_backend`` ``SparkBackend``: every delta-spark half, its session settings, log and snapshot,
+  feature enabling, :func:`merge_spark`; imports the modules above
+* ``rs_backend``    ``RsBackend``: every delta-rs half, its commit properties, :func:`merge_rs` and its
+  chunks, :func:`read_arrow`, :func:`create_with_rows_rs`; imports the modules above but ``spark_backend``
+* ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
+  ``arrow``, ``backend``, ``commits``, ``rs_backend``
 """
 from __future__ import annotations
 
 from pipelines.delta_io.backend import (
-    BACKENDS, Backend, DELTA_LOG, DeltaIOError, deltalake_table_exists, qualified, quote_ident,
-    resolve_backend,
+    BACKENDS, Backend, DELTA_LOG, DeltaBackend, DeltaIOError, backend_for, qualified, quote_ident, resolve_backend,
 )
 from pipelines.delta_io.arrow import (
     arrow_schema_to_spark, arrow_to_spark, ddl_schema, delta_schema_to_spark, rows_to_arrow,
     spark_field_to_arrow, spark_schema_to_arrow, spark_to_arrow, spark_type_to_arrow,
 )
 from pipelines.delta_io.reads import (
-    Commit, history, nothing_above, read, read_arrow, read_rows, schema, table_exists,
+    Commit, history, nothing_above, read, read_rows, schema, table_exists,
 )
 from pipelines.delta_io.commits import (
-    COMMIT_ATTEMPTS, check_txn, commit_session, conflict_retries, is_commit_conflict, last_txn_version,
-    spark_delta_log, spark_snapshot,
+    COMMIT_ATTEMPTS, check_txn, conflict_retries, is_commit_conflict, last_txn_version,
 )
 from pipelines.delta_io.writes import (
-    add_columns, append, append_rows, create_if_missing, create_with_rows_rs, overwrite, overwrite_rows,
+    add_columns, append, append_rows, create_if_missing, overwrite, overwrite_rows,
+)
+from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge
+from pipelines.delta_io.spark_backend import commit_session, merge_spark, spark_delta_log, spark_snapshot
+from pipelines.delta_io.rs_backend import (
+    MERGE_CHUNK_ROWS, create_with_rows_rs, deltalake_table_exists, merge_rs, read_arrow,
 )
 from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
     prepare_staging,
 )
-from pipelines.delta_io.merging import (
-    MERGE_CHUNK_ROWS, MergeClause, MergeKind, MergeResult, merge, merge_rs, merge_spark,
-)
 
 __all__ = [
-    "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaIOError", "MERGE_CHUNK_ROWS",
+    "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",
+    "MERGE_CHUNK_ROWS",
     "MergeClause", "MergeKind", "MergeResult", "ParquetStager", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
     "StagedFile", "add_columns", "append", "append_rows", "arrow_schema_to_spark", "arrow_to_spark",
-    "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
+    "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
     "create_with_rows_rs", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
     "overwrite", "overwrite_rows", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",

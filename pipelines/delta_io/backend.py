@@ -1,10 +1,19 @@
-"""Which backend a call uses (:func:`resolve_backend`), the errors, SQL identifier quoting, and the
-handles both backends share (a delta-rs table, the Arrow filesystem of a URI)."""
+"""Which backend a call uses (:func:`resolve_backend`), the interface both backends implement
+(:class:`DeltaBackend`, reached with :func:`backend_for`), the errors, SQL identifier quoting, and
+the Arrow filesystem of a URI."""
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import types as T
+
+    from pipelines.delta_io.merging import MergeClause, MergeResult
+    from pipelines.delta_io.reads import Commit
 
 
 Backend = Literal["auto", "spark", "rs"]
@@ -14,16 +23,6 @@ BACKENDS = ("auto", "spark", "rs")
 
 
 DELTA_LOG = "_delta_log"
-
-
-# Spark SQL settings delta-spark reads for idempotent DML and for the commit's user metadata.
-_SPARK_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-
-
-_SPARK_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-
-
-_SPARK_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class DeltaIOError(RuntimeError):
@@ -87,18 +86,6 @@ def _master(spark: SparkSession) -> str | None:
     return None if context is None else context.master
 
 
-def _rs_table(path: str):
-    import deltalake
-
-    return deltalake.DeltaTable(str(path))
-
-
-def deltalake_table_exists(path: str) -> bool:
-    import deltalake
-
-    return bool(deltalake.DeltaTable.is_deltatable(str(path)))
-
-
 def _arrow_fs(uri: str):
     """(pyarrow filesystem, path in it) of a local path or a URI (s3a/s3n are read as s3)."""
     from urllib.parse import urlparse
@@ -116,3 +103,90 @@ def _arrow_fs(uri: str):
         uri = "s3" + uri[len(u.scheme):]
     return pafs.FileSystem.from_uri(uri)
 
+
+
+class DeltaBackend(Protocol):
+    """What differs between the two backends. An operation module (``reads``, ``commits``,
+    ``writes``, ``merging``, ``upkeep``) checks the arguments, runs the shared steps (the retried
+    :func:`~pipelines.delta_io.commits._commit`, its fault points) and hands the rest to the
+    method of the same name: :class:`~pipelines.delta_io.spark_backend.SparkBackend` (delta-spark)
+    or :class:`~pipelines.delta_io.rs_backend.RsBackend` (delta-rs). Each method takes the
+    caller's ``spark`` (None where the caller may have none: delta-rs ignores it)."""
+
+    name: str  # "spark" or "rs", what resolve_backend() says
+
+    # reads (pipelines.delta_io.reads)
+    def table_exists(self, spark: SparkSession | None, path: str) -> bool: ...
+
+    def schema(self, spark: SparkSession | None, path: str) -> T.StructType: ...
+
+    def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
+             above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
+        """The table's rows (``columns`` of them), those that ``keep`` keeps (``above`` may skip files)."""
+
+    def nothing_above(self, spark: SparkSession | None, path: str, column: str, value) -> bool: ...
+
+    def read_rows(self, spark: SparkSession | None, path: str, columns: Sequence[str] | None,
+                  above: tuple[str, object] | None) -> list: ...
+
+    def history(self, spark: SparkSession | None, path: str, limit: int | None) -> list[Commit]: ...
+
+    # commits (pipelines.delta_io.commits)
+    def last_txn_version(self, spark: SparkSession | None, path: str, app_id: str) -> int | None: ...
+
+    # writes (pipelines.delta_io.writes)
+    def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType) -> None:
+        """One try at creating the empty table (create_if_missing checks and retries)."""
+
+    def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
+                              adding: Sequence[T.StructField]) -> list[str] | None:
+        """Columns this backend cannot add itself, added another way (their names); None when it can."""
+
+    def add_columns(self, spark: SparkSession | None, path: str, adding: Sequence[T.StructField]) -> None:
+        """One try at adding the columns (add_columns checks and retries)."""
+
+    def append(self, spark: SparkSession, df: DataFrame, path: str, txn_app_id: str | None,
+               txn_version: int | None, schema_evolution: bool) -> bool: ...
+
+    def append_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType, path: str,
+                    txn_app_id: str | None, txn_version: int | None, schema_evolution: bool) -> bool: ...
+
+    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool) -> None: ...
+
+    def overwrite_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType,
+                       path: str) -> None: ...
+
+    # merging (pipelines.delta_io.merging)
+    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
+              source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
+              user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
+              source_rows: int | None) -> MergeResult: ...
+
+    # upkeep (pipelines.delta_io.upkeep)
+    def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:
+        """(data files, their bytes, version) of the table's current snapshot."""
+
+    def compact(self, spark: SparkSession | None, path: str, target_bytes: int,
+                user_metadata: str | None) -> tuple[int, int]: ...
+
+    def checkpoint(self, spark: SparkSession | None, path: str) -> None: ...
+
+    def set_log_retention(self, spark: SparkSession | None, path: str, wanted: str,
+                          user_metadata: str | None) -> bool: ...
+
+    def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int,
+               user_metadata: str | None) -> int: ...
+
+
+def backend_for(spark: SparkSession | None, backend: str = "auto") -> DeltaBackend:
+    """The :class:`DeltaBackend` that :func:`resolve_backend` picks.
+
+    >>> backend_for(None, "rs").name
+    'rs'
+    """
+    # imported here: the backends build on the operation modules, which reach them only this way
+    if resolve_backend(spark, backend) == "spark":
+        from pipelines.delta_io.spark_backend import BACKEND
+    else:
+        from pipelines.delta_io.rs_backend import BACKEND
+    return BACKEND

@@ -1,21 +1,20 @@
-"""What every commit shares: transaction ids (checked, recorded, looked up in the snapshot), commit
-properties, the session settings a delta-spark commit carries, and :func:`_commit`: fault points and
-the retry of a commit that lost a race with another writer."""
+"""What every commit shares: transaction ids (checked, looked up in the backend's snapshot) and
+:func:`_commit`: fault points and the retry of a commit that lost a race with another writer. The
+backends' own commit details (delta-spark's session settings, delta-rs's commit properties) are
+in :mod:`~pipelines.delta_io.spark_backend` and :mod:`~pipelines.delta_io.rs_backend`."""
 from __future__ import annotations
 
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
 from pipelines import faults
-from pipelines.delta_io.backend import (
-    DeltaIOError, _SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA, _rs_table, resolve_backend,
-)
+from pipelines.delta_io.backend import DeltaIOError, backend_for
 from pipelines.delta_io.reads import table_exists
 
 
@@ -36,30 +35,6 @@ def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
             raise ValueError(f"txn_version must be an int >= 0, got {txn_version!r}")
 
 
-def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
-    """The newest ``txn`` version for ``app_id`` in delta-spark's own snapshot of the table.
-
-    The snapshot is the last checkpoint plus the commits after it (what Delta itself checks an
-    idempotent write against), so the cost does not grow with the table's history and the ids
-    survive log cleanup. Reached through the JVM (``DeltaLog.update().transactions()``): the
-    Python API has no call for it.
-    """
-    found = spark_snapshot(spark, path).transactions().get(app_id)
-    return int(found.get()) if found.isDefined() else None
-
-
-def spark_delta_log(spark: SparkSession, path: str):
-    """delta-spark's ``DeltaLog`` of the table (through the JVM: checkpoints and the snapshot's
-    state have no Python API)."""
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
-
-
-def spark_snapshot(spark: SparkSession, path: str):
-    """The table's current delta-spark snapshot: its last checkpoint plus the commits after it."""
-    log = spark_delta_log(spark, path)
-    return log.update(*[getattr(log, f"update$default${i}")() for i in (1, 2, 3)])
-
-
 def last_txn_version(
     path: str, app_id: str, *, spark: SparkSession | None = None, backend: str = "auto"
 ) -> int | None:
@@ -71,47 +46,7 @@ def last_txn_version(
     check_txn(app_id, 0)
     if not table_exists(path, spark=spark, backend=backend):
         return None
-    if resolve_backend(spark, backend) == "spark":
-        return _spark_log_txn_version(spark, path, app_id)
-    return _rs_table(path).transaction_version(app_id)
-
-
-def _rs_commit_properties(
-    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None
-):
-    from deltalake import CommitProperties, Transaction
-
-    if txn_app_id is None and user_metadata is None:
-        return None
-    return CommitProperties(
-        custom_metadata=None if user_metadata is None else {"userMetadata": user_metadata},
-        app_transactions=None if txn_app_id is None else [Transaction(txn_app_id, txn_version)],
-    )
-
-
-_COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
-
-
-def commit_session(spark: SparkSession, settings: Mapping[str, str | None] | None = None) -> SparkSession:
-    """A session of its own for one delta-spark command: ``spark.newSession()`` (same SparkContext,
-    its own SQL conf) with the caller's runtime settings copied over and ``settings`` on top.
-
-    delta-spark takes a MERGE's transaction id and a commit's user metadata from SQL session
-    settings. Set on the shared session they would reach every commit that any thread makes
-    meanwhile (a CREATE on another thread once recorded a MERGE's transaction id, and the MERGE
-    was then skipped as already applied). On a session of its own they reach this command only.
-    The identity keys are never copied from ``spark``: a commit carries only what it was given.
-    """
-    own = spark.newSession()
-    for key, value in spark.conf.getAll.items():
-        if key in _COMMIT_IDENTITY_KEYS or own.conf.get(key, None) == value:
-            continue
-        if own.conf.isModifiable(key):
-            own.conf.set(key, value)
-    for key, value in (settings or {}).items():
-        if value is not None:
-            own.conf.set(key, value)
-    return own
+    return backend_for(spark, backend).last_txn_version(spark, path, app_id)
 
 
 R = TypeVar("R")
@@ -185,14 +120,6 @@ def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
             time.sleep(pause)
     faults.point(f"{op}.{kind}.after")
     return result
-
-
-def _rs_txn_recorded(table, txn_app_id: str | None, txn_version: int | None) -> bool:
-    """True when the delta-rs snapshot ``table`` already holds ``txn_version`` for ``txn_app_id``."""
-    if txn_app_id is None:
-        return False
-    last = table.transaction_version(txn_app_id)
-    return last is not None and last >= txn_version
 
 
 def _txn_recorded(path: str, txn_app_id: str | None, txn_version: int | None, spark, backend: str) -> bool:

@@ -15,8 +15,8 @@ from pyspark.sql import types as T
 from pipelines import faults
 from pipelines.delta_io.arrow import spark_schema_to_arrow
 from pipelines.delta_io.backend import DeltaIOError, _arrow_fs
-from pipelines.delta_io.commits import _commit, _rs_commit_properties, _rs_txn_recorded, check_txn
-from pipelines.delta_io.writes import _rs_create
+from pipelines.delta_io.commits import _commit, check_txn
+from pipelines.delta_io.rs_backend import _rs_commit_properties, _rs_create, _rs_txn_recorded
 
 
 STAGED_BATCH_ROWS = 20_000  # rows held as Python tuples in a task before they become Arrow

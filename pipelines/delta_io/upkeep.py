@@ -1,8 +1,9 @@
 """Delta table upkeep on either backend: compaction, checkpoints, log cleanup, VACUUM, and what a
 table costs on disk. The backends' own operations do the work (delta-rs ``optimize.compact``,
 ``create_checkpoint``, ``cleanup_metadata``, ``vacuum``; delta-spark ``OPTIMIZE``,
-``DeltaLog.checkpoint``, ``VACUUM``); this module only picks the backend, carries the caller's
-commit metadata into every commit it makes, and measures.
+``DeltaLog.checkpoint``, ``VACUUM``, in :mod:`~pipelines.delta_io.spark_backend` and
+:mod:`~pipelines.delta_io.rs_backend`); this module only picks the backend, hands it the caller's
+commit metadata for every commit it makes, and measures.
 
 Every commit made here carries ``user_metadata`` when given: silver keeps its watermark in its
 commits' user metadata (:func:`pipelines.silver.read_watermark` reads the newest commit that has
@@ -23,12 +24,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipelines.delta_io.backend import _SPARK_USER_METADATA, _arrow_fs, _rs_table, quote_ident, resolve_backend
-from pipelines.delta_io.commits import _rs_commit_properties, commit_session, spark_delta_log, spark_snapshot
+from pipelines.delta_io.backend import _arrow_fs, backend_for
 
 LOG_RETENTION = "delta.logRetentionDuration"
-_SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
-_SPARK_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 
 @dataclass(frozen=True)
@@ -49,16 +47,7 @@ def storage(path: str, *, spark: SparkSession | None = None, backend: str = "aut
     """The table's :class:`Storage`: the snapshot from the backend, the rest from a listing."""
     from pyarrow import fs as pafs
 
-    if resolve_backend(spark, backend) == "spark":
-        detail = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0]
-        files, live = int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
-        version = spark_snapshot(spark, path).version()
-    else:
-        table = _rs_table(path)
-        adds = table.get_add_actions(flatten=True)
-        files = adds.num_rows
-        live = sum(v or 0 for v in adds.column("size_bytes").to_pylist()) if files else 0
-        version = table.version()
+    files, live, version = backend_for(spark, backend).snapshot_size(spark, path)
     fs, root = _arrow_fs(str(path))
     disk_files = disk_bytes = log_files = checkpoints = 0
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
@@ -79,25 +68,13 @@ def compact(path: str, *, spark: SparkSession | None = None, backend: str = "aut
             user_metadata: str | None = None) -> tuple[int, int]:
     """Bin-pack the table's small files into files near ``target_bytes``; returns (files removed,
     files added). A table with nothing to pack gets no commit."""
-    if resolve_backend(spark, backend) == "spark":
-        session = commit_session(spark, {_SPARK_USER_METADATA: user_metadata, _SPARK_MAX_FILE_SIZE: str(target_bytes)})
-        row = session.sql(f"OPTIMIZE delta.{quote_ident(str(path))}").collect()[0]
-        metrics = row["metrics"]
-        return int(metrics["numFilesRemoved"] or 0), int(metrics["numFilesAdded"] or 0)
-    metrics = _rs_table(path).optimize.compact(target_size=target_bytes,
-                                               commit_properties=_rs_properties(user_metadata))
-    return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
+    return backend_for(spark, backend).compact(spark, path, target_bytes, user_metadata)
 
 
 def checkpoint(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> None:
     """Write a checkpoint of the table's current version, then clean up the log files that it
     covers and that are older than the table's ``delta.logRetentionDuration``."""
-    if resolve_backend(spark, backend) == "spark":
-        spark_delta_log(spark, path).checkpoint()  # delta-spark cleans up expired log files after it
-        return
-    table = _rs_table(path)
-    table.create_checkpoint()
-    _rs_table(path).cleanup_metadata()
+    backend_for(spark, backend).checkpoint(spark, path)
 
 
 def set_log_retention(path: str, hours: int, *, spark: SparkSession | None = None, backend: str = "auto",
@@ -105,34 +82,11 @@ def set_log_retention(path: str, hours: int, *, spark: SparkSession | None = Non
     """Set ``delta.logRetentionDuration`` to ``hours`` where the table says otherwise (one commit);
     True when it changed."""
     wanted = f"interval {int(hours)} hours"
-    if resolve_backend(spark, backend) == "spark":
-        detail = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0]
-        if (detail["properties"] or {}).get(LOG_RETENTION) == wanted:
-            return False
-        commit_session(spark, {_SPARK_USER_METADATA: user_metadata}).sql(
-            f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ('{LOG_RETENTION}' = '{wanted}')")
-        return True
-    table = _rs_table(path)
-    if table.metadata().configuration.get(LOG_RETENTION) == wanted:
-        return False
-    table.alter.set_table_properties({LOG_RETENTION: wanted}, commit_properties=_rs_properties(user_metadata))
-    return True
+    return backend_for(spark, backend).set_log_retention(spark, path, wanted, user_metadata)
 
 
 def vacuum(path: str, retention_hours: int, *, spark: SparkSession | None = None, backend: str = "auto",
            user_metadata: str | None = None) -> int:
     """Delete the data files that no version younger than ``retention_hours`` uses (never a file of
     the current snapshot); returns how many went."""
-    if resolve_backend(spark, backend) == "spark":
-        before = storage(path, spark=spark, backend="spark").disk_files
-        session = commit_session(spark, {_SPARK_USER_METADATA: user_metadata, _SPARK_RETENTION_CHECK: "false"})
-        session.sql(f"VACUUM delta.{quote_ident(str(path))} RETAIN {int(retention_hours)} HOURS").collect()
-        return before - storage(path, spark=spark, backend="spark").disk_files
-    removed = _rs_table(path).vacuum(retention_hours=int(retention_hours), dry_run=False,
-                                     enforce_retention_duration=False,
-                                     commit_properties=_rs_properties(user_metadata))
-    return len(removed)
-
-
-def _rs_properties(user_metadata: str | None):
-    return _rs_commit_properties(None, None, user_metadata)
+    return backend_for(spark, backend).vacuum(spark, path, retention_hours, user_metadata)

@@ -1,0 +1,368 @@
+"""The delta-spark backend (:class:`SparkBackend`): every operation done by delta-spark on the JVM,
+the session settings its commits carry (:func:`commit_session`), its log and snapshot through the
+JVM (:func:`spark_delta_log`, :func:`spark_snapshot`), the protocol features it must be told to
+enable, and its MERGE (:func:`merge_spark`).
+
+The operation modules (:mod:`~pipelines.delta_io.reads`, ``writes``, ``merging``, ``upkeep``,
+``commits``) do the shared part of a call and reach this module through
+:func:`pipelines.delta_io.backend.backend_for`; it imports them, never the other way round.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines.delta_io.arrow import _check_columns
+from pipelines.delta_io.backend import quote_ident
+from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
+from pipelines.delta_io.features import (
+    COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
+    strip_mapping_metadata, uses_column_mapping,
+)
+from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
+from pipelines.delta_io.reads import Commit, read, schema, table_exists
+from pipelines.delta_io.upkeep import LOG_RETENTION, storage
+from pipelines.delta_io.writes import _new_fields, add_columns, append, create_if_missing, overwrite
+
+
+# Spark SQL settings delta-spark reads for idempotent DML and for the commit's user metadata.
+_SPARK_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+
+
+_SPARK_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+_SPARK_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+_SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+_SPARK_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+
+
+def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """The newest ``txn`` version for ``app_id`` in delta-spark's own snapshot of the table.
+
+    The snapshot is the last checkpoint plus the commits after it (what Delta itself checks an
+    idempotent write against), so the cost does not grow with the table's history and the ids
+    survive log cleanup. Reached through the JVM (``DeltaLog.update().transactions()``): the
+    Python API has no call for it.
+    """
+    found = spark_snapshot(spark, path).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else None
+
+
+def spark_delta_log(spark: SparkSession, path: str):
+    """delta-spark's ``DeltaLog`` of the table (through the JVM: checkpoints and the snapshot's
+    state have no Python API)."""
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path))
+
+
+def spark_snapshot(spark: SparkSession, path: str):
+    """The table's current delta-spark snapshot: its last checkpoint plus the commits after it."""
+    log = spark_delta_log(spark, path)
+    return log.update(*[getattr(log, f"update$default${i}")() for i in (1, 2, 3)])
+
+
+_COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
+
+
+def commit_session(spark: SparkSession, settings: Mapping[str, str | None] | None = None) -> SparkSession:
+    """A session of its own for one delta-spark command: ``spark.newSession()`` (same SparkContext,
+    its own SQL conf) with the caller's runtime settings copied over and ``settings`` on top.
+
+    delta-spark takes a MERGE's transaction id and a commit's user metadata from SQL session
+    settings. Set on the shared session they would reach every commit that any thread makes
+    meanwhile (a CREATE on another thread once recorded a MERGE's transaction id, and the MERGE
+    was then skipped as already applied). On a session of its own they reach this command only.
+    The identity keys are never copied from ``spark``: a commit carries only what it was given.
+    """
+    own = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if key in _COMMIT_IDENTITY_KEYS or own.conf.get(key, None) == value:
+            continue
+        if own.conf.isModifiable(key):
+            own.conf.set(key, value)
+    for key, value in (settings or {}).items():
+        if value is not None:
+            own.conf.set(key, value)
+    return own
+
+
+def _ddl_type(dt: T.DataType) -> str:
+    """Spark DDL text for a type, quoting nested field names (``simpleString`` does not)."""
+    if isinstance(dt, T.StructType):
+        return "STRUCT<" + ", ".join(f"{quote_ident(f.name)}: {_ddl_type(f.dataType)}" for f in dt.fields) + ">"
+    if isinstance(dt, T.ArrayType):
+        return f"ARRAY<{_ddl_type(dt.elementType)}>"
+    if isinstance(dt, T.MapType):
+        return f"MAP<{_ddl_type(dt.keyType)}, {_ddl_type(dt.valueType)}>"
+    return dt.simpleString()
+
+
+def _enable_features_spark(session: SparkSession, path: str, adding: Sequence[T.StructField]) -> None:
+    """Enable the protocol features that ``adding`` needs and the table lacks (delta-spark does
+    not enable them by itself when columns are added): column mapping for names that need it,
+    timestampNtz for TIMESTAMP_NTZ columns. Each is one commit, made only when missing."""
+    wanted: dict[str, str] = {}
+    detail = None
+    if needs_column_mapping(adding) or needs_timestamp_ntz(adding):
+        detail = session.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0].asDict()
+    if detail is None:
+        return
+    properties = dict(detail.get("properties") or {})
+    features = set(detail.get("tableFeatures") or ())
+    if needs_column_mapping(adding) and not uses_column_mapping(properties):
+        wanted[COLUMN_MAPPING_MODE] = "name"
+    if needs_timestamp_ntz(adding) and "timestampNtz" not in features:
+        wanted[TIMESTAMP_NTZ_FEATURE] = "supported"
+    if wanted:
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
+        session.sql(f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ({pairs})")
+
+
+def merge_spark(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    on: str,
+    clauses: Sequence[MergeClause],
+    *,
+    source_alias: str = "s",
+    target_alias: str = "t",
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+    user_metadata: str | None = None,
+) -> MergeResult:
+    """MERGE a Spark DataFrame into the Delta table at ``path`` with delta-spark.
+
+    The transaction identifier and user metadata go through delta-spark's session settings
+    (``spark.databricks.delta.write.txnAppId``/``txnVersion``,
+    ``spark.databricks.delta.commitInfo.userMetadata``), set on a session of this command's own
+    (:func:`commit_session`), so MERGEs of different tables can run side by side.
+
+    >>> merge_spark(spark, path, df, "t.`id` = s.`id`", [MergeClause("delete")])  # doctest: +SKIP
+    MergeResult(inserted=0, updated=0, deleted=1, backend='spark')
+    """
+    if source is None:
+        raise ValueError("'source' in merge cannot be None")
+    _check_merge(on, clauses)
+    check_txn(txn_app_id, txn_version)
+    from delta.tables import DeltaTable
+
+    settings = {
+        _SPARK_TXN_APP_ID: txn_app_id,
+        _SPARK_TXN_VERSION: None if txn_version is None else str(txn_version),
+        _SPARK_USER_METADATA: user_metadata,
+    }
+
+    def attempt(n: int) -> DataFrame | None:
+        if n and _txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
+            return None
+        builder = (
+            DeltaTable.forPath(commit_session(spark, settings), str(path))
+            .alias(target_alias)
+            .merge(source.alias(source_alias), on)
+        )
+        for clause in clauses:
+            values = (
+                None
+                if clause.assignments is None
+                else {quote_ident(k): v for k, v in clause.assignments.items()}
+            )
+            if clause.kind == "update":
+                builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+            elif clause.kind == "delete":
+                builder = builder.whenMatchedDelete(condition=clause.condition)
+            else:
+                builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
+        return builder.execute()
+
+    metrics_df = _commit("merge", path, attempt)
+    counts = {"inserted": 0, "updated": 0, "deleted": 0}
+    if metrics_df is not None:
+        rows = metrics_df.collect()
+        if rows:
+            row = rows[0].asDict()
+            counts = {
+                "inserted": int(row.get("num_inserted_rows") or 0),
+                "updated": int(row.get("num_updated_rows") or 0),
+                "deleted": int(row.get("num_deleted_rows") or 0),
+            }
+    return MergeResult(backend="spark", **counts)
+
+
+class SparkBackend:
+    """:class:`~pipelines.delta_io.backend.DeltaBackend` on delta-spark (each method is the
+    delta-spark half of the operation of the same name)."""
+
+    name = "spark"
+
+    # -- reads
+
+    def table_exists(self, spark: SparkSession, path: str) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(spark, str(path)))
+
+    def schema(self, spark: SparkSession, path: str) -> T.StructType:
+        return strip_mapping_metadata(spark.read.format("delta").load(str(path)).schema)
+
+    def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
+             above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
+        df = spark.read.format("delta").load(str(path))
+        if keep is not None:
+            df = df.where(keep)
+        if columns is not None:
+            _check_columns(columns, df.columns, f"read({path})")
+            df = df.select(*[F.col(quote_ident(c)) for c in columns])
+        return df
+
+    def nothing_above(self, spark: SparkSession, path: str, column: str, value) -> bool:
+        return False
+
+    def read_rows(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
+                  above: tuple[str, object] | None) -> list:
+        return read(spark, path, columns, backend="spark", above=above).collect()
+
+    def history(self, spark: SparkSession, path: str, limit: int | None) -> list[Commit]:
+        from delta.tables import DeltaTable
+
+        rows = (
+            DeltaTable.forPath(spark, str(path))
+            .history(limit)
+            .select(
+                "version",
+                F.unix_millis("timestamp").alias("timestamp_ms"),
+                "operation",
+                "operationParameters",
+                "userMetadata",
+            )
+            .orderBy(F.col("version").desc())
+            .collect()
+        )
+        return [
+            Commit(
+                version=int(r["version"]),
+                timestamp_ms=int(r["timestamp_ms"]),
+                operation=r["operation"],
+                parameters=dict(r["operationParameters"] or {}),
+                user_metadata=r["userMetadata"],
+            )
+            for r in rows
+        ]
+
+    # -- commits
+
+    def last_txn_version(self, spark: SparkSession, path: str, app_id: str) -> int | None:
+        return _spark_log_txn_version(spark, path, app_id)
+
+    # -- writes
+
+    def create(self, spark: SparkSession, path: str, table_schema: T.StructType) -> None:
+        # SQL, not DeltaTable.createIfNotExists(): its builder puts the path between
+        # backticks without doubling the backticks a path may hold
+        cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in create_properties(table_schema).items())
+        commit_session(spark).sql(f"CREATE TABLE IF NOT EXISTS delta.{quote_ident(str(path))} ({cols}) USING delta"
+                                  + (f" TBLPROPERTIES ({props})" if props else ""))
+
+    def add_columns_elsewhere(self, spark: SparkSession, path: str,
+                              adding: Sequence[T.StructField]) -> list[str] | None:
+        return None  # delta-spark adds every column itself
+
+    def add_columns(self, spark: SparkSession, path: str, adding: Sequence[T.StructField]) -> None:
+        session = commit_session(spark)
+        _enable_features_spark(session, path, adding)
+        target = "delta." + quote_ident(str(path))
+        cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in adding)
+        session.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
+
+    def append(self, spark: SparkSession, df: DataFrame, path: str, txn_app_id: str | None,
+               txn_version: int | None, schema_evolution: bool) -> bool:
+        which = self.name
+        # a table whose names need column mapping, and new columns, first: with the features
+        # their names and types need (the write itself would refuse them)
+        if not table_exists(path, spark=spark, backend=which):
+            if create_properties(df.schema):
+                create_if_missing(path, df.schema, spark=spark, backend=which)
+        elif schema_evolution:
+            add_columns(path, _new_fields(df.schema, schema(path, spark=spark, backend=which)), spark=spark,
+                        backend=which)
+        writer = df.write.format("delta").mode("append")
+        if schema_evolution:
+            writer = writer.option("mergeSchema", "true")
+        if txn_app_id is not None:
+            writer = writer.option("txnAppId", txn_app_id).option("txnVersion", str(txn_version))
+
+        def attempt(n: int) -> bool:
+            if n and _txn_recorded(path, txn_app_id, txn_version, spark, which):
+                return False
+            writer.save(str(path))
+            return True
+
+        return _commit("append", path, attempt)
+
+    def append_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str,
+                    txn_app_id: str | None, txn_version: int | None, schema_evolution: bool) -> bool:
+        return append(spark, spark.createDataFrame(list(rows), struct), path, txn_app_id=txn_app_id,
+                      txn_version=txn_version, schema_evolution=schema_evolution, backend=self.name)
+
+    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool) -> None:
+        writer = df.write.format("delta").mode("overwrite")
+        if overwrite_schema:
+            writer = writer.option("overwriteSchema", "true")
+        _commit("overwrite", path, lambda n: writer.save(str(path)))
+
+    def overwrite_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str) -> None:
+        overwrite(spark, spark.createDataFrame(list(rows), struct), path, backend="spark")
+
+    # -- merging
+
+    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
+              source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
+              user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
+              source_rows: int | None) -> MergeResult:
+        return merge_spark(
+            spark, path, source, on, clauses,
+            source_alias=source_alias, target_alias=target_alias,
+            txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
+        )
+
+    # -- upkeep
+
+    def snapshot_size(self, spark: SparkSession, path: str) -> tuple[int, int, int]:
+        detail = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0]
+        files, live = int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
+        version = spark_snapshot(spark, path).version()
+        return files, live, version
+
+    def compact(self, spark: SparkSession, path: str, target_bytes: int, user_metadata: str | None) -> tuple[int, int]:
+        session = commit_session(spark, {_SPARK_USER_METADATA: user_metadata, _SPARK_MAX_FILE_SIZE: str(target_bytes)})
+        row = session.sql(f"OPTIMIZE delta.{quote_ident(str(path))}").collect()[0]
+        metrics = row["metrics"]
+        return int(metrics["numFilesRemoved"] or 0), int(metrics["numFilesAdded"] or 0)
+
+    def checkpoint(self, spark: SparkSession, path: str) -> None:
+        spark_delta_log(spark, path).checkpoint()  # delta-spark cleans up expired log files after it
+
+    def set_log_retention(self, spark: SparkSession, path: str, wanted: str, user_metadata: str | None) -> bool:
+        detail = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0]
+        if (detail["properties"] or {}).get(LOG_RETENTION) == wanted:
+            return False
+        commit_session(spark, {_SPARK_USER_METADATA: user_metadata}).sql(
+            f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ('{LOG_RETENTION}' = '{wanted}')")
+        return True
+
+    def vacuum(self, spark: SparkSession, path: str, retention_hours: int, user_metadata: str | None) -> int:
+        before = storage(path, spark=spark, backend="spark").disk_files
+        session = commit_session(spark, {_SPARK_USER_METADATA: user_metadata, _SPARK_RETENTION_CHECK: "false"})
+        session.sql(f"VACUUM delta.{quote_ident(str(path))} RETAIN {int(retention_hours)} HOURS").collect()
+        return before - storage(path, spark=spark, backend="spark").disk_files
+
+
+BACKEND = SparkBackend()
