@@ -23,10 +23,10 @@ Modules, from the bottom up (each imports only those above it, the decoder, conf
 from pipelines.bronze.decode import WorkRange, decode_range, stage_range
 from pipelines.bronze.files import cut_event, local_path, sha256_prefixes
 from pipelines.bronze.listing import SourceFile, copy_notes, list_binlogs, list_folder
-from pipelines.bronze.plan import FilePlan, plan_file, split_range
+from pipelines.bronze.plan import FilePlan, gtid_head, plan_file, split_range
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import (
-    Link, advance_gtid_state, check_sequence, gtid_head, gtids_missing, link_problem,
+    Link, advance_gtid_state, check_sequence, gtids_missing, link_problem,
 )
 from pipelines.bronze.state import (
     DONE, PARTIAL, QUARANTINED, TXN_APP_ID, BronzeError, BronzeStats,

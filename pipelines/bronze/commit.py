@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import TYPE_CHECKING, Callable
 
 from pipelines.bronze.decode import (
     StageTarget, TemporalPrecision, WorkRange, _decode_partition, _stage_partition, _whole_file_partition,
@@ -19,19 +20,22 @@ from pipelines.bronze.tasks import _TaskProgress, _progress_enabled, prefix_fact
 from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 
+if TYPE_CHECKING:
+    from pipelines.schema import SchemaHistory
+
 WHOLE_FILE_MAX = 256 << 20  # larger files are read by byte ranges even when one task takes all of it
 _GLOB = re.compile(r"[{}\[\]*?\\,]")  # Hadoop input paths: glob characters, and the comma between paths
 
 
-def _precision_for(spark, cfg: PipelineConfig, plans: list) -> "TemporalPrecision | None":
-    """MariaDB 5.3 temporal precision for this batch's tasks, from the schema history (persisted,
-    ``_pipeline/ddl``, seeds) and the DDL in the batch itself (found by the survey tasks);
-    None when no table needs it."""
-    from pipelines.schema import store as schema_store
-
-    stmts = [st for p in plans for st in p.statements]
-    stmts.sort(key=lambda t: t[2])
-    history, _added, _next = schema_store.build_history(spark, cfg, stmts)
+def _precision_for(history: "SchemaHistory", plans: list) -> "TemporalPrecision | None":
+    """MariaDB 5.3 temporal precision for this batch's tasks, from the schema history the step
+    read (persisted, ``_pipeline/ddl``, seeds; earlier batches of the run applied) with the DDL of
+    the batch itself (found by the survey tasks) applied to it, in ``_seq`` order; None when no
+    table needs it."""
+    stmts = sorted((st for p in plans for st in p.statements), key=lambda t: t[2])
+    for query, db, seq in stmts:
+        if seq > history.last_seq:
+            history.apply_statement(query, db, seq)
     precision = TemporalPrecision.of_history(history)
     return precision if precision.by_table else None
 
@@ -73,17 +77,20 @@ def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[
     return parts[0] if len(parts) == 1 else sc.union(parts)
 
 
-def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now) -> None:
+def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
+               history: "Callable[[], SchemaHistory]") -> None:
+    """Decode and commit one batch; ``history()`` is the run's schema history (read once, by the
+    step, when a batch first needs it)."""
     cached: list = []
     try:
-        _decode_and_commit(spark, cfg, plans, batch, stats, now, cached)
+        _decode_and_commit(spark, cfg, plans, batch, stats, now, cached, history)
     finally:
         for rdd in cached:
             rdd.unpersist()
 
 
 def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
-                       cached: list) -> None:
+                       cached: list, history: "Callable[[], SchemaHistory]") -> None:
     """Decode and commit one batch (see the module docs for the order of writes).
 
     Spark jobs: one that decodes every range and brings back the small
@@ -93,7 +100,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     from pyspark import StorageLevel
 
     run_id = stats.run_id
-    precision = _precision_for(spark, cfg, plans) if any(p.ranges for p in plans) else None
+    precision = _precision_for(history(), plans) if any(p.ranges for p in plans) else None
     work = [
         WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision)
         for p in plans for s, e in p.ranges

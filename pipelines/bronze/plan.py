@@ -6,11 +6,14 @@ from dataclasses import dataclass, field, replace
 
 from pipelines.binlog.constants import COMMON_HEADER_LEN
 from pipelines.binlog.errors import BinlogError, TruncatedEvent
+from pipelines.binlog.events import GtidListEvent, PreviousGtidsEvent
+from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
 from pipelines.bronze.decode import batch_statements
 from pipelines.bronze.files import as_buffer, quarantine_raw, sha256_prefixes, task_file
 from pipelines.bronze.listing import SourceFile
-from pipelines.bronze.sequence import Link, advance_gtid_state, gtid_head
+from pipelines.bronze.sequence import (MARIADB, MYSQL, _HEAD_TYPES, Link, _mariadb_text, _mysql_text,
+                                      advance_gtid_state)
 from pipelines.bronze.state import DONE, PARTIAL, QUARANTINED, BronzeError
 from pipelines.config import PipelineConfig
 
@@ -46,6 +49,27 @@ class FilePlan:
     @property
     def link(self) -> Link:
         return Link(self.file.name, self.file.file_seq, self.flavor, self.gtid_start, self.gtid_end, self.rotate_to)
+
+
+def gtid_head(path: str) -> tuple[str | None, str | None]:
+    """``(flavor, GTID state at the start)`` of a binlog file: MariaDB's
+    GTID_LIST or MySQL's PREVIOUS_GTIDS as text; the state is None when the
+    file has neither (old servers) or cannot be read."""
+    flavor = None
+    try:
+        with EventStream(path, decode_rows=False) as st:
+            flavor = MARIADB if st.format.is_mariadb else MYSQL
+            for ev in st.events():
+                if type(ev) is GtidListEvent:
+                    return MARIADB, _mariadb_text({(d, srv): n for d, srv, n in ev.gtids})
+                if type(ev) is PreviousGtidsEvent:
+                    state = {(u if t is None else f"{u}:{t}").lower(): list(ivs) for u, t, ivs in ev.sids}
+                    return MYSQL, _mysql_text(state)
+                if ev.header.type_code not in _HEAD_TYPES:
+                    break
+    except BinlogError:
+        pass
+    return flavor, None
 
 
 def split_range(idx: FileIndex, start: int, end: int, target: int) -> list[tuple[int, int]]:

@@ -1,14 +1,12 @@
 """Sequence integrity: file numbering, ROTATE targets and GTID continuity between consecutive
 binlog files (see "Sequence integrity" in :mod:`pipelines.bronze.step`). Pure functions of the
-files' heads and the manifest's links, apart from :func:`gtid_head`, which reads a file's head."""
+files' heads and the manifest's links (a file's head is read by
+:func:`pipelines.bronze.plan.gtid_head`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from pipelines.binlog.constants import EventType
-from pipelines.binlog.errors import BinlogError
-from pipelines.binlog.events import GtidListEvent, PreviousGtidsEvent
-from pipelines.binlog.stream import EventStream
 from pipelines.bronze.listing import SourceFile, _BINLOG_NAME
 from pipelines.bronze.state import BronzeError
 
@@ -149,27 +147,6 @@ def gtids_missing(flavor: str, end: str, next_start: str) -> str | None:
             if cur <= b:
                 missing.setdefault(key, []).append((cur, b))
     return _mysql_text(missing) or None
-
-
-def gtid_head(path: str) -> tuple[str | None, str | None]:
-    """``(flavor, GTID state at the start)`` of a binlog file: MariaDB's
-    GTID_LIST or MySQL's PREVIOUS_GTIDS as text; the state is None when the
-    file has neither (old servers) or cannot be read."""
-    flavor = None
-    try:
-        with EventStream(path, decode_rows=False) as st:
-            flavor = MARIADB if st.format.is_mariadb else MYSQL
-            for ev in st.events():
-                if type(ev) is GtidListEvent:
-                    return MARIADB, _mariadb_text({(d, srv): n for d, srv, n in ev.gtids})
-                if type(ev) is PreviousGtidsEvent:
-                    state = {(u if t is None else f"{u}:{t}").lower(): list(ivs) for u, t, ivs in ev.sids}
-                    return MYSQL, _mysql_text(state)
-                if ev.header.type_code not in _HEAD_TYPES:
-                    break
-    except BinlogError:
-        pass
-    return flavor, None
 
 
 @dataclass(frozen=True)

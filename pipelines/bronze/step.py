@@ -229,8 +229,24 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
     return stats
 
 
+def _schema_history(spark, cfg: PipelineConfig):
+    """The run's schema history, read (``_pipeline/schema_history``, ``_pipeline/ddl``, seeds) the
+    first time a batch asks for it; each batch then applies its own DDL to it."""
+    memo: list = []
+
+    def history():
+        if not memo:
+            from pipelines.schema import store as schema_store
+
+            memo.append(schema_store.build_history(spark, cfg)[0])
+        return memo[0]
+
+    return history
+
+
 def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     ship_package(spark)
+    history = _schema_history(spark, cfg)
     bronze_path, d = cfg.warehouse_path(BRONZE_TABLE), _delta()
     if d.table_exists(bronze_path, spark=spark, backend=cfg.delta.backend):
         # a bronze table from an older version gains the columns added since (e.g. _shape); its
@@ -253,7 +269,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         if r.phase == "pending" and r.batch not in committed:
             interrupted.setdefault(r.batch, []).append(r)
     for batch in sorted(interrupted):
-        _run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now)
+        _run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now, history)
     if interrupted:
         manifest = pipeline_state.read_rows(spark, cfg, pipeline_state.MANIFEST)
 
@@ -327,11 +343,11 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         batch_plans.append(plan)
         batch_bytes += plan.end - plan.start
         if batch_bytes >= cfg.parallelism.max_batch_bytes:
-            _run_batch(spark, cfg, batch_plans, next_batch, stats, now)
+            _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history)
             next_batch += 1
             batch_plans, batch_bytes = [], 0
     if batch_plans:
-        _run_batch(spark, cfg, batch_plans, next_batch, stats, now)
+        _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history)
     if broken is not None:
         raise BronzeError(
             f"{broken}. Held back until the sequence is whole: {', '.join(stats.held_back)} "

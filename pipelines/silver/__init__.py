@@ -9,8 +9,10 @@ What each module holds (each imports only the ones above it in this list):
 * :mod:`~pipelines.silver.value_fixes`: cells completed with what only the schema knows, in Spark SQL.
 * :mod:`~pipelines.silver.shapes`: which columns a row's images logged; rows grouped by shape.
 * :mod:`~pipelines.silver.changes`: bronze rows -> per-key events (``DataFrame -> DataFrame``).
+* :mod:`~pipelines.silver.plan`: the MERGE plans of one batch (``DataFrame -> DataFrame``, given the
+  table as it is) and their clauses: "which change wins".
 * :mod:`~pipelines.silver.merge`: one batch of one table MERGEd into its silver table, with Spark
-  (:func:`apply_changes`); the rules of "which change wins".
+  (:func:`apply_changes`: reads the table, evolves its schema, plans, MERGEs); the rules.
 * :mod:`~pipelines.silver.driver`: small batches typed, folded and MERGEd on the driver with
   delta-rs, the same rules without a Spark job per table.
 * :mod:`~pipelines.silver.step`: the silver step of a run: which tables and segments, schema
@@ -20,8 +22,8 @@ What each module holds (each imports only the ones above it in this list):
 """
 from pipelines.silver.changes import changes_from_bronze, fill_partial, key_events, latest_per_key
 from pipelines.silver.columns import OwnColumns, SilverSchemaError, SilverStepError, working_changes
-from pipelines.silver.merge import (ApplyStats, apply_changes, keyed_clauses, keyless_clauses, read_watermark,
-                                    silver_table_schema, watermark_metadata)
+from pipelines.silver.merge import ApplyStats, apply_changes, read_watermark, silver_table_schema, watermark_metadata
+from pipelines.silver.plan import keyed_clauses, keyless_clauses
 
 __all__ = ["ApplyStats", "OwnColumns", "SilverSchemaError", "SilverStepError", "apply_changes", "changes_from_bronze",
            "fill_partial", "key_events", "keyed_clauses", "keyless_clauses", "latest_per_key", "read_watermark",

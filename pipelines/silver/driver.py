@@ -7,8 +7,8 @@ job (:func:`fetch`), and each table then costs only its delta-rs calls (:func:`a
 the cost follows the changes, not the tables.
 
 The semantics are :func:`pipelines.silver.merge.apply_changes`'s for a non-SCD2 table with whole row
-images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.merge.keyed_clauses`,
-:func:`pipelines.silver.merge.keyless_clauses`). A segment takes this path only when nothing in it needs
+images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.plan.keyed_clauses`,
+:func:`pipelines.silver.plan.keyless_clauses`). A segment takes this path only when nothing in it needs
 more (:func:`eligible`): no partial images, no text in a charset other than UTF-8, latin1 or ASCII to decode, no quarantined
 shapes, at most :data:`SMALL_ROWS` changes. A
 value this module's typing does not take (:class:`~pipelines.silver.typed_values.NotCanonical`) sends
@@ -33,8 +33,9 @@ from pipelines import delta_io
 from pipelines.schema import resolve as schema_resolve
 from pipelines.delta_io import qualified
 from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, OwnColumns, own_columns_of
-from pipelines.silver.merge import (ApplyStats, _check_reserved, _key_on, _plan_schema, _resolve_keys, _value_schema,
-                                    keyed_clauses, keyless_clauses, read_watermark, watermark_metadata)
+from pipelines.silver.merge import (ApplyStats, _check_reserved, _plan_schema, _resolve_keys, read_watermark,
+                                    watermark_metadata)
+from pipelines.silver.plan import _key_on, _value_schema, keyed_clauses, keyless_clauses
 from pipelines.silver.typed_values import ImageTyper, NotCanonical
 from pipelines.schema.typemap import ColumnSpec
 
@@ -191,7 +192,7 @@ def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
 def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], identity_at: list[int],
                     stored: Callable[[set], list[tuple]]):
     """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
-    as :func:`pipelines.silver.merge._plan_keyless` makes them: per identity (all the values), the
+    as :func:`pipelines.silver.plan._plan_keyless` makes them: per identity (all the values), the
     batch's inserted copies and silver's live ones, newest first, survive the batch's deletes;
     the deleted stored copies are removed (soft: flagged), the surviving new ones inserted, and a
     delete that finds no copy is counted. ``stored(identities)``: silver's live ``(identity, seq)``."""
@@ -233,7 +234,7 @@ def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], ident
 
 def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_mode: str):
     """A keyed table's MERGE source rows and counts: each key's latest event, classified against
-    silver's stored ``_seq`` as :func:`pipelines.silver.merge._plan_keyed` does (unchanged ones left out)."""
+    silver's stored ``_seq`` as :func:`pipelines.silver.plan._plan_keyed` does (unchanged ones left out)."""
     counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
     source = []
     for key, (seq, action, op, commit_ts, vals) in latest.items():

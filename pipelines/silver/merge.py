@@ -91,19 +91,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io
-from pipelines.delta_io import MergeClause, qualified, quote_ident
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
-from pipelines.silver.changes import (_commit_ts, _image_values, _struct_fields, fill_partial, key_events,
-                                      latest_per_key)
-from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, COMMIT_TS, DEFAULT_OWN, DEFAULT_PREFIX, DELETED,
-                                      DELETE_MODES, DIFFS, IS_CURRENT, OP, OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ,
-                                      SilverSchemaError, VALID_FROM, VALID_TO, WATERMARK_KEY, _ACTION, _DELETE,
-                                      _INSERT, _KIND, _P, _RN, _UPSERT, own_columns_of, working_changes)
+from pipelines.silver.changes import _struct_fields
+from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, DEFAULT_OWN, DEFAULT_PREFIX, DELETE_MODES, DIFFS,
+                                      OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WATERMARK_KEY, _P,
+                                      own_columns_of, working_changes)
+from pipelines.silver.plan import _plan_keyed, _plan_keyless, _plan_scd2
 
 
 @dataclass(frozen=True)
@@ -270,11 +268,6 @@ def _plan_schema(
     return T.StructType(current.fields + to_add), to_add, names
 
 
-def _value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
-    ours = set(own.names(scd2=True))
-    return T.StructType([f for f in target.fields if f.name not in ours])
-
-
 # ---------------------------------------------------------------------------------------------
 # watermark
 
@@ -307,331 +300,6 @@ def read_watermark(
 
 def watermark_metadata(seq: str) -> str:
     return json.dumps({WATERMARK_KEY: seq})
-
-
-# ---------------------------------------------------------------------------------------------
-# MERGE plans (same SQL for both backends)
-
-
-def _newer(own: OwnColumns, s: str = "s", t: str = "t") -> str:
-    return f"({qualified(t, own.seq)} IS NULL OR {qualified(s, own.seq)} > {qualified(t, own.seq)})"
-
-
-def _is(alias: str, col: str, value: str) -> str:
-    return f"{qualified(alias, col)} = '{value}'"
-
-
-def _assign(names: Sequence[str]) -> dict[str, str]:
-    return {n: qualified("s", n) for n in names}
-
-
-def _source(df: DataFrame, target: T.StructType, internal: Sequence[str],
-            own: OwnColumns) -> tuple[DataFrame, T.StructType]:
-    """The MERGE source: every target column (with the target's type; silver's own columns from
-    their working names) plus internal columns."""
-    working = own.working()
-    cols = []
-    for f in target.fields:
-        name = working.get(f.name, f.name)
-        value = F.col(quote_ident(name)) if name in df.columns else F.lit(None)
-        cols.append(value.cast(f.dataType).alias(f.name))
-    out = df.select(*cols, *[F.col(c) for c in internal])
-    schema = T.StructType(list(target.fields) + [out.schema[c] for c in internal])
-    return out, schema
-
-
-def _key_on(keys: Sequence[str]) -> str:
-    return " AND ".join(f"{qualified('t', k)} = {qualified('s', k)}" for k in keys)
-
-
-# ---------------------------------------------------------------------------------------------
-# apply
-
-
-@dataclass
-class _Plan:
-    source: DataFrame
-    source_schema: T.StructType
-    on: str
-    clauses: list[MergeClause]
-    counts: dict[str, int]
-    cached: DataFrame  # unpersisted after the MERGE
-
-
-def _small_if_local(stored: DataFrame, backend: str) -> DataFrame:
-    """With delta-rs the table was read into driver memory anyway: broadcast it (no shuffle)."""
-    return F.broadcast(stored) if backend == "rs" else stored
-
-
-def _count_by(df: DataFrame, col: str) -> dict[str, int]:
-    return {r[col]: int(r["n"]) for r in df.groupBy(col).agg(F.count(F.lit(1)).alias("n")).collect()}
-
-
-def _null_key(keys: Sequence[str]) -> Column:
-    flag = F.lit(False)
-    for k in keys:
-        flag = flag | F.col(quote_ident(k)).isNull()
-    return flag
-
-
-def _stored_rows(
-    spark: SparkSession,
-    path: str,
-    backend: str,
-    keys: Sequence[str],
-    values: T.StructType,
-    events: DataFrame,
-    own: OwnColumns,
-    where: Column | None = None,
-) -> DataFrame:
-    """Silver's live rows (no tombstones; ``where`` narrows further) of the keys ``events`` touch."""
-    deleted = F.col(quote_ident(own.deleted))
-    live = deleted.isNull() | ~deleted
-    if where is not None:
-        live = live & where
-    stored = delta_io.read(spark, path, backend=backend).where(live).select(
-        *[F.col(quote_ident(f.name)) for f in values.fields]
-    )
-    touched = events.select(*[F.col(quote_ident(k)) for k in keys]).distinct()
-    return stored.join(touched, on=[stored[quote_ident(k)].eqNullSafe(touched[quote_ident(k)]) for k in keys],
-                       how="left_semi")
-
-
-def _plan_keyed(
-    spark: SparkSession,
-    changes: DataFrame,
-    keys: list[str],
-    target: T.StructType,
-    names: dict[str, str],
-    path: str,
-    backend: str,
-    delete_mode: str,
-    own: OwnColumns,
-) -> _Plan:
-    values = _value_schema(target, own)
-    events = key_events(changes, keys, values, names)
-    if PRESENT in changes.columns:
-        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events, own), keys, values)
-    latest = latest_per_key(events, keys)
-    tk = [f"{_P}tk{i}" for i in range(len(keys))]
-    stored = delta_io.read(spark, path, columns=[*keys, own.seq], backend=backend).select(
-        *[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)],
-        F.col(quote_ident(own.seq)).alias(f"{_P}tseq"),
-        F.lit(True).alias(f"{_P}tpresent"),
-    )
-    cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
-    joined = latest.join(_small_if_local(stored, backend), on=cond, how="left")
-    present = F.col(f"{_P}tpresent").isNotNull()
-    newer = F.col(f"{_P}tseq").isNull() | (F.col(SEQ) > F.col(f"{_P}tseq"))
-    upsert = F.col(_ACTION) == _UPSERT
-    klass = (
-        F.when(_null_key(keys), "null_key")
-        .when(~present & upsert, "inserted")
-        .when(~present, "deleted" if delete_mode == "soft" else "unchanged")
-        .when(~newer, "unchanged")
-        .when(upsert, "updated")
-        .otherwise("deleted")
-    )
-    classified = joined.withColumn(_KIND, klass).drop(*tk, f"{_P}tseq", f"{_P}tpresent").cache()
-    counts = _count_by(classified, _KIND)
-    if counts.get("null_key"):
-        classified.unpersist()
-        raise ValueError(f"{counts['null_key']} change(s) have a NULL in key columns {keys}")
-    source, schema = _source(classified.where(F.col(_KIND) != "unchanged"), target, [_ACTION], own)
-    return _Plan(source, schema, _key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own), counts,
-                 classified)
-
-
-def keyed_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) -> list[MergeClause]:
-    """The MERGE clauses of a keyed table's latest events (source column :data:`ACTION` says
-    upsert or delete): a change applies only where it is newer than the stored row."""
-    is_delete, is_upsert = _is("s", _ACTION, _DELETE), _is("s", _ACTION, _UPSERT)
-    clauses = []
-    if delete_mode == "soft":
-        clauses.append(MergeClause("update", f"{is_delete} AND {_newer(own)}",
-                                   _assign([own.deleted, own.seq, own.op, own.commit_ts])))
-    else:
-        clauses.append(MergeClause("delete", f"{is_delete} AND {_newer(own)}"))
-    clauses.append(MergeClause("update", f"{is_upsert} AND {_newer(own)}", _assign(all_cols)))
-    clauses.append(MergeClause("insert", None if delete_mode == "soft" else is_upsert, _assign(all_cols)))
-    return clauses
-
-
-def _plan_scd2(
-    spark: SparkSession,
-    changes: DataFrame,
-    keys: list[str],
-    target: T.StructType,
-    names: dict[str, str],
-    path: str,
-    backend: str,
-    delete_mode: str,
-    own: OwnColumns,
-) -> _Plan:
-    values = _value_schema(target, own)
-    events = key_events(changes, keys, values, names)
-    if PRESENT in changes.columns:
-        current = F.col(quote_ident(own.is_current))
-        events = fill_partial(events, _stored_rows(spark, path, backend, keys, values, events, own, current), keys,
-                              values)
-    tk = [f"{_P}tk{i}" for i in range(len(keys))]
-    tmax, tcur = f"{_P}tmax", f"{_P}tcurrent"
-    stored_current = F.col(quote_ident(own.is_current))
-    stored = (
-        delta_io.read(spark, path, columns=[*keys, own.seq, own.is_current], backend=backend)
-        .groupBy(*[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)])
-        .agg(F.max(F.col(quote_ident(own.seq))).alias(tmax), F.max(F.when(stored_current, F.lit(True))).alias(tcur))
-    )
-    joined = events.join(
-        _small_if_local(stored, backend), on=[F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)], how="left"
-    )
-    fresh = F.col(tmax).isNull() | (F.col(SEQ) > F.col(tmax))
-    # One window over all events of a key: stale events (already in silver) sort before fresh ones.
-    by_key = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(F.col(SEQ), F.col(_ACTION))
-    tagged = (
-        joined.withColumn(f"{_P}fresh", fresh)
-        .withColumn(VALID_TO, F.lead(COMMIT_TS).over(by_key))
-        .withColumn(IS_CURRENT, F.lead(SEQ).over(by_key).isNull())
-        .withColumn(f"{_P}first", F.coalesce(~F.lag(f"{_P}fresh").over(by_key), F.lit(True)))
-        .withColumn(VALID_FROM, F.col(COMMIT_TS))
-    )
-    is_fresh, is_upsert = F.col(f"{_P}fresh"), F.col(_ACTION) == _UPSERT
-    kind = (
-        F.when(_null_key(keys), "null_key")
-        .when(~is_fresh, "unchanged")
-        .when(is_upsert | F.lit(delete_mode == "soft"), "version")
-        .otherwise("delete_event")  # a hard delete: it only closes the current version
-    )
-    rows = tagged.withColumn(_KIND, kind)
-    closes = rows.where(is_fresh & F.col(f"{_P}first") & F.col(tcur).isNotNull()).select(
-        *[F.col(quote_ident(k)) for k in keys],
-        F.col(SEQ),
-        F.col(COMMIT_TS).alias(VALID_TO),
-        F.lit("close").alias(_KIND),
-        F.col(_ACTION),
-    )
-    working = own.working()
-    src = rows.select(*[F.col(quote_ident(working.get(n, n))) for n in target.fieldNames()], _KIND, _ACTION)
-    src = src.unionByName(closes, allowMissingColumns=True).cache()
-    tally = {
-        (r[_KIND], r[_ACTION]): int(r["n"])
-        for r in src.groupBy(_KIND, _ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    by_kind = {}
-    for (k, _), n in tally.items():
-        by_kind[k] = by_kind.get(k, 0) + n
-    if by_kind.get("null_key"):
-        src.unpersist()
-        raise ValueError(f"{by_kind['null_key']} change(s) have a NULL in key columns {keys}")
-    counts = {
-        "inserted": by_kind.get("version", 0),
-        "updated": by_kind.get("close", 0),
-        "deleted": tally.get(("version", _DELETE), 0) + by_kind.get("delete_event", 0),
-        "unchanged": by_kind.get("unchanged", 0),
-    }
-    source, schema = _source(src.where(F.col(_KIND).isin("version", "close")), target, [_KIND], own)
-    tseq, sseq = qualified("t", own.seq), qualified("s", own.seq)
-    on = (
-        f"{_key_on(keys)} AND (({_is('s', _KIND, 'close')} AND {qualified('t', own.is_current)} = true "
-        f"AND ({tseq} IS NULL OR {tseq} < {sseq})) "
-        f"OR ({_is('s', _KIND, 'version')} AND {tseq} = {sseq}))"
-    )
-    clauses = [
-        MergeClause("update", _is("s", _KIND, "close"),
-                    {own.valid_to: qualified("s", own.valid_to), own.is_current: "false"}),
-        MergeClause("insert", _is("s", _KIND, "version"), _assign(target.fieldNames())),
-    ]
-    return _Plan(source, schema, on, clauses, counts, src)
-
-
-def _plan_keyless(
-    spark: SparkSession,
-    changes: DataFrame,
-    target: T.StructType,
-    names: dict[str, str],
-    identity: list[str],
-    path: str,
-    backend: str,
-    delete_mode: str,
-    own: OwnColumns,
-) -> _Plan:
-    values = _value_schema(target, own)
-    op = F.col("op")
-    origin, seq = f"{_P}origin", f"{_P}seq"
-    # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
-    # inserted copies (s, full rows) and the batch's deletes (d).
-    inserts = changes.where(op.isin("c", "u")).select(
-        *_image_values("after", _struct_fields(changes, "after"), values, names),
-        F.col(SEQ),
-        _commit_ts(changes).alias(COMMIT_TS),
-        op.alias(OP),
-        F.lit(False).alias(DELETED),
-        F.lit("s").alias(origin),
-    )
-    deletes = changes.where(op.isin("d", "u")).select(
-        *_image_values("before", _struct_fields(changes, "before"), values, names),
-        F.col(SEQ).alias(f"{_P}dseq"),
-        _commit_ts(changes).alias(COMMIT_TS),
-        F.lit("d").alias(origin),
-    )
-    # Positional working names: identity columns may carry any name; NULLs must match NULLs.
-    ic = [f"{_P}c{i}" for i in range(len(identity))]
-    wanted = F.broadcast(deletes.select(*[F.col(quote_ident(n)).alias(c) for n, c in zip(identity, ic)]))
-    stored_deleted = F.col(quote_ident(own.deleted))
-    live = (
-        delta_io.read(spark, path, columns=[*identity, own.seq, own.deleted], backend=backend)
-        .where(stored_deleted.isNull() | ~stored_deleted)
-        .join(wanted, [F.col(quote_ident(n)).eqNullSafe(F.col(c)) for n, c in zip(identity, ic)], "left_semi")
-        .select(*[F.col(quote_ident(n)) for n in identity], F.col(quote_ident(own.seq)).alias(SEQ),
-                F.lit("t").alias(origin))
-    )
-    rows = inserts.unionByName(live, allowMissingColumns=True).unionByName(deletes, allowMissingColumns=True)
-    group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
-    is_copy = F.col(origin) != "d"
-    ranked = (
-        rows.withColumn(f"{_P}n", F.sum(is_copy.cast("int")).over(group))
-        .withColumn(f"{_P}ndel", F.sum((~is_copy).cast("int")).over(group))
-        .withColumn(f"{_P}dts", F.max(F.when(~is_copy, F.col(COMMIT_TS))).over(group))
-        # copies newest first, then the deletes: a delete at rank n + j is the group's j-th delete
-        .withColumn(_RN, F.row_number().over(group.orderBy(is_copy.desc(), F.coalesce(F.col(SEQ), F.col(f"{_P}dseq")).desc())))
-    )
-    keep = F.greatest(F.col(f"{_P}n") - F.col(f"{_P}ndel"), F.lit(0))
-    n, rn = F.col(f"{_P}n"), F.col(_RN)
-    action = (
-        F.when((F.col(origin) == "s") & (rn <= keep), _INSERT)
-        .when((F.col(origin) == "t") & (rn > keep), _DELETE)
-        .when((F.col(origin) == "d") & (rn - n > n), "missing")
-    )
-    tagged = ranked.withColumn(_ACTION, action).where(F.col(_ACTION).isNotNull())
-    doomed = F.col(_ACTION) == _DELETE
-    src = tagged.select(
-        *[F.col(quote_ident(f.name)) for f in values.fields],
-        F.col(SEQ),
-        F.when(doomed, F.lit("d")).otherwise(F.col(OP)).alias(OP),
-        F.when(doomed, F.col(f"{_P}dts")).otherwise(F.col(COMMIT_TS)).alias(COMMIT_TS),
-        F.when(doomed, F.lit(True)).otherwise(F.col(DELETED)).alias(DELETED),
-        F.col(_ACTION),
-    ).cache()
-    by_action = _count_by(src, _ACTION)
-    counts = {
-        "inserted": by_action.get(_INSERT, 0),
-        "deleted": by_action.get(_DELETE, 0),
-        "missing_deletes": by_action.get("missing", 0),
-    }
-    source, schema = _source(src.where(F.col(_ACTION) != "missing"), target, [_ACTION], own)
-    on = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}"
-    return _Plan(source, schema, on, keyless_clauses(target.fieldNames(), delete_mode, own), counts, src)
-
-
-def keyless_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) -> list[MergeClause]:
-    """The MERGE clauses of a keyless table (matched on ``_seq``, each row's identity): a stored
-    copy the batch deleted goes (soft: is flagged), a surviving new copy is inserted."""
-    is_delete = _is("s", _ACTION, _DELETE)
-    if delete_mode == "soft":
-        on_delete = MergeClause("update", is_delete, _assign([own.deleted, own.op, own.commit_ts]))
-    else:
-        on_delete = MergeClause("delete", is_delete)
-    return [on_delete, MergeClause("insert", _is("s", _ACTION, _INSERT), _assign(all_cols))]
 
 
 def apply_changes(
@@ -749,13 +417,16 @@ def apply_changes(
             "but the table has no key: its rows are identified by all their values, so a partial "
             "image cannot be matched"
         )
+    # the table as it is now (after its schema evolved), for the plans to join with: with delta-rs
+    # it was listed on the driver, so the plans broadcast it
+    table, small = delta_io.read(spark, path, backend=which), which == "rs"
     if scd2:
-        plan = _plan_scd2(spark, changes, keys, target, names, path, which, delete_mode, own)
+        plan = _plan_scd2(changes, keys, target, names, table, small, delete_mode, own)
     elif keys is not None:
-        plan = _plan_keyed(spark, changes, keys, target, names, path, which, delete_mode, own)
+        plan = _plan_keyed(changes, keys, target, names, table, small, delete_mode, own)
     else:
         identity = [silver for silver in target.fieldNames() if silver in names]
-        plan = _plan_keyless(spark, changes, target, names, identity, path, which, delete_mode, own)
+        plan = _plan_keyless(changes, target, names, identity, table, small, delete_mode, own)
     new_mark = overview["max_seq"]
     try:
         delta_io.merge(
