@@ -57,6 +57,12 @@ bench: setup
 	$(PY) -m scripts.bench
 	$(PY) -m scripts.history_bench
 	$(PY) -m scripts.driver_bench
+	$(PY) -m scripts.dv_bench
+
+# a silver table of 2M rows, MERGEs of a few rows with and without deletion vectors (delta-spark)
+.PHONY: bench-dv
+bench-dv: setup
+	$(PY) -m scripts.dv_bench
 
 # cold runs over many small tables and one big one, against replaying into a scratch MariaDB
 .PHONY: bench-peer

@@ -133,6 +133,10 @@ class SilverConfig:
 
     column_prefix: str = "_"
     table_column_prefix: Mapping[str, str] = field(default_factory=dict)  # "db.table" -> prefix
+    # new silver tables that delta-spark creates take deletion vectors: a MERGE that touches a few
+    # rows marks them deleted instead of rewriting whole files (delta-rs reads and MERGEs such tables
+    # too, rewriting the files it touches; it cannot write deletion vectors itself)
+    deletion_vectors: bool = True
 
     def prefix_for(self, db: str, table: str) -> str:
         """The prefix of a new silver table's own columns.
@@ -200,7 +204,7 @@ _SECTION_KEYS = {
     "parallelism": {"target_bytes_per_task", "max_batch_bytes", "whole_files"},
     "delta": {"backend", "packages"},
     "spark": {"master", "app_name", "conf"},
-    "silver": {"column_prefix", "table_column_prefix"},
+    "silver": {"column_prefix", "table_column_prefix", "deletion_vectors"},
     "maintenance": {"retention_hours", "log_retention_hours", "compact_min_files", "target_file_bytes", "every_runs"},
 }
 
@@ -385,7 +389,9 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
                 c.bad(f"silver.table_column_prefix.{t}", _PREFIX_RULE, p)
             else:
                 per_table[t] = p
-    silver = SilverConfig(column_prefix=prefix, table_column_prefix=dict(per_table))
+    silver = SilverConfig(column_prefix=prefix, table_column_prefix=dict(per_table),
+                          deletion_vectors=c.boolean(silver_raw, "deletion_vectors", "silver.deletion_vectors",
+                                                     SilverConfig.deletion_vectors))
 
     m_raw = c.section(raw, "maintenance")
     m = MaintenanceConfig

@@ -3,7 +3,7 @@
 the Arrow filesystem of a URI."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import SparkSession
@@ -135,8 +135,10 @@ class DeltaBackend(Protocol):
     def last_txn_version(self, spark: SparkSession | None, path: str, app_id: str) -> int | None: ...
 
     # writes (pipelines.delta_io.writes)
-    def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType) -> None:
-        """One try at creating the empty table (create_if_missing checks and retries)."""
+    def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType,
+               properties: Mapping[str, str] | None = None) -> None:
+        """One try at creating the empty table with the properties its names need and
+        ``properties`` (create_if_missing checks and retries)."""
 
     def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:

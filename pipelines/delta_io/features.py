@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pyspark.sql import types as T
 
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+DELETION_VECTORS = "delta.enableDeletionVectors"  # a table property; its reader and writer feature: deletionVectors
 COLUMN_MAPPING_PHYSICAL = "delta.columnMapping.physicalName"
 COLUMN_MAPPING_ID = "delta.columnMapping.id"
 TIMESTAMP_NTZ_FEATURE = "delta.feature.timestampNtz"

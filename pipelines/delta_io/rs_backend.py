@@ -9,7 +9,7 @@ The operation modules (:mod:`~pipelines.delta_io.reads`, ``writes``, ``merging``
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -25,7 +25,8 @@ from pipelines.delta_io.arrow import (
 from pipelines.delta_io.backend import DeltaIOError, quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
-    create_properties, needs_column_mapping, physical_names, strip_mapping_metadata, uses_column_mapping,
+    DELETION_VECTORS, create_properties, needs_column_mapping, physical_names, strip_mapping_metadata,
+    uses_column_mapping,
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
 from pipelines.delta_io.reads import Commit, schema
@@ -102,6 +103,9 @@ def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:
     if uses_column_mapping(dt.metadata().configuration):
         return _rs_query(dt, list(columns) if columns is not None else
                          [f.name for f in delta_schema_to_spark(dt.schema().to_json()).fields])
+    if "deletionVectors" in set(dt.protocol().reader_features or ()):  # to_pyarrow_table refuses them
+        return _rs_query(dt, list(columns) if columns is not None else
+                         [f.name for f in delta_schema_to_spark(dt.schema().to_json()).fields])
     return dt.to_pyarrow_table(columns=list(columns) if columns is not None else None)
 
 
@@ -159,15 +163,15 @@ def _rs_snapshot_for_txn(path: str, txn_app_id: str | None, arrow_schema: pa.Sch
     return deltalake.DeltaTable(str(path))
 
 
-def _rs_create(path: str, table_schema: T.StructType | pa.Schema) -> None:
+def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping[str, str] | None = None) -> None:
     """Create an empty table with delta-rs (nothing when one exists), with the properties its
-    names need; every column nullable."""
+    names need (and ``extra``); every column nullable."""
     from deltalake import DeltaTable, Schema
 
     if isinstance(table_schema, pa.Schema):
         table_schema = arrow_schema_to_spark(table_schema)
     nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
-    properties = create_properties(nullable)
+    properties = {**create_properties(nullable), **(extra or {})}
     DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore", configuration=properties or None)
     if properties:
         _rs_ensure_mapping_feature(path)
@@ -410,8 +414,12 @@ class RsBackend:
 
     # -- writes
 
-    def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType) -> None:
-        _rs_create(path, table_schema)
+    def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType,
+               properties: Mapping[str, str] | None = None) -> None:
+        if properties and properties.get(DELETION_VECTORS, "false").lower() == "true":
+            raise DeltaIOError(f"{path}: delta-rs cannot create a table with deletion vectors; "
+                               "create it with delta-spark (delta.backend: spark)")
+        _rs_create(path, table_schema, properties)
 
     def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:

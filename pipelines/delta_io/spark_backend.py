@@ -263,11 +263,13 @@ class SparkBackend:
 
     # -- writes
 
-    def create(self, spark: SparkSession, path: str, table_schema: T.StructType) -> None:
+    def create(self, spark: SparkSession, path: str, table_schema: T.StructType,
+               properties: Mapping[str, str] | None = None) -> None:
         # SQL, not DeltaTable.createIfNotExists(): its builder puts the path between
         # backticks without doubling the backticks a path may hold
         cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
-        props = ", ".join(f"'{k}' = '{v}'" for k, v in create_properties(table_schema).items())
+        wanted = {**create_properties(table_schema), **(properties or {})}
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
         commit_session(spark).sql(f"CREATE TABLE IF NOT EXISTS delta.{quote_ident(str(path))} ({cols}) USING delta"
                                   + (f" TBLPROPERTIES ({props})" if props else ""))
 

@@ -4,7 +4,7 @@ column checks, the transaction id check and the retried commit are here; each tr
 backend's (:func:`~pipelines.delta_io.backend.backend_for`)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -23,13 +23,15 @@ def create_if_missing(
     *,
     spark: SparkSession | None = None,
     backend: str = "auto",
+    properties: Mapping[str, str] | None = None,
 ) -> bool:
     """Create an empty Delta table with ``table_schema`` unless one exists; True when created.
 
     An existing table is left as it is (its schema is not compared: see :func:`add_columns`).
 
     A table whose names need column mapping is created with it, by either backend
-    (:mod:`pipelines.delta_io.features`).
+    (:mod:`pipelines.delta_io.features`). ``properties`` are further table properties (e.g.
+    ``delta.enableDeletionVectors``: only delta-spark creates a table with that one).
 
     >>> create_if_missing(str(tmp_path / "t"), T.StructType([T.StructField("id", T.IntegerType())]))  # doctest: +SKIP
     True
@@ -45,7 +47,7 @@ def create_if_missing(
     def attempt(n: int) -> bool:
         if n and table_exists(path, spark=spark, backend=which):
             return False
-        impl.create(spark, path, table_schema)
+        impl.create(spark, path, table_schema, dict(properties or {}))
         return True
 
     return _commit("create", path, attempt)

@@ -762,7 +762,8 @@ def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: Dat
                                          partial=partial, guard=F.col(_IN_SEGMENT))
     return apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend,
-                                column_prefix=cfg.silver.prefix_for(step.db, step.table))
+                                column_prefix=cfg.silver.prefix_for(step.db, step.table),
+                                deletion_vectors=cfg.silver.deletion_vectors)
 
 
 def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], set_aside: list[DataFrame],

@@ -1,0 +1,103 @@
+"""Deletion vectors in silver (issue 20): a table delta-spark creates takes them, so a MERGE that
+touches a few rows marks those rows instead of rewriting the files that hold them; delta-rs then
+reads, MERGEs and maintains such a table (it rewrites what it touches), and nothing it returns
+changes. Measured both ways in BENCHMARKS.md ("Deletion vectors")."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.sql import types as T
+from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
+
+from pipelines import delta_io, maintenance
+from pipelines.config import load_config
+from pipelines.schema.typemap import ColumnSpec, silver_schema
+from pipelines.silver import apply_changes
+
+pytestmark = pytest.mark.spark
+
+SPECS = [ColumnSpec("id", "int"), ColumnSpec("name", "varchar", length=20)]
+T0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+N = 3000
+
+
+def changes(spark, rows):
+    """rows: (seq number, op, after | None, before | None)."""
+    image = silver_schema(SPECS)
+    schema = T.StructType([T.StructField("_seq", T.StringType()), T.StructField("op", T.StringType()),
+                           T.StructField("after", image), T.StructField("before", image),
+                           T.StructField("_commit_ts", T.TimestampType())])
+    return spark.createDataFrame(
+        [(f"{s:010d}", op, a, b, T0 + dt.timedelta(seconds=s)) for s, op, a, b in rows], schema).coalesce(1)
+
+
+def loaded(spark, path: str, deletion_vectors: bool) -> None:
+    """A silver table of N rows in one file, then a batch that updates one row and deletes one."""
+    inserts = [(i, "c", (i, f"v{i}"), None) for i in range(1, N + 1)]
+    apply_changes(spark, changes(spark, inserts), SPECS, path, keys=["id"], backend="spark",
+                  deletion_vectors=deletion_vectors)
+    few = [(N + 1, "u", (7, "seven"), (7, "v7")), (N + 2, "d", None, (9, "v9"))]
+    apply_changes(spark, changes(spark, few), SPECS, path, keys=["id"], backend="spark",
+                  deletion_vectors=deletion_vectors)
+
+
+def last_merge(spark, path: str) -> dict:
+    row = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("operation = 'MERGE'").orderBy("version", ascending=False).first()
+    return {k: int(v) for k, v in row["operationMetrics"].items()}
+
+
+def rows_of(spark, path: str, backend: str) -> dict[int, tuple[str, str]]:
+    return {r["id"]: (r["name"], r["_seq"]) for r in delta_io.read(spark, path, backend=backend).collect()}
+
+
+def expected(*later: tuple[int, str, int]) -> dict[int, tuple[str, str]]:
+    want = {i: (f"v{i}", f"{i:010d}") for i in range(1, N + 1) if i != 9}
+    want[7] = ("seven", f"{N + 1:010d}")
+    for key, name, seq in later:
+        want[key] = (name, f"{seq:010d}")
+    return want
+
+
+def test_a_merge_of_a_few_rows_marks_them_instead_of_rewriting_the_file(spark, tmp_path):  # noqa: F811
+    require_delta_spark(spark)
+    with_dv, without = str(tmp_path / "dv" / "t"), str(tmp_path / "plain" / "t")
+    loaded(spark, with_dv, True)
+    loaded(spark, without, False)
+
+    marked = last_merge(spark, with_dv)
+    assert marked["numTargetDeletionVectorsAdded"] >= 1 and marked["numTargetFilesRemoved"] == 0, marked
+    rewritten = last_merge(spark, without)
+    assert rewritten["numTargetDeletionVectorsAdded"] == 0 and rewritten["numTargetFilesRemoved"] >= 1, rewritten
+    assert marked["numTargetBytesAdded"] < rewritten["numTargetBytesAdded"]
+    assert rows_of(spark, with_dv, "spark") == rows_of(spark, without, "spark") == expected()
+    import deltalake
+
+    assert "deletionVectors" in (deltalake.DeltaTable(with_dv).protocol().reader_features or [])
+    assert "deletionVectors" not in (deltalake.DeltaTable(without).protocol().reader_features or [])
+
+
+def test_delta_rs_reads_merges_and_maintains_a_table_with_deletion_vectors(spark, tmp_path):  # noqa: F811
+    require_delta_spark(spark)
+    path = str(tmp_path / "wh" / "silver" / "shop" / "t")
+    loaded(spark, path, True)
+    assert last_merge(spark, path)["numTargetDeletionVectorsAdded"] >= 1
+
+    # delta-rs reads the marked rows as gone: through Spark, as Arrow, and row by row
+    assert rows_of(spark, path, "rs") == expected()
+    assert len(delta_io.read_arrow(path, ["id"])) == N - 1
+    assert len(delta_io.read_rows(spark, path, ["id"], backend="rs")) == N - 1
+
+    # it MERGEs into the table (rewriting the file it touches), and delta-spark reads the result
+    more = [(N + 3, "u", (11, "eleven"), (11, "v11")), (N + 4, "c", (N + 10, "new"), None)]
+    stats = apply_changes(spark, changes(spark, more), SPECS, path, keys=["id"], backend="rs", deletion_vectors=True)
+    assert (stats.inserted, stats.updated) == (1, 1)
+    want = expected((11, "eleven", N + 3), (N + 10, "new", N + 4))
+    assert rows_of(spark, path, "rs") == rows_of(spark, path, "spark") == want
+
+    # maintenance on either backend changes nothing a reader sees
+    cfg = load_config(None, {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh"),
+                             "maintenance.retention_hours": 0, "maintenance.compact_min_files": 0})
+    for backend in ("rs", "spark"):
+        maintenance.maintain_table(spark, path, cfg, backend)
+        assert rows_of(spark, path, "rs") == rows_of(spark, path, "spark") == want, backend
