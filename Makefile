@@ -58,6 +58,7 @@ bench: setup
 	$(PY) -m scripts.history_bench
 	$(PY) -m scripts.driver_bench
 	$(PY) -m scripts.dv_bench
+	$(PY) -m scripts.cluster_bench
 
 # a silver table of 2M rows, MERGEs of a few rows with and without deletion vectors (delta-spark)
 .PHONY: bench-dv
