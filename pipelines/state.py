@@ -120,8 +120,14 @@ def read_rows(spark, cfg: PipelineConfig, table: str, columns: Sequence[str] | N
 def append(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple], *, app_id: str | None = None,
            version: int | None = None) -> bool:
     """Append ``rows`` (in the table's layout); with ``app_id``/``version``, at most once."""
-    return delta_io.append_rows(spark, rows, LAYOUTS[table], path(cfg, table), txn_app_id=app_id,
-                                txn_version=version, backend=cfg.delta.backend)
+    return append_at(spark, cfg, LAYOUTS[table], path(cfg, table), rows, app_id=app_id, version=version)
+
+
+def append_at(spark, cfg: PipelineConfig, layout: str, table_path: str, rows: Sequence[tuple], *,
+              app_id: str | None = None, version: int | None = None) -> bool:
+    """:func:`append` by layout and path (bronze's batch commit names them as it writes them)."""
+    return delta_io.append_rows(spark, rows, layout, table_path, txn_app_id=app_id, txn_version=version,
+                                backend=cfg.delta.backend)
 
 
 def replace_rows(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple]) -> None:

@@ -1,5 +1,5 @@
-"""The bronze step's state: file statuses, transaction ids, the run's stats, and the reads and
-writes the step makes of its ``_pipeline`` tables (their layouts: :mod:`pipelines.state`)."""
+"""The bronze step's state: file statuses, transaction ids, the run's stats, and the rows the step
+appends to its ``_pipeline`` tables (their layouts, reads and writes: :mod:`pipelines.state`)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -48,7 +48,11 @@ def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None
 
 def _append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: str, app_id: str | None = None,
                  version: int | None = None):
-    _delta().append_rows(spark, rows, ddl, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
+    """Rows of one of the ``_pipeline`` tables (``ddl``: its layout in :mod:`pipelines.state`),
+    appended through that module under the batch's transaction id."""
+    from pipelines import state as pipeline_state
+
+    pipeline_state.append_at(spark, cfg, ddl, path, rows, app_id=app_id, version=version)
 
 
 def _last_txn(spark, cfg: PipelineConfig, path: str) -> int:
