@@ -106,6 +106,17 @@ def _stored_rows(
                        how="left_semi")
 
 
+def _key_events(changes: DataFrame, keys: list[str], target: T.StructType, names: dict[str, str],
+                table: DataFrame, own: OwnColumns, current: Column | None = None) -> DataFrame:
+    """The batch's per-key events; partial images are filled from the batch and from the rows
+    the table holds (``current``: which of them count, for SCD2 its current versions)."""
+    values = _value_schema(target, own)
+    events = key_events(changes, keys, values, names)
+    if PRESENT in changes.columns:
+        events = fill_partial(events, _stored_rows(table, keys, values, events, own, current), keys, values)
+    return events
+
+
 def _plan_keyed(
     changes: DataFrame,
     keys: list[str],
@@ -116,10 +127,7 @@ def _plan_keyed(
     delete_mode: str,
     own: OwnColumns,
 ) -> _Plan:
-    values = _value_schema(target, own)
-    events = key_events(changes, keys, values, names)
-    if PRESENT in changes.columns:
-        events = fill_partial(events, _stored_rows(table, keys, values, events, own), keys, values)
+    events = _key_events(changes, keys, target, names, table, own)
     latest = latest_per_key(events, keys)
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
     stored = table.select(
@@ -175,12 +183,7 @@ def _plan_scd2(
     delete_mode: str,
     own: OwnColumns,
 ) -> _Plan:
-    values = _value_schema(target, own)
-    events = key_events(changes, keys, values, names)
-    if PRESENT in changes.columns:
-        current = F.col(quote_ident(own.is_current))
-        events = fill_partial(events, _stored_rows(table, keys, values, events, own, current), keys,
-                              values)
+    events = _key_events(changes, keys, target, names, table, own, F.col(quote_ident(own.is_current)))
     tk = [f"{_P}tk{i}" for i in range(len(keys))]
     tmax, tcur = f"{_P}tmax", f"{_P}tcurrent"
     stored_current = F.col(quote_ident(own.is_current))
