@@ -347,19 +347,34 @@ def resolve_columns(db: str, table: str, version: SchemaVersion | None, shapes: 
 
 
 def inet6_text(raw: bytes) -> str:
-    """INET6 as MariaDB prints it (RFC 5952; IPv4-mapped/-compatible with a dotted quad).
+    """INET6 as MariaDB prints it: lower-case groups without leading zeros, the leftmost longest
+    run of zero groups as ``::`` even when it is one group long (unlike RFC 5952, which
+    ``ipaddress`` follows; established on the server, ``tests/test_schema_history.py``), and
+    IPv4-mapped/-compatible addresses with a dotted quad.
 
     >>> inet6_text(bytes(15) + b"\\x01"), inet6_text(bytes(10) + b"\\xff\\xff\\xc0\\x00\\x02\\x01")
     ('::1', '::ffff:192.0.2.1')
+    >>> inet6_text(bytes.fromhex("00010000000200030004000500060007"))
+    '1::2:3:4:5:6:7'
     """
-    import ipaddress
-
     raw = bytes(raw).ljust(16, b"\0")
     if raw[:10] == bytes(10) and raw[10:12] == b"\xff\xff":
         return "::ffff:" + inet4_text(raw[12:])
     if raw[:12] == bytes(12) and raw[12:14] != b"\0\0":
         return "::" + inet4_text(raw[12:])
-    return ipaddress.IPv6Address(raw).compressed
+    groups = [int.from_bytes(raw[i:i + 2], "big") for i in range(0, 16, 2)]
+    best, at, run = 0, -1, 0
+    for i, g in enumerate(groups + [1]):  # the sentinel ends a trailing run
+        if g == 0:
+            run += 1
+        else:
+            if run > best:
+                best, at = run, i - run
+            run = 0
+    text = [f"{g:x}" for g in groups]
+    if best == 0:
+        return ":".join(text)
+    return ":".join(text[:at]) + "::" + ":".join(text[at + best:])
 
 
 def inet4_text(raw: bytes) -> str:

@@ -43,12 +43,13 @@ def _dotted(h: str, offset: int) -> str:
 
 
 def _inet6_sql(h: str) -> str:
-    """RFC 5952 text of 32 hex digits ``h`` (the longest run of >= 2 zero groups, leftmost, as ``::``;
-    IPv4-mapped and -compatible addresses with a dotted quad), as MariaDB prints INET6."""
+    """INET6 text of 32 hex digits ``h`` as MariaDB prints it (the leftmost longest run of zero
+    groups as ``::``, one group long too; IPv4-mapped and -compatible addresses with a dotted
+    quad): :func:`pipelines.schema.resolve.inet6_text` in Spark SQL."""
     groups = ", ".join(f"lower(conv(substr({h}, {4 * i + 1}, 4), 16, 16))" for i in range(8))
     padded = f"concat(':', concat_ws(':', {groups}), ':')"
-    # the first of the longest runs: try 8 zero groups, then 7, ... 2
-    runs = [f"':{'0:' * n}'" for n in range(8, 1, -1)]
+    # the first of the longest runs: try 8 zero groups, then 7, ... 1
+    runs = [f"':{'0:' * n}'" for n in range(8, 0, -1)]
     pick = "CASE " + " ".join(f"WHEN locate({r}, p) > 0 THEN concat(substr(p, 1, locate({r}, p) - 1), '::', "
                               f"substr(p, locate({r}, p) + length({r})))" for r in runs) + " ELSE p END"
     strip = ("CASE WHEN q LIKE ':%' AND q NOT LIKE '::%' THEN substr(q, 2) ELSE q END")
