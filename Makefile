@@ -7,9 +7,9 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps delta-jars test test-fast run bench sql fuzz clean package
+.PHONY: setup system-deps delta-jars jvm-archive test test-fast run bench sql fuzz clean package
 
-setup: system-deps $(STAMP) $(AIRFLOW_STAMP) delta-jars
+setup: system-deps $(STAMP) $(AIRFLOW_STAMP) delta-jars jvm-archive
 
 # Java 17 (Spark 4), mariadb-server (the test suite's private server) and the Maven client
 # (the Delta jars), via apt when missing.
@@ -27,6 +27,12 @@ system-deps:
 # once with the Maven client into jars/ (git-ignored); skipped when they are there.
 delta-jars: $(STAMP)
 	$(PY) -m pipelines.delta_jars fetch
+
+# The driver JVM's class-data archive (pipelines/jvm_archive.py): a local job's Spark starts in
+# about half the time. Made once per JDK and Spark version by a training run on the samples
+# (about 30 s); without it jobs start as before, so a failed training run does not stop set-up.
+jvm-archive: delta-jars
+	-$(PY) -m pipelines.jvm_archive create
 
 $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -195,12 +195,41 @@ def build_session(
         conf.pop("spark.master", None)  # the submit command's master decides
         if delta:
             conf.update(_submitted_delta_conf())
+    archive = _with_jvm_archive(conf) if local else None
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as e:
+        if archive is None:
+            raise
+        # an archive the JVM cannot map (written by another build, damaged): start without it
+        print(f"warning: the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
+              f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
+              f"create --force", file=sys.stderr, flush=True)
+        builder = builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip())
+        session = builder.getOrCreate()
     if log_level:
         session.sparkContext.setLogLevel(log_level.upper())
     return session
+
+
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def _with_jvm_archive(conf: dict[str, str]) -> str | None:
+    """Add the class-data archive's options (:mod:`pipelines.jvm_archive`) to a local driver's JVM
+    options, unless they name an archive of their own; returns what was added (None: nothing)."""
+    from pipelines import jvm_archive
+
+    options = conf.get(_JAVA_OPTIONS, "")
+    if any(flag in options for flag in ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")):
+        return None
+    archive = jvm_archive.java_options()
+    if not archive:
+        return None
+    conf[_JAVA_OPTIONS] = f"{options} {archive}".strip()
+    return archive
 
 
 def _report_ignored_master(master: str | None) -> None:
