@@ -190,18 +190,36 @@ def peer_replay(binlog_dir: Path) -> dict:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def ours_cold(binlog_dir: Path) -> dict:
-    """``jobs/run_pipeline.py`` in a new process, as spark-submit runs it (delta-rs), timed whole."""
+def ours_cold(binlog_dir: Path, backend: str = "auto", warehouse: str | None = None) -> dict:
+    """``jobs/run_pipeline.py`` in a new process, as spark-submit runs it (``auto``: delta-rs on this
+    local master), timed whole; in a new warehouse unless ``warehouse`` is given."""
     with tempfile.TemporaryDirectory(prefix="bench-wh-") as wh:
         t0 = time.perf_counter()
         done = subprocess.run([sys.executable, "jobs/run_pipeline.py", "--config", "conf/pipeline.yaml",
-                               "--binlog-dir", str(binlog_dir), "--warehouse", wh],
-                              cwd=ROOT, capture_output=True, text=True)
+                               "--binlog-dir", str(binlog_dir), "--warehouse", warehouse or wh,
+                               "--delta-backend", backend],
+                              cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         wall = time.perf_counter() - t0
     if done.returncode:
         raise RuntimeError(f"the pipeline failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith(("bronze run", "silver run"))]
     return {"ours_s": round(wall, 2), "summaries": lines}
+
+
+def tables_second_run(n_tables: int, changes: int, updates: int, backend: str) -> dict:
+    """A run after the first on ``n_tables`` tables: the first binlog (the tables created, then
+    changed) in one cold run, then the second (``updates`` updates of rows silver holds, per
+    table) in another, timed: the cost of an hourly run on existing tables."""
+    d = _cached(f"tables-{n_tables}x{changes}-then-{updates}",
+                lambda d: generate_tables(n_tables, changes, d, then_updates=updates))
+    files = sorted(f for f in d.iterdir() if f.name.startswith("binlog."))
+    with tempfile.TemporaryDirectory(prefix="bench-in-") as inp, tempfile.TemporaryDirectory(prefix="bench-wh-") as wh:
+        shutil.copyfile(files[0], Path(inp) / files[0].name)
+        ours_cold(Path(inp), backend, wh)
+        for f in files[1:]:
+            shutil.copyfile(f, Path(inp) / f.name)
+        r = ours_cold(Path(inp), backend, wh)
+    return {"input": d.name, "backend": backend, "row_changes": n_tables * updates, **r}
 
 
 def against_peer(binlog_dir: Path, changes: int) -> dict:
@@ -305,6 +323,17 @@ def main(argv=None) -> int:
                              ("1 table, 525k changes", single_inputs(300_000), 525_000)):
         r = {"name": name, **against_peer(d, changes)}
         results["against_peer"].append(r)
+        print(json.dumps(r))
+    # delta-spark (what a cluster runs): the first run, and a run after it on the existing tables
+    results["delta_spark"] = []
+    for name, run in (("100 tables x 30, delta-spark", lambda: {"input": "tables-100x30", "backend": "spark",
+                                                                  "row_changes": 3000,
+                                                                  **ours_cold(tables_inputs(100, 30), "spark")}),
+                      ("100 tables, second run: 10 updates each, delta-rs", lambda: tables_second_run(100, 30, 10, "rs")),
+                      ("100 tables, second run: 10 updates each, delta-spark",
+                       lambda: tables_second_run(100, 30, 10, "spark"))):
+        r = {"name": name, **run()}
+        results["delta_spark"].append(r)
         print(json.dumps(r))
     if a.peer_only:
         a.out.write_text(json.dumps(results, indent=1))

@@ -139,8 +139,10 @@ def _table_workload(n_tables: int, changes: int) -> tuple[str, str]:
     return "\n".join(ddl), "\n".join(dml)
 
 
-def generate_tables(n_tables: int, changes: int, out: Path) -> list[Path]:
-    """A binlog of ``n_tables`` tables x ``changes`` row changes each (FULL row metadata) in ``out``."""
+def generate_tables(n_tables: int, changes: int, out: Path, then_updates: int = 0) -> list[Path]:
+    """A binlog of ``n_tables`` tables x ``changes`` row changes each (FULL row metadata) in ``out``;
+    with ``then_updates``, a second binlog that updates that many of each table's rows (the rows
+    silver holds after the first: a run after the first)."""
     out.mkdir(parents=True, exist_ok=True)
     ddl, dml = _table_workload(n_tables, changes)
     base = Path(tempfile.mkdtemp(prefix="bench-mdb-"))
@@ -149,6 +151,10 @@ def generate_tables(n_tables: int, changes: int, out: Path) -> list[Path]:
             srv.sql(ddl)
             srv.sql(dml, db="many")
             srv.flush_logs()
+            if then_updates:
+                srv.sql("\n".join(f"UPDATE t{t:04d} SET qty = qty + 100 ORDER BY id LIMIT {then_updates};"
+                                  for t in range(n_tables)), db="many")
+                srv.flush_logs()
             return _copy_binlogs(srv, out)
     finally:
         shutil.rmtree(base, ignore_errors=True)

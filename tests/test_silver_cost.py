@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+from spark_fixtures import delta_backend, spark  # noqa: F401  (the shared fixtures)
 
 from oracle import _diff, server_columns, server_rows, silver_rows
 from pipelines import bronze
@@ -62,3 +62,55 @@ def test_silver_spark_jobs_do_not_grow_with_tables(spark, mariadb_factory, tmp_p
             want, got = server_rows(srv, f"cost{n}", t, cols), silver_rows(wh, f"cost{n}", t, cols)
             assert got == want, _diff(f"cost{n}.{t}", cols, want, got or [])
     assert jobs[24] == jobs[2] <= 7, jobs
+
+
+def _second_batch(db: str, n: int) -> str:
+    """Changes to rows silver already holds: updates, a key change, deletes, re-inserts, and the
+    keyless table's stored copies deleted (one of two equal copies, and a lone one)."""
+    sql = []
+    for t in range(n):
+        sql.append(f"UPDATE {db}.t{t} SET v = 'u{t}' WHERE id = 3; INSERT INTO {db}.t{t} VALUES (4, 'new', NULL, 'y');"
+                   f"UPDATE {db}.t{t} SET id = 5 WHERE id = 4; DELETE FROM {db}.t{t} WHERE id = 3;"
+                   f"INSERT INTO {db}.t{t} VALUES (3, 'back', '2024-02-29', 'x');")
+    sql.append(f"INSERT INTO {db}.log VALUES (2, 'other'), (3, 'third');"
+               f"DELETE FROM {db}.log WHERE msg = 'other' LIMIT 1; DELETE FROM {db}.log WHERE msg = 'same';")
+    return "\n".join(sql)
+
+
+@pytest.mark.parametrize("delete_mode", ["hard", "soft"])
+def test_small_tables_take_the_driver_path_on_both_backends_run_after_run(spark, delta_backend, mariadb_factory,  # noqa: F811
+                                                                          tmp_path, delete_mode):
+    """Small segments are folded on the driver on either backend (delta-spark: a local-relation
+    MERGE per table, no typing or classification jobs; a new table is written with its rows in one
+    commit): a first run creates the tables, a second changes the rows they hold. Silver equals
+    the server after each, and the counts are the changes' outcomes."""
+    srv = mariadb_factory()
+    n, db = 3, "cost3"
+    wh, folder = tmp_path / "wh", tmp_path / "in"
+    folder.mkdir()
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False,
+                             "delta.backend": delta_backend, "delete_mode": delete_mode})
+    soft = delete_mode == "soft"
+    # run 1, per keyed table: key 3 inserted; keys 1 and 2 end deleted, absent from silver (soft: a
+    # tombstone each); the keyless table keeps one 'same' and the 'other'. Run 2, per keyed table:
+    # key 3 updated, key 5 inserted, key 4 ends deleted (soft: a tombstone); keyless: a new
+    # 'other' and 'third' inserted, the stored 'other' (the older copy) and 'same' deleted.
+    expected = [dict(inserted=n + 2, updated=0, deleted=2 * n if soft else 0),
+                dict(inserted=n + 2, updated=n, deleted=2 + (n if soft else 0))]
+    for run, sql in enumerate((_workload(n), _second_batch(db, n))):
+        first = len(srv.binlog_files()) - 1
+        srv.sql(sql)
+        srv.flush_logs()
+        for f in srv.binlog_files()[first:-1]:
+            shutil.copy(f, folder / f.name)
+        bronze.run(spark, cfg)
+        stats = silver_step.run(spark, cfg)
+        assert stats.status == "ok", stats.summary()
+        assert {k: v["applied_by"] for k, v in stats.tables.items()} == {
+            **{f"{db}.t{t}": ["driver"] for t in range(n)}, f"{db}.log": ["driver"]}
+        assert dict(inserted=stats.inserted, updated=stats.updated, deleted=stats.deleted) == expected[run], \
+            stats.summary()
+        for t in [f"t{i}" for i in range(n)] + ["log"]:
+            cols = server_columns(srv, db, t)
+            want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
+            assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])

@@ -55,7 +55,7 @@ imports the backend it returns when it is called; callers use the names re-expor
 * ``upkeep``        compaction, checkpoints, log retention, VACUUM (the backend's), storage figures;
   imports ``backend``
 * ``spark_backend`` ``SparkBackend``: every delta-spark half, its session settings, log and snapshot,
-  feature enabling, :func:`merge_spark`; imports the modules above
+  feature enabling, :func:`merge_spark`, :func:`create_with_rows_spark`; imports the modules above
 * ``rs_backend``    ``RsBackend``: every delta-rs half, its commit properties, :func:`merge_rs` and its
   chunks, :func:`read_arrow`, :func:`create_with_rows_rs`; imports the modules above but ``spark_backend``
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
@@ -80,7 +80,9 @@ from pipelines.delta_io.writes import (
     add_columns, append, append_rows, create_if_missing, overwrite, overwrite_rows,
 )
 from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge
-from pipelines.delta_io.spark_backend import commit_session, merge_spark, spark_delta_log, spark_snapshot
+from pipelines.delta_io.spark_backend import (
+    commit_session, create_with_rows_spark, merge_spark, spark_delta_log, spark_snapshot,
+)
 from pipelines.delta_io.rs_backend import (
     MERGE_CHUNK_ROWS, create_with_rows_rs, deltalake_table_exists, merge_rs, read_arrow,
 )
@@ -95,7 +97,7 @@ __all__ = [
     "MergeClause", "MergeKind", "MergeResult", "ParquetStager", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
     "StagedFile", "add_columns", "append", "append_rows", "arrow_schema_to_spark", "arrow_to_spark",
     "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
-    "create_with_rows_rs", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
+    "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
     "overwrite", "overwrite_rows", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",
     "read_rows", "resolve_backend", "rows_to_arrow", "schema", "spark_delta_log", "spark_field_to_arrow",

@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.delta_io.arrow import _check_columns
+from pipelines.delta_io.arrow import _check_columns, rows_to_arrow
 from pipelines.delta_io.backend import quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
@@ -102,6 +102,29 @@ def _ddl_type(dt: T.DataType) -> str:
     if isinstance(dt, T.MapType):
         return f"MAP<{_ddl_type(dt.keyType)}, {_ddl_type(dt.valueType)}>"
     return dt.simpleString()
+
+
+def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.StructType, rows: Sequence[tuple], *,
+                           user_metadata: str | None = None, properties: Mapping[str, str] | None = None) -> bool:
+    """delta-spark's :func:`~pipelines.delta_io.rs_backend.create_with_rows_rs`: a new table and its
+    first ``rows`` (tuples in ``table_schema`` order) in one commit, with ``properties`` (e.g.
+    deletion vectors) and ``user_metadata``; False (nothing done) when the table needs column
+    mapping: create it the usual way then. Raises when a table exists at ``path`` already."""
+    table_schema = strip_mapping_metadata(table_schema)
+    if create_properties(table_schema):
+        return False
+    writer = (spark.createDataFrame(rows_to_arrow(rows, table_schema), schema=table_schema)
+              .write.format("delta").mode("errorifexists"))
+    if user_metadata is not None:
+        writer = writer.option("userMetadata", user_metadata)
+    for key, value in (properties or {}).items():  # (delta-spark takes a new table's properties as options)
+        writer = writer.option(key, value)
+
+    def attempt(n: int) -> bool:
+        writer.save(str(path))
+        return True
+
+    return _commit("create", path, attempt)
 
 
 def _enable_features_spark(session: SparkSession, path: str, adding: Sequence[T.StructField]) -> None:

@@ -1,10 +1,15 @@
-"""Small batches applied on the driver: typed in Python, MERGEd from Arrow by delta-rs.
+"""Small batches folded on the driver: typed in Python, MERGEd from Arrow (delta-rs) or from a
+local relation (delta-spark).
 
 Most of a run's tables have a few changes each. Typing, "latest per key" and the classification
 against silver's keys cost Spark several jobs per table (about 0.9 s a table), though the rows
-fit in a list. With delta-rs a run instead fetches the rows of every small segment in one Spark
-job (:func:`fetch`), and each table then costs only its delta-rs calls (:func:`apply_small`):
-the cost follows the changes, not the tables.
+fit in a list. A run instead fetches the rows of every small segment in one Spark job
+(:func:`fetch`), and each table then costs only its writes (:func:`apply_small`):
+
+* delta-rs: its delta-rs calls, no Spark job: the cost follows the changes, not the tables;
+* delta-spark: one job that reads the stored rows of the batch's keys, then delta-spark's MERGE
+  of the folded rows (a new table: one write of its rows). That MERGE still costs delta-spark's
+  own jobs per table (BENCHMARKS.md, "Many small tables on delta-spark").
 
 The semantics are :func:`pipelines.silver.merge.apply_changes`'s for a non-SCD2 table with whole row
 images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.plan.keyed_clauses`,
@@ -31,7 +36,8 @@ from pyspark.sql import types as T
 
 from pipelines import delta_io
 from pipelines.schema import resolve as schema_resolve
-from pipelines.delta_io import qualified
+from pipelines.delta_io import qualified, quote_ident
+from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, OwnColumns, own_columns_of
 from pipelines.silver.merge import (ApplyStats, _check_reserved, _plan_schema, _resolve_keys, read_watermark,
                                     watermark_metadata)
@@ -252,9 +258,26 @@ def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_m
     return source, counts
 
 
-def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set) -> dict[tuple, str]:
+def _read_wanted(spark: SparkSession | None, path: str, columns: Sequence[str], match: Sequence[str],
+                 wanted: set, types: T.StructType, backend: str) -> pa.Table:
+    """The table's ``columns`` (all of them: delta-rs, read whole to the driver; delta-spark: only
+    the rows whose ``match`` columns hold one of the ``wanted`` tuples, a semi join with them as a
+    broadcast local relation, one Spark job), for the caller to test against ``wanted``."""
+    if backend == "rs":
+        return delta_io.read_arrow(path, list(columns))
+    table = delta_io.read(spark, path, backend="spark").select(*[F.col(quote_ident(c)) for c in columns])
+    probe = spark.createDataFrame([tuple(w) for w in wanted],
+                                  T.StructType([T.StructField(f"_w{i}", types[m].dataType) for i, m in enumerate(match)]))
+    on = [F.col(quote_ident(m)).eqNullSafe(probe[f"_w{i}"]) for i, m in enumerate(match)]
+    return table.join(F.broadcast(probe), on, "left_semi").toArrow()
+
+
+def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set, *, spark=None, types=None,
+            backend: str = "rs") -> dict[tuple, str]:
     """``{key: _seq}`` of silver's rows with the keys ``wanted`` (tombstones included)."""
-    table = delta_io.read_arrow(path, [*keys, own.seq])
+    if not wanted:
+        return {}
+    table = _read_wanted(spark, path, [*keys, own.seq], keys, wanted, types, backend)
     if not table.num_rows:
         return {}
     columns = [table.column(k).to_pylist() for k in keys]
@@ -267,12 +290,17 @@ def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set) -> dic
     return out
 
 
-def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: set) -> list[tuple]:
+def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: set, *, spark=None,
+                 backend: str = "rs") -> list[tuple]:
     """``[(identity values, _seq)]`` of silver's live rows (not soft-deleted) whose values are in ``wanted``."""
     if not wanted:
         return []
-    have = set(delta_io.schema(path, backend="rs").fieldNames())  # (a column the batch adds: NULL in silver)
-    table = delta_io.read_arrow(path, [*[n for n in identity if n in have], own.seq, own.deleted])
+    current = delta_io.schema(path, spark=spark, backend=backend)
+    have = set(current.fieldNames())  # (a column the batch adds: NULL in silver)
+    stored = [n for n in identity if n in have]
+    at = [identity.index(n) for n in stored]
+    table = _read_wanted(spark, path, [*stored, own.seq, own.deleted], stored, {tuple(w[i] for i in at) for w in wanted},
+                         current, backend)
     columns = [table.column(n).to_pylist() if n in have else [None] * table.num_rows for n in identity]
     seqs, deleted = table.column(own.seq).to_pylist(), table.column(own.deleted).to_pylist()
     out = []
@@ -295,24 +323,32 @@ def apply_small(
     fixes: dict[int, tuple] | None = None,
     delete_mode: str = "hard",
     column_prefix: str | None = None,
+    backend: str = "rs",
+    deletion_vectors: bool = False,
 ) -> ApplyStats:
-    """Apply one small segment of a table (``rows`` from :func:`fetch`; no ``keys``: a keyless table)
-    with delta-rs; what :func:`pipelines.silver.merge.apply_changes` would do with them (``fixes``: the
+    """Apply one small segment of a table (``rows`` from :func:`fetch`; no ``keys``: a keyless table);
+    what :func:`pipelines.silver.merge.apply_changes` would do with them (``fixes``: the
     resolution's value fixes, per ``idx``, as Spark's path applies them). Raises
-    :class:`NotCanonical`, before writing anything, when a row needs Spark's path."""
+    :class:`NotCanonical`, before writing anything, when a row needs Spark's path.
+
+    ``backend="rs"``: delta-rs MERGEs from Arrow, no Spark job. ``backend="spark"``: the MERGE
+    source is a local relation of the folded rows, and the table costs delta-spark's MERGE and one
+    Spark job that reads the stored rows of the batch's keys (none for a new table); a new table
+    takes deletion vectors with ``deletion_vectors``, as :func:`apply_changes` makes it."""
     path = str(path)
+    io = dict(spark=spark, backend=backend)
     # (first: an unknown type raises before the table is touched)
     typer = ImageTyper(specs, {idx: cell_fix(fix) for idx, fix in (fixes or {}).items()})
     keys = _resolve_keys(list(keys), specs) if keys else None
-    exists = delta_io.table_exists(path, backend="rs")
-    current = delta_io.schema(path, backend="rs") if exists else None
+    exists = delta_io.table_exists(path, **io)
+    current = delta_io.schema(path, **io) if exists else None
     own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
         OwnColumns(column_prefix or DEFAULT_PREFIX)
     _check_reserved([s.name for s in specs], own)
     target, to_add, names = _plan_schema(current, specs, False, own)
     silver_name = {spec: silver for silver, spec in names.items()}
     keys = None if keys is None else [silver_name[k] for k in keys]
-    watermark = read_watermark(path, backend="rs") if exists else None
+    watermark = read_watermark(path, **io) if exists else None
     fresh = [r for r in rows if watermark is None or (r["_seq"] is not None and r["_seq"] > watermark)]
 
     values = _value_schema(target, own)
@@ -325,19 +361,28 @@ def apply_small(
     else:  # a keyless table: its rows are identified by all their values
         identity = [f.name for f in values.fields if f.name in names]
         identity_at = [values.fieldNames().index(n) for n in identity]
-        stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted)) if exists else (lambda wanted: [])
+        stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted, **io)) if exists \
+            else (lambda wanted: [])
         source, counts = _keyless_source(changes, value_idx, identity_at, stored_copies)
 
-    added = delta_io.add_columns(path, to_add, spark=spark, backend="rs") if exists and to_add else []
+    added = delta_io.add_columns(path, to_add, **io) if exists and to_add else []
     base = dict(changes=len(fresh), skipped_by_watermark=len(rows) - len(fresh), zero_dates_nulled=zeros,
-                columns_added=tuple(added), backend="rs", table_path=path)
+                columns_added=tuple(added), backend=backend, table_path=path)
+    dv = {DELETION_VECTORS: "true"} if deletion_vectors and backend == "spark" else None
     if not fresh:
         if not exists:
-            delta_io.create_if_missing(path, target, backend="rs")
+            delta_io.create_if_missing(path, target, properties=dv, **io)
         return ApplyStats(watermark=watermark, **base)
 
-    if keys is not None:
-        source, counts = _keyed_source(latest, _stored(path, keys, own, set(latest)) if exists else {}, delete_mode)
+    # delta-spark, a keyed table, hard deletes: the MERGE's own metrics say what each latest event
+    # did (its clauses apply only what is newer), so the stored keys are not read first
+    counted_by_merge = backend == "spark" and exists and keys is not None and delete_mode == "hard"
+    if counted_by_merge:
+        source = [(*vals, seq, op, commit_ts, action == DELETE, action) for seq, action, op, commit_ts, vals
+                  in latest.values()]
+    elif keys is not None:
+        stored = _stored(path, keys, own, set(latest), types=target, **io) if exists else {}
+        source, counts = _keyed_source(latest, stored, delete_mode)
     new_mark = max(r["_seq"] for r in fresh)
     by_name = {f.name: f for f in target.fields}
     schema = T.StructType([*values.fields, *[by_name[n] for n in (own.seq, own.op, own.commit_ts, own.deleted)],
@@ -350,10 +395,25 @@ def apply_small(
     if not exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
         at = [schema.fieldNames().index(n) for n in target.fieldNames()]
         first = [tuple(r[i] for i in at) for r in source]
-        if delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark)):
+        made = delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark)) \
+            if backend == "rs" else \
+            delta_io.create_with_rows_spark(spark, path, target, first, user_metadata=watermark_metadata(new_mark),
+                                            properties=dv)
+        if made:
             return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
-        delta_io.create_if_missing(path, target, backend="rs")
+    if not exists:
+        delta_io.create_if_missing(path, target, properties=dv, **io)
+        # an empty table: nothing matches, so only the insert clause can act (delta-spark then
+        # takes its insert-only MERGE, a join fewer)
+        clauses = [c for c in clauses if c.kind == "insert"]
     # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
-    delta_io.merge_rs(path, delta_io.rows_to_arrow(source, schema), on, clauses,
-                      user_metadata=watermark_metadata(new_mark))
+    arrow = delta_io.rows_to_arrow(source, schema)
+    if backend == "rs":
+        delta_io.merge_rs(path, arrow, on, clauses, user_metadata=watermark_metadata(new_mark))
+    else:
+        done = delta_io.merge(spark, path, spark.createDataFrame(arrow, schema=schema), on, clauses, backend="spark",
+                              user_metadata=watermark_metadata(new_mark))
+        if counted_by_merge:
+            counts = {"inserted": done.inserted, "updated": done.updated, "deleted": done.deleted,
+                      "unchanged": len(source) - done.inserted - done.updated - done.deleted}
     return ApplyStats(watermark=new_mark, committed=True, **counts, **base)

@@ -340,8 +340,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     finished = False
     try:
         lanes = _lanes(steps)
-        if bronze is not None and delta_io.resolve_backend(spark, backend) == "rs":
-            # the small segments' rows, in one Spark job: they are applied on the driver
+        if bronze is not None:
+            # the small segments' rows, in one Spark job: they are folded on the driver
             slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
                                                   for c in driver.COLUMNS])
             segments, large = state.small_segments(lanes)
@@ -412,6 +412,7 @@ class _Run:
 
     def __init__(self, spark, cfg, history, bronze, shape_rows, pk_idx, stats, written=frozenset()):
         self.spark, self.cfg, self.history, self.bronze, self.stats = spark, cfg, history, bronze, stats
+        self.backend = delta_io.resolve_backend(spark, cfg.delta.backend)
         # bronze's zero-date counts, when every new row has one; else silver counts while typing
         self.columns = _SEGMENT_COLUMNS + (("_zero_dates",) if "_zero_dates" in written else ())
         self.pk_idx = pk_idx
@@ -545,12 +546,12 @@ class _Run:
         retyped = _retype(spark, cfg, path, resolution.specs)
         result, applied_by = None, "spark"
         small = self.small.get((step.db, step.table, step.start, step.end))
-        if small is not None and not partial:  # fetched: applied on the driver (silver_arrow)
+        if small is not None and not partial:  # fetched: folded on the driver (silver.driver)
             try:
                 result = driver.apply_small(spark, path, driver.rows_of(small), resolution.specs,
-                                                  resolution.keys, fixes=resolution.fixes,
-                                                  delete_mode=cfg.delete_mode,
-                                                  column_prefix=cfg.silver.prefix_for(step.db, step.table))
+                                            resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
+                                            column_prefix=cfg.silver.prefix_for(step.db, step.table),
+                                            backend=self.backend, deletion_vectors=cfg.silver.deletion_vectors)
                 applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None
