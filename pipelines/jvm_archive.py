@@ -2,7 +2,7 @@
 
 A new local process (``make run``, a job an Airflow worker starts on one machine, each test
 module's session) spends about 4 s building its SparkSession and 1-2 s more in its first job,
-most of it loading, parsing and verifying some 20,000 Spark, Hadoop, Parquet and Delta classes.
+most of it loading, parsing and verifying Spark's, Hadoop's, Parquet's and Delta's classes.
 Java's class-data sharing (AppCDS) maps a dump of the classes a training run loaded instead.
 
 * ``python -m pipelines.jvm_archive create`` (``make setup`` runs it): one training run of the
@@ -15,7 +15,7 @@ Java's class-data sharing (AppCDS) maps a dump of the classes a training run loa
 * The archive's name holds a digest of the Java build and of PySpark's jars: another JDK or Spark
   version looks for another file, and without one the JVM starts as before.
 
-The archive is about 140 MB, in ``<venv>/share/binlog-delta/`` (``BINLOG_DELTA_JVM_ARCHIVE_DIR``
+The archive is about 190 MB, in ``<venv>/share/binlog-delta/`` (``BINLOG_DELTA_JVM_ARCHIVE_DIR``
 overrides it; ``make clean`` removes the venv). Measured in BENCHMARKS.md ("Start-up").
 """
 from __future__ import annotations

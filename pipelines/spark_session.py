@@ -33,6 +33,7 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DELTA_PROBE_CLASS = "io.delta.tables.DeltaTable"
 DELTA_JARS_ENV = "DELTA_JARS"
 DEFAULT_MASTER = "local[2]"
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 # Settings that hold for every session this module builds, local or on a cluster.
 COMMON_DEFAULTS: dict[str, str] = {
@@ -201,7 +202,7 @@ def build_session(
     try:
         session = builder.getOrCreate()
     except Exception as e:
-        if archive is None:
+        if archive is None or "JAVA_GATEWAY_EXITED" not in str(e):
             raise
         # an archive the JVM cannot map (written by another build, damaged): start without it
         print(f"warning: the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
@@ -212,9 +213,6 @@ def build_session(
     if log_level:
         session.sparkContext.setLogLevel(log_level.upper())
     return session
-
-
-_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def _with_jvm_archive(conf: dict[str, str]) -> str | None:
