@@ -101,3 +101,40 @@ def test_delta_rs_reads_merges_and_maintains_a_table_with_deletion_vectors(spark
     for backend in ("rs", "spark"):
         maintenance.maintain_table(spark, path, cfg, backend)
         assert rows_of(spark, path, "rs") == rows_of(spark, path, "spark") == want, backend
+
+
+@pytest.mark.mariadb
+def test_every_silver_table_delta_spark_creates_has_deletion_vectors(spark, mariadb_factory, tmp_path):  # noqa: F811
+    """The silver step creates tables three ways on delta-spark: a small batch folded on the
+    driver (written with its rows), a big one through Spark's MERGE, and a table created empty
+    (CREATE TABLE with no rows yet). Each takes deletion vectors, and none when they are off."""
+    import shutil
+
+    from pipelines import bronze
+    from pipelines.paths import silver_table_path
+    from pipelines.silver import step as silver_step
+
+    require_delta_spark(spark)
+    srv = mariadb_factory()
+    srv.sql("CREATE DATABASE dv; CREATE TABLE dv.small (id INT PRIMARY KEY, v VARCHAR(10));"
+            "INSERT INTO dv.small VALUES (1, 'a'), (2, 'b');"
+            "CREATE TABLE dv.big (id INT PRIMARY KEY, v VARCHAR(10)); CREATE TABLE dv.empty (id INT PRIMARY KEY);"
+            "CREATE TABLE dv.digits (d INT); INSERT INTO dv.digits VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9);"
+            "INSERT INTO dv.big SELECT n, 'x' FROM (SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d AS n"
+            " FROM dv.digits a, dv.digits b, dv.digits c, dv.digits e, dv.digits f) t WHERE n <= 20001;")
+    srv.flush_logs()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in srv.binlog_files()[:-1]:
+        shutil.copy(f, folder / f.name)
+    for on in (True, False):
+        wh = tmp_path / f"wh-{on}"
+        cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False,
+                                 "delta.backend": "spark", "silver.deletion_vectors": on})
+        bronze.run(spark, cfg)
+        stats = silver_step.run(spark, cfg)
+        assert stats.tables["dv.small"]["applied_by"] == ["driver"] and stats.tables["dv.big"]["applied_by"] == ["spark"]
+        for table in ("small", "digits", "big", "empty"):
+            path = silver_table_path(str(wh), "dv", table)
+            detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+            assert detail["properties"].get("delta.enableDeletionVectors") == ("true" if on else None), (table, on)

@@ -68,6 +68,7 @@ from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
+from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.paths import silver_table_path
 from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, UNPARSED,
                                       Resolution, SchemaHistory, SchemaVersion)
@@ -598,10 +599,16 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
     if CREATE in kinds:
         specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
         if specs and (exists or resolution is None):
-            # replace an older table of that name (its schema too); show a new empty table as empty
+            # replace an older table of that name (its schema too; its properties stay); show a new
+            # empty table as empty, created as apply_changes creates one (deletion vectors)
             schema = silver_table_schema(specs, scd2=scd2)
+            if not exists:
+                dv = {DELETION_VECTORS: "true"} if cfg.silver.deletion_vectors and \
+                    delta_io.resolve_backend(spark, backend) == "spark" else None
+                delta_io.create_if_missing(path, schema, spark=spark, backend=backend, properties=dv)
+                return "create"
             delta_io.overwrite(spark, spark.createDataFrame([], schema), path, overwrite_schema=True, backend=backend)
-            return "reset" if exists else "create"
+            return "reset"
         if not exists:
             return None  # apply_changes creates it with the first rows
     if exists and kinds & _RESETS:
