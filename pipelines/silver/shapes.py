@@ -62,21 +62,23 @@ def written_columns(bronze: DataFrame) -> frozenset[str]:
     return frozenset(n for n in names if not row[n])
 
 
-def shape_rows_of(bronze: DataFrame) -> tuple[list, frozenset[str]]:
-    """:func:`shape_counts`'s rows, and which ``WRITTEN_LATER`` columns every row has (as
-    :func:`written_columns` says), in one Spark job when bronze wrote every row's shape (a second
-    one, by the images' arrays, when some rows come from an older bronze)."""
+def shape_rows_of(bronze: DataFrame, by: Sequence[str] = ()) -> tuple[list, frozenset[str]]:
+    """:func:`shape_counts`'s rows (also grouped ``by`` those columns of ``bronze``), and which
+    ``WRITTEN_LATER`` columns every row has (as :func:`written_columns` says), in one Spark job
+    when bronze wrote every row's shape (a second one, by the images' arrays, when some rows come
+    from an older bronze)."""
     later = [n for n in WRITTEN_LATER if n in bronze.columns]
     if "_shape" not in later:
-        return shape_counts(bronze, by_shape=False).collect(), written_columns(bronze)
-    rows = shape_counts(bronze, by_shape=True, lacking=later).collect()
+        return shape_counts(bronze, by_shape=False, by=by).collect(), written_columns(bronze)
+    rows = shape_counts(bronze, by_shape=True, lacking=later, by=by).collect()
     written = frozenset(n for n in later if not any(r[f"_lacks{n}"] for r in rows))
     if "_shape" not in written:
-        rows = shape_counts(bronze, by_shape=False).collect()
+        rows = shape_counts(bronze, by_shape=False, by=by).collect()
     return rows, written
 
 
-def shape_counts(bronze: DataFrame, by_shape: bool | None = None, lacking: Sequence[str] = ()) -> DataFrame:
+def shape_counts(bronze: DataFrame, by_shape: bool | None = None, lacking: Sequence[str] = (),
+                 by: Sequence[str] = ()) -> DataFrame:
     """Per ``db``, ``table``, ``_shape`` (see :func:`with_shape`) and ``op``: ``min_seq``, ``max_seq``,
     ``n`` rows, the fewest columns of an after (``min_after``) and before image (``min_before``), and
     the table map's key column indexes (``pk_idx``).
@@ -101,19 +103,19 @@ def shape_counts(bronze: DataFrame, by_shape: bool | None = None, lacking: Seque
         # bronze wrote every row's shape (rows of older versions have none): group by the text
         return bronze.select(
             "db", "table", "op", "_seq", "_shape", F.size("after.idx").alias("_n_after"),
-            F.size("before.idx").alias("_n_before"), F.col("pk.idx").alias("_pk_idx"),
+            F.size("before.idx").alias("_n_before"), F.col("pk.idx").alias("_pk_idx"), *by,
             *[F.col(n).isNull().alias(f"_null{n}") for n in lacking if n != "_shape"],
-        ).groupBy("db", "table", "_shape", "op").agg(
+        ).groupBy("db", "table", "_shape", "op", *by).agg(
             *aggregates, *[(F.col("_shape").isNull() if n == "_shape" else F.max(f"_null{n}")).alias(f"_lacks{n}")
                            for n in lacking])
     arrays = {f"_s_{i}_{f}": F.col(f"{i}.{f}") for i, f in _SHAPE_FIELDS}
     rows = bronze.select(
         "db", "table", "op", "_seq", F.size("after.idx").alias("_n_after"), F.size("before.idx").alias("_n_before"),
-        F.col("pk.idx").alias("_pk_idx"), *[c.alias(n) for n, c in arrays.items()])
-    groups = rows.groupBy("db", "table", "op", *arrays).agg(*aggregates)
+        F.col("pk.idx").alias("_pk_idx"), *by, *[c.alias(n) for n, c in arrays.items()])
+    groups = rows.groupBy("db", "table", "op", *by, *arrays).agg(*aggregates)
     names = list(arrays)
     shaped = groups.withColumn("_shape", shape_column(tuple(names[:3]), tuple(names[3:])))
-    return shaped.groupBy("db", "table", "_shape", "op").agg(
+    return shaped.groupBy("db", "table", "_shape", "op", *by).agg(
         F.min("min_seq").alias("min_seq"), F.max("max_seq").alias("max_seq"), F.sum("n").alias("n"),
         F.min("min_after").alias("min_after"), F.min("min_before").alias("min_before"),
         F.first("pk_idx", ignorenulls=True).alias("pk_idx"))

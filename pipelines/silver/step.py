@@ -178,12 +178,38 @@ class _Step:
     shapes: dict[str, int] = field(default_factory=dict)  # shape key -> rows
     ops: Counter = field(default_factory=Counter)  # c/u/d -> rows
     min_image: int | None = None  # fewest columns in an image: partial row images (MINIMAL / NOBLOB)
+    segment: str = ""  # its rows' _SEG: the start of a segment after a schema event, "" for the first
 
     @property
     def order(self) -> tuple:
         # at one _seq: copies (rename_from) before the resets that empty their source
         first = 0 if any(e.kind == RENAME_FROM for e in self.events) else 1
         return (self.start, first, self.db, self.table)
+
+
+_SEG = "_segment"  # the start of a bronze row's segment: its table's last schema event before it ("": none)
+
+
+def _segments_of(history: SchemaHistory, marks: dict) -> list[tuple[str, str, str, str | None]]:
+    """``(db, table, start, end)`` of every segment of the tables whose schema changed above their
+    watermark, as :func:`_plan_steps` cuts them (the first one's start is ``""``)."""
+    out = []
+    for db, table in sorted({(v.db, v.table) for v in history.all_versions() if v.table}):
+        starts = sorted({e.valid_from for e in history.events_between(db, table, marks.get((db, table), ""))})
+        bounds = [""] + starts
+        out += [(db, table, start, bounds[i + 1] if i + 1 < len(bounds) else None) for i, start in enumerate(bounds)]
+    return out
+
+
+def _with_segment(bronze: DataFrame, segments: list[tuple]) -> DataFrame:
+    """``bronze`` with each row's segment start (:data:`_SEG`; NULL: its table has one segment)."""
+    if not segments:
+        return bronze.withColumn(_SEG, F.lit(None).cast("string"))
+    segs = bronze.sparkSession.createDataFrame(segments, T.StructType([
+        T.StructField(n, T.StringType()) for n in ("_sg_db", "_sg_table", _SEG, "_sg_end")]))
+    inside = ((bronze["db"] == segs["_sg_db"]) & (bronze["table"] == segs["_sg_table"]) & (bronze["_seq"] > segs[_SEG])
+              & (segs["_sg_end"].isNull() | (bronze["_seq"] < segs["_sg_end"])))
+    return bronze.join(F.broadcast(segs), inside, "left").drop("_sg_db", "_sg_table", "_sg_end")
 
 
 def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list) -> list[_Step]:
@@ -199,9 +225,9 @@ def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks
         for i, start in enumerate(bounds):
             end = bounds[i + 1] if i + 1 < len(bounds) else None
             evs = [e for e in events if e.valid_from == start] if i > 0 else []
-            step = _Step(db, table, start, end, evs)
+            step = _Step(db, table, start, end, evs, segment=start if i > 0 else "")
             for r in by_table.get((db, table), ()):
-                if r["max_seq"] > start and (end is None or r["min_seq"] < end):
+                if (r[_SEG] or "") == step.segment:
                     step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
                     step.ops[r["op"]] += int(r["n"])
                     sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
@@ -319,7 +345,9 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
         # own rows (with pushed-down filters), each pass only the columns it needs.
         bronze = drop_rolled_back_xa(bronze, xa)
-        shape_rows, written = shape_rows_of(bronze)
+        # grouped by segment too: one shape may hold rows on both sides of a segment (an ALTER
+        # that adds a column, then one that drops it), and each segment resolves its own shapes
+        shape_rows, written = shape_rows_of(_with_segment(bronze, _segments_of(history, marks)), by=(_SEG,))
         if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
             bronze = with_shape(bronze)
     else:
@@ -331,10 +359,10 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             tables.add((v.db, v.table))
     skipped = {t for t in tables if not cfg.tables.matches(*t)}
     tables = sorted(tables - skipped)
-    pk_idx = {}  # per shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
+    pk_idx = {}  # per segment and shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
     for r in shape_rows:
         if r["pk_idx"]:
-            pk_idx.setdefault((r["db"], r["table"], r["_shape"]), list(r["pk_idx"]))
+            pk_idx.setdefault((r["db"], r["table"], r[_SEG] or "", r["_shape"]), list(r["pk_idx"]))
 
     steps = _plan_steps(history, tables, marks, shape_rows)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
@@ -446,7 +474,8 @@ class _Run:
             resolution = schema_resolve.resolve_columns(
                 step.db, step.table, version, [parse_shape(s) for s in step.shapes],
                 key_override=self.cfg.key_override(step.db, step.table),
-                table_map_key_idx=next((self.pk_idx[(*key, s)] for s in step.shapes if (*key, s) in self.pk_idx), None),
+                table_map_key_idx=next((self.pk_idx[(*key, step.segment, s)] for s in step.shapes
+                                        if (*key, step.segment, s) in self.pk_idx), None),
                 db_charset=self.history.db_charset(step.db))
         return version, resolution
 
