@@ -13,8 +13,9 @@ How a run goes
    ``_pipeline/silver_watermarks`` (layout :data:`pipelines.state.WATERMARKS_DDL`; append-only, the
    max per table counts). Only the bronze files ingested since the last run that finished are
    read (:func:`read_through_key`: the older ones are never opened, so a run costs what is new,
-   not bronze's history). Bronze rows above their table's watermark are counted per image
-   shape (:func:`shape_counts`: narrow columns only), then each segment reads its own; rows
+   not bronze's history). Bronze rows above their table's watermark are counted per segment
+   (step 3) and image shape (:func:`shape_counts`: narrow columns only; one shape can hold rows
+   on both sides of a segment), then each segment reads its own; rows
    of XA branches that were prepared and then rolled back (``_pipeline/xa``) are
    dropped; tables outside ``tables.include``/``exclude`` are skipped.
 3. **Segments**: each table's new rows are cut at its schema events (DDL positions), so an
