@@ -179,7 +179,8 @@ class _Step:
     shapes: dict[str, int] = field(default_factory=dict)  # shape key -> rows
     ops: Counter = field(default_factory=Counter)  # c/u/d -> rows
     min_image: int | None = None  # fewest columns in an image: partial row images (MINIMAL / NOBLOB)
-    segment: str = ""  # its rows' _SEG: the start of a segment after a schema event, "" for the first
+    segment: str | None = None  # its rows' _SEG (the start of a segment after a schema event, "" for
+    # the first) when its table is cut by _SEG, else None: its rows are those in its _seq range
 
     @property
     def order(self) -> tuple:
@@ -192,11 +193,14 @@ _SEG = "_segment"  # the start of a bronze row's segment: its table's last schem
 
 
 def _segments_of(history: SchemaHistory, marks: dict) -> list[tuple[str, str, str, str | None]]:
-    """``(db, table, start, end)`` of every segment of the tables whose schema changed above their
-    watermark, as :func:`_plan_steps` cuts them (the first one's start is ``""``)."""
+    """``(db, table, start, end)`` of every segment of the tables with a middle segment (two schema
+    events or more above their watermark), as :func:`_plan_steps` cuts them (the first one's
+    start is ``""``). With fewer, a shape whose ``_seq`` range overlaps a segment has rows in it."""
     out = []
     for db, table in sorted({(v.db, v.table) for v in history.all_versions() if v.table}):
         starts = sorted({e.valid_from for e in history.events_between(db, table, marks.get((db, table), ""))})
+        if len(starts) < 2:
+            continue
         bounds = [""] + starts
         out += [(db, table, start, bounds[i + 1] if i + 1 < len(bounds) else None) for i, start in enumerate(bounds)]
     return out
@@ -213,7 +217,10 @@ def _with_segment(bronze: DataFrame, segments: list[tuple]) -> DataFrame:
     return bronze.join(F.broadcast(segs), inside, "left").drop("_sg_db", "_sg_table", "_sg_end")
 
 
-def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list) -> list[_Step]:
+def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list,
+                segmented: set = frozenset()) -> list[_Step]:
+    """Each table's segments and the shapes of their rows: by the rows' :data:`_SEG` for the
+    ``segmented`` tables (:func:`_segments_of`), else by ``_seq`` range."""
     by_table: dict[tuple[str, str], list] = {}
     for r in shape_rows:
         by_table.setdefault((r["db"], r["table"]), []).append(r)
@@ -226,9 +233,11 @@ def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks
         for i, start in enumerate(bounds):
             end = bounds[i + 1] if i + 1 < len(bounds) else None
             evs = [e for e in events if e.valid_from == start] if i > 0 else []
-            step = _Step(db, table, start, end, evs, segment=start if i > 0 else "")
+            step = _Step(db, table, start, end, evs,
+                         segment=(start if i > 0 else "") if (db, table) in segmented else None)
             for r in by_table.get((db, table), ()):
-                if (r[_SEG] or "") == step.segment:
+                if ((r[_SEG] or "") == step.segment) if step.segment is not None else \
+                        (r["max_seq"] > start and (end is None or r["min_seq"] < end)):
                     step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
                     step.ops[r["op"]] += int(r["n"])
                     sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
@@ -348,11 +357,13 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         bronze = drop_rolled_back_xa(bronze, xa)
         # grouped by segment too: one shape may hold rows on both sides of a segment (an ALTER
         # that adds a column, then one that drops it), and each segment resolves its own shapes
-        shape_rows, written = shape_rows_of(_with_segment(bronze, _segments_of(history, marks)), by=(_SEG,))
+        cuts = _segments_of(history, marks)
+        segmented = {(db, table) for db, table, _, _ in cuts}
+        shape_rows, written = shape_rows_of(_with_segment(bronze, cuts), by=(_SEG,))
         if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
             bronze = with_shape(bronze)
     else:
-        bronze, shape_rows, written = None, [], frozenset()
+        bronze, shape_rows, written, segmented = None, [], frozenset(), set()
 
     tables = {(r["db"], r["table"]) for r in shape_rows}
     for v in history.all_versions():  # tables with schema events above their watermark (e.g. TRUNCATE)
@@ -363,9 +374,10 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     pk_idx = {}  # per segment and shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
     for r in shape_rows:
         if r["pk_idx"]:
-            pk_idx.setdefault((r["db"], r["table"], r[_SEG] or "", r["_shape"]), list(r["pk_idx"]))
+            seg = (r[_SEG] or "") if (r["db"], r["table"]) in segmented else None
+            pk_idx.setdefault((r["db"], r["table"], seg, r["_shape"]), list(r["pk_idx"]))
 
-    steps = _plan_steps(history, tables, marks, shape_rows)
+    steps = _plan_steps(history, tables, marks, shape_rows, segmented)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
     finished = False
     try:
