@@ -32,21 +32,28 @@ UPDATE moves.t SET v = 'moved' WHERE id = 4;
 """
 
 
-@pytest.mark.parametrize("metadata", ["FULL", "MINIMAL"])
-def test_key_moves_within_one_batch(spark, mariadb_factory, tmp_path, metadata):  # noqa: F811
-    srv = mariadb_factory(row_metadata=metadata)
+def _one_run(spark, srv, sql: str, tmp_path, backend: str):  # noqa: F811
+    """``sql`` on the server, its binlogs into ``tmp_path/in``, then one run of the pipeline (bronze
+    and silver) into ``tmp_path/wh``; the silver step's stats, checked ok."""
     first = srv.flush_logs()
-    srv.sql(WORKLOAD)
+    srv.sql(sql)
     srv.flush_logs()
     files = srv.binlog_files()
     (tmp_path / "in").mkdir()
     for f in files[files.index(first):-1]:
         shutil.copy(f, tmp_path / "in" / f.name)
     cfg = load_config(None, {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh"), "progress": False,
-                             "delta.backend": "rs"})
+                             "delta.backend": backend})
     bronze.run(spark, cfg)
     stats = silver_step.run(spark, cfg)
     assert stats.status == "ok", stats.summary()
+    return stats
+
+
+@pytest.mark.parametrize("metadata", ["FULL", "MINIMAL"])
+def test_key_moves_within_one_batch(spark, mariadb_factory, tmp_path, metadata):  # noqa: F811
+    srv = mariadb_factory(row_metadata=metadata)
+    stats = _one_run(spark, srv, WORKLOAD, tmp_path, "rs")
     cols = server_columns(srv, "moves", "t")
     want, got = server_rows(srv, "moves", "t", cols), silver_rows(tmp_path / "wh", "moves", "t", cols)
     assert got == want, _diff("moves.t", cols, want, got or [])
@@ -77,18 +84,7 @@ def test_a_shape_on_both_sides_of_a_segment_is_not_the_middle_ones(spark, mariad
     if backend == "spark":
         require_delta_spark(spark)
     srv = mariadb_factory(row_metadata="FULL")
-    first = srv.flush_logs()
-    srv.sql(BACK_AND_FORTH)
-    srv.flush_logs()
-    files = srv.binlog_files()
-    (tmp_path / "in").mkdir()
-    for f in files[files.index(first):-1]:
-        shutil.copy(f, tmp_path / "in" / f.name)
-    cfg = load_config(None, {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh"), "progress": False,
-                             "delta.backend": backend})
-    bronze.run(spark, cfg)
-    stats = silver_step.run(spark, cfg)
-    assert stats.status == "ok", stats.summary()
+    stats = _one_run(spark, srv, BACK_AND_FORTH, tmp_path, backend)
     assert stats.tables["back.t"]["keys"] == ["k"]
     cols = server_columns(srv, "back", "t")
     want, got = server_rows(srv, "back", "t", cols), silver_rows(tmp_path / "wh", "back", "t", cols)
