@@ -162,7 +162,7 @@ class DeltaBackend(Protocol):
     def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
               source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
               user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
-              source_rows: int | None) -> MergeResult: ...
+              source_rows: int | None, local_source: bool = False) -> MergeResult: ...
 
     # upkeep (pipelines.delta_io.upkeep)
     def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:

@@ -74,6 +74,7 @@ def merge(
     source_schema: T.StructType | None = None,
     split_by: Sequence[str] | None = None,
     source_rows: int | None = None,
+    local_source: bool = False,
 ) -> MergeResult:
     """MERGE ``source`` into the table at ``path`` with the chosen backend (same clauses for both).
 
@@ -84,7 +85,8 @@ def merge(
     a key's rows stay in one part), so the driver holds one part at a time. The parts are separate commits and only the
     last carries ``user_metadata`` and the transaction id: the clauses must be idempotent (silver's
     apply a change only when it is newer than the row), so that a run that dies between parts
-    can simply be done again.
+    can simply be done again. ``local_source``: the source is rows the driver holds (delta-spark
+    then reads it as it is, without copying it first).
 
     >>> merge(spark, path, df, "t.`id` = s.`id`",
     ...       [MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}),
@@ -94,5 +96,5 @@ def merge(
         spark, path, source, on, clauses,
         source_alias=source_alias, target_alias=target_alias,
         txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
-        source_schema=source_schema, split_by=split_by, source_rows=source_rows,
+        source_schema=source_schema, split_by=split_by, source_rows=source_rows, local_source=local_source,
     )

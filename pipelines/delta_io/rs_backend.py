@@ -466,7 +466,7 @@ class RsBackend:
     def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
               source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
               user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
-              source_rows: int | None) -> MergeResult:
+              source_rows: int | None, local_source: bool = False) -> MergeResult:
         """The source to the driver as Arrow, in parts of at most :data:`MERGE_CHUNK_ROWS` rows
         split by a hash of ``split_by`` (see :func:`pipelines.delta_io.merging.merge`)."""
         parts = 1

@@ -412,7 +412,7 @@ def apply_small(
         delta_io.merge_rs(path, arrow, on, clauses, user_metadata=watermark_metadata(new_mark))
     else:
         done = delta_io.merge(spark, path, spark.createDataFrame(arrow, schema=schema), on, clauses, backend="spark",
-                              user_metadata=watermark_metadata(new_mark))
+                              user_metadata=watermark_metadata(new_mark), local_source=True)
         if counted_by_merge:
             counts = {"inserted": done.inserted, "updated": done.updated, "deleted": done.deleted,
                       "unchanged": len(source) - done.inserted - done.updated - done.deleted}
