@@ -75,7 +75,7 @@ from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, R
                                       Resolution, SchemaHistory, SchemaVersion)
 from pipelines.silver import driver
 from pipelines.silver.changes import changes_from_bronze
-from pipelines.silver.columns import SilverStepError
+from pipelines.silver.columns import OwnColumns, SilverStepError
 from pipelines.silver.merge import apply_changes, read_watermark, silver_table_schema
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.typed_values import NotCanonical
@@ -635,19 +635,22 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
     if copy_from is not None and copy_from.peer_db is not None:
         source = silver_table_path(cfg.warehouse, copy_from.peer_db, copy_from.peer_table)
         if delta_io.table_exists(source, spark=spark, backend=backend):
-            delta_io.overwrite(spark, delta_io.read(spark, source, backend=backend), path, overwrite_schema=True,
-                               backend=backend)
+            rows = delta_io.read(spark, source, backend=backend)
+            if not exists:  # created as silver creates its tables: column mapping for names that
+                # need it (a space, a comma), deletion vectors on delta-spark; then the rows
+                delta_io.create_if_missing(path, rows.schema, spark=spark, backend=backend,
+                                           properties=_new_table_properties(spark, cfg))
+            delta_io.overwrite(spark, rows, path, overwrite_schema=exists, backend=backend)
             return "copy"
     if CREATE in kinds:
         specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
         if specs and (exists or resolution is None):
             # replace an older table of that name (its schema too; its properties stay); show a new
             # empty table as empty, created as apply_changes creates one (deletion vectors)
-            schema = silver_table_schema(specs, scd2=scd2)
+            schema = silver_table_schema(specs, scd2=scd2, own=OwnColumns(cfg.silver.prefix_for(step.db, step.table)))
             if not exists:
-                dv = {DELETION_VECTORS: "true"} if cfg.silver.deletion_vectors and \
-                    delta_io.resolve_backend(spark, backend) == "spark" else None
-                delta_io.create_if_missing(path, schema, spark=spark, backend=backend, properties=dv)
+                delta_io.create_if_missing(path, schema, spark=spark, backend=backend,
+                                           properties=_new_table_properties(spark, cfg))
                 return "create"
             delta_io.overwrite(spark, spark.createDataFrame([], schema), path, overwrite_schema=True, backend=backend)
             return "reset"
@@ -663,6 +666,13 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
         if _alter_silver(spark, cfg, path, before, alters[-1]):
             return "alter"
     return None
+
+
+def _new_table_properties(spark, cfg: PipelineConfig) -> dict | None:
+    """Properties of a silver table the step creates: deletion vectors when delta-spark creates it
+    and ``silver.deletion_vectors`` is on."""
+    on = cfg.silver.deletion_vectors and delta_io.resolve_backend(spark, cfg.delta.backend) == "spark"
+    return {DELETION_VECTORS: "true"} if on else None
 
 
 def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: SchemaVersion) -> bool:
@@ -682,11 +692,20 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     specs = {c.name.lower(): schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}
     types = {n: typemap.spark_type(sp) for n, sp in specs.items()}
     renamed = {old.lower(): name for old, name in version.renamed}
+    known = {c.name.lower() for c in before.columns} | {n.lower() for n in renamed.values()}
+    added = [c for c in new.columns if c.name.lower() not in known and not c.generated]
+    values = _default_values(spark, added, {c.name.lower(): specs[c.name.lower()] for c in added})
+    # a column added under the name of one dropped earlier: silver still holds the dropped one's
+    # values (it keeps dropped columns), and the server's rows have the new column's DEFAULT
+    again = {c.name.lower(): c.name for c in added if c.name.lower() in have}
     cols, changed = [], False
     for f in current.fields:
         q = F.col(delta_io.quote_ident(f.name))
         target = renamed.get(f.name.lower())
-        if target is not None and target.lower() not in have and target.lower() in types:
+        if f.name.lower() in again:
+            cols.append(F.lit(values.get(again[f.name.lower()])).cast(types[f.name.lower()]).alias(f.name))
+            changed = True
+        elif target is not None and target.lower() not in have and target.lower() in types:
             cols.append(q.try_cast(types[target.lower()]).alias(target))
             changed = True
         elif f.name.lower() in types and types[f.name.lower()] != f.dataType and f.name.lower() not in renamed:
@@ -694,11 +713,8 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
             changed = True
         else:
             cols.append(q)
-    known = {c.name.lower() for c in before.columns} | {n.lower() for n in renamed.values()} | set(have)
-    added = [c for c in new.columns if c.name.lower() not in known and not c.generated]
-    values = _default_values(spark, added, {c.name.lower(): specs[c.name.lower()] for c in added})
     for c in added:
-        if values.get(c.name) is not None:
+        if c.name.lower() not in have and values.get(c.name) is not None:
             cols.append(F.lit(values[c.name]).cast(types[c.name.lower()]).alias(c.name))
             changed = True
     if not changed:
