@@ -80,6 +80,14 @@ def spark_snapshot(spark: SparkSession, path: str):
     return log.update(*[getattr(log, f"update$default${i}")() for i in (1, 2, 3)])
 
 
+def _table_bytes(spark: SparkSession, path: str) -> int:
+    """The bytes of the table's live files: from the checksum file of its current version (no
+    Spark job), else from its snapshot's state (which a MERGE computes anyway)."""
+    snapshot = spark_snapshot(spark, path)
+    checksum = snapshot.checksumOpt()
+    return int(checksum.get().tableSizeBytes() if checksum.isDefined() else snapshot.sizeInBytes())
+
+
 _COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
 
 
@@ -208,7 +216,7 @@ def merge_spark(
     def attempt(n: int) -> DataFrame | None:
         if n and _txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
             return None
-        if spark_snapshot(spark, path).sizeInBytes() <= REWRITE_BELOW_BYTES:
+        if _table_bytes(spark, path) <= REWRITE_BELOW_BYTES:
             settings[_SPARK_MERGE_PERSISTENT_DVS] = "false"
         builder = (
             DeltaTable.forPath(commit_session(spark, settings), str(path))

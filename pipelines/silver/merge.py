@@ -283,7 +283,7 @@ def read_watermark(
     """
     if not delta_io.table_exists(path, spark=spark, backend=backend):
         return None
-    for limit in (50, None):
+    for limit in (1, 50, None):  # (most often the last commit has it: silver's own MERGE)
         commits = delta_io.history(path, spark=spark, backend=backend, limit=limit)
         for commit in commits:
             if not commit.user_metadata:
