@@ -171,15 +171,15 @@ def test_create_table_keeps_the_tables_own_column_prefix(spark, mariadb_factory,
 
 DROPPED_THEN_ADDED = """
 CREATE DATABASE again;
-CREATE TABLE again.t (id INT NOT NULL PRIMARY KEY, v TIME, w VARCHAR(5));
+CREATE TABLE again.t (id INT NOT NULL PRIMARY KEY, v TIME, `w x` VARCHAR(5));
 INSERT INTO again.t VALUES (1, '-00:40:02', 'a'), (2, '10:00:00', 'b'), (3, NULL, 'c');
 ALTER TABLE again.t DROP COLUMN v;
 INSERT INTO again.t VALUES (4, 'd');
-UPDATE again.t SET w = 'b2' WHERE id = 2;
+UPDATE again.t SET `w x` = 'b2' WHERE id = 2;
 ALTER TABLE again.t ADD COLUMN v JSON FIRST;
 UPDATE again.t SET v = '[1]' WHERE id = 3;
-ALTER TABLE again.t DROP COLUMN w;
-ALTER TABLE again.t ADD COLUMN w VARCHAR(5) NOT NULL DEFAULT 'z' AFTER id;
+ALTER TABLE again.t DROP COLUMN `w x`;
+ALTER TABLE again.t ADD COLUMN `w x` VARCHAR(5) NOT NULL DEFAULT 'z' AFTER id;
 INSERT INTO again.t (id, v) VALUES (5, NULL);
 """
 
@@ -189,7 +189,8 @@ def test_a_column_dropped_then_added_again_under_its_name(spark, mariadb_factory
     """DROP COLUMN v, later ADD COLUMN v (another type; then one with a DEFAULT): silver keeps
     dropped columns with their last values, and the rows the server had at the ADD hold the new
     column's DEFAULT (NULL, or 'z'), not the dropped one's values. Found by the soak (seed 196,
-    full/minimal, delta-spark): a re-added JSON column showed the old TIME values."""
+    full/minimal, delta-spark): a re-added JSON column showed the old TIME values. ``w x`` needs
+    column mapping, whose tables delta-rs can rewrite but not reshape (soak seed 1015)."""
     from spark_fixtures import require_delta_spark
 
     if backend == "spark":

@@ -720,7 +720,10 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     if not changed:
         return False
     df = delta_io.read(spark, path, backend=backend).select(*cols).localCheckpoint(eager=True)
-    delta_io.overwrite(spark, df, path, overwrite_schema=True, backend=backend)
+    # (only values changed, e.g. a column added again: the schema stays, which delta-rs can also
+    # write to a table with column mapping; it cannot change such a table's schema)
+    reshaped = [(f.name, f.dataType) for f in df.schema.fields] != [(f.name, f.dataType) for f in current.fields]
+    delta_io.overwrite(spark, df, path, overwrite_schema=reshaped, backend=backend)
     return True
 
 
