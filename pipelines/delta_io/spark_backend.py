@@ -374,7 +374,7 @@ class SparkBackend:
         if overwrite_schema:
             writer = writer.option("overwriteSchema", "true")
             if table_exists(path, spark=spark, backend="spark"):  # the new names' features first
-                _enable_features_spark(spark, path, df.schema.fields)
+                _enable_features_spark(commit_session(spark), path, df.schema.fields)
         _commit("overwrite", path, lambda n: writer.save(str(path)))
 
     def overwrite_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str) -> None:
