@@ -652,7 +652,11 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
                 delta_io.create_if_missing(path, schema, spark=spark, backend=backend,
                                            properties=_new_table_properties(spark, cfg))
                 return "create"
-            delta_io.overwrite(spark, spark.createDataFrame([], schema), path, overwrite_schema=True, backend=backend)
+            current = delta_io.schema(path, spark=spark, backend=backend)
+            # (the same schema, e.g. the CREATE again after a crash: not reshaped, which delta-rs
+            # cannot do to a table with column mapping)
+            delta_io.overwrite(spark, spark.createDataFrame([], schema), path, backend=backend,
+                               overwrite_schema=_shape_of(current) != _shape_of(schema))
             return "reset"
         if not exists:
             return None  # apply_changes creates it with the first rows
@@ -666,6 +670,12 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
         if _alter_silver(spark, cfg, path, before, alters[-1]):
             return "alter"
     return None
+
+
+def _shape_of(schema: T.StructType) -> list[tuple]:
+    """A table schema's names and types (not nullability or field metadata): what an overwrite
+    must reshape when they differ."""
+    return [(f.name, f.dataType) for f in schema.fields]
 
 
 def _new_table_properties(spark, cfg: PipelineConfig) -> dict | None:
@@ -722,8 +732,7 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     df = delta_io.read(spark, path, backend=backend).select(*cols).localCheckpoint(eager=True)
     # (only values changed, e.g. a column added again: the schema stays, which delta-rs can also
     # write to a table with column mapping; it cannot change such a table's schema)
-    reshaped = [(f.name, f.dataType) for f in df.schema.fields] != [(f.name, f.dataType) for f in current.fields]
-    delta_io.overwrite(spark, df, path, overwrite_schema=reshaped, backend=backend)
+    delta_io.overwrite(spark, df, path, overwrite_schema=_shape_of(df.schema) != _shape_of(current), backend=backend)
     return True
 
 
