@@ -568,9 +568,30 @@ def test_a_plain_table_gains_column_mapping_when_a_name_needs_it(spark, delta_ba
                                spark.createDataFrame([(1, None), (2, "x")], wide), "id")
 
 
-def test_delta_rs_alone_says_why_it_cannot_add_a_mapped_column(spark, tmp_path):
+def test_delta_rs_alone_adds_columns_to_a_mapped_table(spark, tmp_path):
+    """deltalake 1.6 cannot change a column-mapped table's schema; with no delta-spark to do it,
+    the rows are written again with the new columns empty, in one commit, and both backends read
+    the table (delta-spark then adds a column of its own: the column ids stay distinct)."""
     path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1, 1)], "id INT, `a b` INT"), path, backend="rs")
+    delta_io.append(spark, spark.createDataFrame([(1, 1), (2, None)], "id INT, `a b` INT"), path, backend="rs")
+    added = [T.StructField("c d", T.StringType()), T.StructField("at", T.TimestampNTZType())]
+    assert delta_io.add_columns(path, added, spark=None, backend="rs") == ["c d", "at"]
+    assert delta_io.add_columns(path, added, spark=None, backend="rs") == []
+    wide = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a b", T.IntegerType())] + added)
+    at = dt.datetime(2024, 2, 29, 23, 59, 59, 999999)
+    delta_io.append(spark, spark.createDataFrame([(3, 3, "x", at)], wide), path, backend="rs")
+    expected = spark.createDataFrame([(1, 1, None, None), (2, None, None, None), (3, 3, "x", at)], wide)
+    assert_equal_sorted_by(delta_io.read(spark, path, backend="rs"), expected, "id")
+    assert max(delta_io.read_arrow(path).to_pylist(), key=lambda r: r["id"]) == {"id": 3, "a b": 3, "c d": "x", "at": at}
+    require_delta_spark(spark)
+    assert_equal_sorted_by(delta_io.read(spark, path, backend="spark"), expected, "id")
+    assert delta_io.add_columns(path, [T.StructField("e;f", T.LongType())], spark=spark, backend="spark") == ["e;f"]
+    assert delta_io.read(spark, path, backend="rs").where("id = 3").select("`c d`", "`e;f`").collect() == [("x", None)]
+
+
+def test_delta_rs_alone_says_why_it_cannot_turn_column_mapping_on(spark, tmp_path):
+    path = str(tmp_path / "t")
+    delta_io.append(spark, spark.createDataFrame([(1, 1)], "id INT, ab INT"), path, backend="rs")
     with pytest.raises(DeltaIOError, match=r"cannot add \['c d'\] with delta-rs.*column mapping.*delta-spark"):
         delta_io.add_columns(path, [T.StructField("c d", T.StringType())], spark=None, backend="rs")
 

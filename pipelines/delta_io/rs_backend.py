@@ -219,26 +219,40 @@ def _rs_ensure_mapping_feature(path: str) -> None:
 
 
 def _rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
-    """True when delta-rs cannot add ``adding``: it cannot change the schema of a column-mapped
-    table (deltalake 1.6: "Schema evolution on column-mapped tables is not yet supported"), nor
-    turn column mapping on for a table that has none."""
+    """True when delta-rs cannot add ``adding`` in place: it cannot change the schema of a
+    column-mapped table (deltalake 1.6: "Schema evolution on column-mapped tables is not yet
+    supported"), nor turn column mapping on for a table that has none."""
     dt = _rs_table(path)
     return uses_column_mapping(dt.metadata().configuration) or needs_column_mapping(adding)
 
 
-def _add_columns_rs_by_spark(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
-    """Columns that delta-rs cannot add (see :func:`_rs_needs_spark_to_add`) are added by
-    delta-spark, when this session has it: the table stays a table both backends write."""
+def _add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
+    """Columns that delta-rs cannot add in place (see :func:`_rs_needs_spark_to_add`) are added by
+    delta-spark when this session has it (a change of the schema alone); else, to a column-mapped
+    table, by writing its rows again with the new columns empty
+    (:func:`~pipelines.delta_io.rs_reshape.reshape_rs`, one commit). Only turning column mapping
+    on for a table without it needs delta-spark."""
     from pipelines.spark_session import delta_spark_available
 
-    if spark is None or not delta_spark_available(spark):
-        names = [f.name for f in adding]
-        raise DeltaIOError(
-            f"add_columns({path}): cannot add {names} with delta-rs: the table needs column mapping "
-            "(a column name holds one of ' ,;{}()\\n\\t='), and deltalake 1.6 cannot change the schema of "
-            "a column-mapped table. Run this step with delta-spark on the classpath (make setup "
-            "fetches the jars; set delta.backend: spark, or --delta-backend spark)")
-    return add_columns(path, adding, spark=spark, backend="spark")
+    if spark is not None and delta_spark_available(spark):
+        return add_columns(path, adding, spark=spark, backend="spark")
+    if uses_column_mapping(_rs_table(path).metadata().configuration):
+        from pipelines.delta_io.rs_reshape import reshape_rs
+
+        def attempt(n: int) -> list[str]:
+            current = schema(path, backend="rs")
+            new = _new_fields(T.StructType(list(adding)), current)
+            if new:
+                reshape_rs(path, _fit_columns(read_arrow(path), T.StructType(current.fields + new)))
+            return [f.name for f in new]
+
+        return _commit("add_columns", path, attempt)
+    names = [f.name for f in adding]
+    raise DeltaIOError(
+        f"add_columns({path}): cannot add {names} with delta-rs: their names need column mapping "
+        "(a column name holds one of ' ,;{}()\\n\\t='), which deltalake 1.6 cannot turn on for a table "
+        "created without it. Run this step with delta-spark on the classpath (make setup fetches the "
+        "jars; set delta.backend: spark, or --delta-backend spark)")
 
 
 def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: int | None,
@@ -424,7 +438,7 @@ class RsBackend:
     def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:
         if _rs_needs_spark_to_add(path, adding):
-            return _add_columns_rs_by_spark(path, adding, spark)
+            return _add_columns_rs_elsewhere(path, adding, spark)
         return None
 
     def add_columns(self, spark: SparkSession | None, path: str, adding: Sequence[T.StructField]) -> None:
@@ -447,12 +461,16 @@ class RsBackend:
         from deltalake import write_deltalake
 
         data = spark_to_arrow(df)
-        _commit("overwrite", path, lambda n: write_deltalake(
-            str(path),
-            data,
-            mode="overwrite",
-            schema_mode="overwrite" if overwrite_schema else None,
-        ))
+
+        def attempt(n: int) -> None:
+            if overwrite_schema and deltalake_table_exists(path) and \
+                    uses_column_mapping(_rs_table(path).metadata().configuration):
+                from pipelines.delta_io.rs_reshape import reshape_rs
+
+                return reshape_rs(path, data)  # (which delta-rs's write cannot do)
+            write_deltalake(str(path), data, mode="overwrite", schema_mode="overwrite" if overwrite_schema else None)
+
+        _commit("overwrite", path, attempt)
 
     def overwrite_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType,
                        path: str) -> None:

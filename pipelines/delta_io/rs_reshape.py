@@ -1,0 +1,131 @@
+"""A new schema for a column-mapped table, with delta-rs (:func:`reshape_rs`).
+
+deltalake 1.6 writes a table with column mapping only with the schema it has ("Schema evolution
+on column-mapped tables is not yet supported"). Silver needs more when the source table changes:
+a column's type changes, a column is added with a DEFAULT or added again under a dropped name, a
+CREATE TABLE replaces a table with another schema. So the new rows are written as a Delta table of
+their own, in a folder inside the table's (with column mapping, so under physical names of their
+own), and one overwrite commit of the table takes that table's files and its schema. Until that
+commit the table is what it was; a run that dies before it leaves only the folder's files, which
+no commit names (VACUUM removes them).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+import pyarrow as pa
+
+from pipelines.delta_io.backend import DeltaIOError
+from pipelines.delta_io.features import COLUMN_MAPPING_ID, COLUMN_MAPPING_MODE
+from pipelines.lock import local_dir
+
+MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
+STAGE_PREFIX = "reshape-"
+
+# the features a legacy protocol (no feature lists) implies, by minimum writer version
+_LEGACY_WRITER_FEATURES = {
+    2: {"appendOnly", "invariants"},
+    3: {"checkConstraints"},
+    4: {"changeDataFeed", "generatedColumns"},
+    5: {"columnMapping"},
+    6: {"identityColumns"},
+}
+
+
+def protocol_features(protocol) -> set[str]:
+    """The writer features a delta-rs ``ProtocolVersions`` has: its list, or what its legacy
+    version implies.
+
+    >>> from types import SimpleNamespace as P
+    >>> sorted(protocol_features(P(min_writer_version=5, writer_features=None)))
+    ['appendOnly', 'changeDataFeed', 'checkConstraints', 'columnMapping', 'generatedColumns', 'invariants']
+    >>> protocol_features(P(min_writer_version=7, writer_features=["timestampNtz"]))
+    {'timestampNtz'}
+    """
+    if protocol.writer_features is not None:
+        return set(protocol.writer_features)
+    out: set[str] = set()
+    for version, names in _LEGACY_WRITER_FEATURES.items():
+        if protocol.min_writer_version >= version:
+            out |= names
+    return out
+
+
+def max_column_id(schema_json: str) -> int:
+    """The largest column-mapping id in a Delta schema's JSON (0: none).
+
+    >>> max_column_id('{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,'
+    ...               '"metadata":{"delta.columnMapping.id":3}}]}')
+    3
+    """
+    def ids(fields):
+        for f in fields:
+            meta = f.get("metadata") or {}
+            if COLUMN_MAPPING_ID in meta:
+                yield int(meta[COLUMN_MAPPING_ID])
+            kind = f.get("type")
+            if isinstance(kind, dict) and kind.get("type") == "struct":
+                yield from ids(kind["fields"])
+
+    return max(ids(json.loads(schema_json)["fields"]), default=0)
+
+
+def reshape_rs(path: str, data: pa.Table) -> None:
+    """Replace the rows and the schema of the column-mapped table at ``path`` with ``data`` in one
+    commit (see the module's docstring)."""
+    from deltalake import DeltaTable, TableFeatures, write_deltalake
+    from deltalake.transaction import AddAction
+
+    from pipelines.delta_io.rs_backend import _rs_create, _rs_ensure_mapping_feature
+
+    folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
+    stage = f"{str(path).rstrip('/')}/{folder}"
+    _rs_create(stage, data.schema, {COLUMN_MAPPING_MODE: "name"})
+    write_deltalake(DeltaTable(stage), data, mode="append")
+    staged = DeltaTable(stage)
+    table = DeltaTable(str(path))
+    # the staged schema's ids count from 1: the table's largest id must cover them (set first:
+    # on a table-features protocol, delta-rs 1.6 also lists every feature it knows in the commit)
+    top = max_column_id(staged.schema().to_json())
+    if top > int(table.metadata().configuration.get(MAX_COLUMN_ID, "0")):
+        table.alter.set_table_properties({MAX_COLUMN_ID: str(top)}, raise_if_not_exists=False)
+        table = DeltaTable(str(path))
+    # features the new schema needs (a TIMESTAMP_NTZ column) that the table does not have yet
+    named = {"timestampNtz": TableFeatures.TimestampWithoutTimezone, "columnMapping": TableFeatures.ColumnMapping}
+    missing = protocol_features(staged.protocol()) - protocol_features(table.protocol())
+    for feature in sorted(missing):
+        if feature not in named:
+            raise DeltaIOError(f"overwrite({path}): the new schema needs the Delta feature {feature!r}, "
+                               "which delta-rs cannot add to this table")
+        table.alter.add_feature(named[feature], allow_protocol_versions_increase=True)
+    if missing:
+        _rs_ensure_mapping_feature(str(path))
+        table = DeltaTable(str(path))
+    table.create_write_transaction(_staged_adds(stage, staged, folder, AddAction), "overwrite", staged.schema())
+    local = local_dir(stage)
+    if local is not None:  # the staged table's log: its files now belong to the table
+        shutil.rmtree(os.path.join(local, "_delta_log"), ignore_errors=True)
+
+
+def _staged_adds(stage: str, staged, folder: str, add_action) -> list:
+    """The staged table's files as add actions of the table around it (paths under ``folder``),
+    with the staged table's statistics as delta-rs wrote them (read from its log when it is
+    local; elsewhere only the row counts)."""
+    stats: dict[str, str] = {}
+    local = local_dir(stage)
+    if local is not None:
+        log = os.path.join(local, "_delta_log")
+        for name in sorted(os.listdir(log)):
+            if name.endswith(".json"):
+                with open(os.path.join(log, name), encoding="utf-8") as f:
+                    for line in f:
+                        add = json.loads(line).get("add")
+                        if add is not None and add.get("stats"):
+                            stats[add["path"]] = add["stats"]
+    adds = pa.table(staged.get_add_actions(flatten=True)).to_pylist()
+    return [add_action(f"{folder}/{a['path']}", a["size_bytes"], {}, int(a["modification_time"]), True,
+                       stats.get(a["path"], json.dumps({"numRecords": a["num_records"]})))
+            for a in adds]
