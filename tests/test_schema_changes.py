@@ -222,6 +222,36 @@ def test_a_table_created_again_with_names_that_need_column_mapping(spark, mariad
     assert got == want == [(3, "z")], _diff("mapped.t", cols, want, got or [])
 
 
+DROPPED_AND_ADDED_IN_ONE_ALTER = """
+CREATE DATABASE oneshot;
+CREATE TABLE oneshot.t (id INT NOT NULL PRIMARY KEY, u INT, v VARCHAR(5), w INT, `x y` INT);
+INSERT INTO oneshot.t VALUES (1, 10, 'a', 100, 7), (2, 20, 'b', 200, 8);
+ALTER TABLE oneshot.t DROP COLUMN `x y`, ADD COLUMN `x y` INT;
+ALTER TABLE oneshot.t DROP COLUMN v, ADD COLUMN v VARCHAR(5) NOT NULL DEFAULT 'z' AFTER u;
+ALTER TABLE oneshot.t DROP COLUMN u, CHANGE COLUMN w u INT;
+INSERT INTO oneshot.t (id, v, u) VALUES (3, 'c', 300);
+"""
+
+
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_a_column_dropped_and_added_again_in_one_alter(spark, mariadb_factory, tmp_path, backend):  # noqa: F811
+    """``ALTER TABLE ... DROP COLUMN v, ADD COLUMN v`` in one statement gives the server's rows v's
+    DEFAULT (NULL, or 'z'), even when the schema after it is the one before it (``x y``, the last
+    column, added again as it was); ``DROP COLUMN u, CHANGE COLUMN w u`` gives them w's values
+    under u. Silver kept the old values: the schema history compared the schemas before and
+    after, which name the same columns."""
+    from spark_fixtures import require_delta_spark
+
+    if backend == "spark":
+        require_delta_spark(spark)
+    srv = mariadb_factory(row_metadata="FULL")
+    _one_run(spark, srv, DROPPED_AND_ADDED_IN_ONE_ALTER, tmp_path, backend)
+    cols = server_columns(srv, "oneshot", "t")
+    want, got = server_rows(srv, "oneshot", "t", cols), silver_rows(tmp_path / "wh", "oneshot", "t", cols)
+    assert want == [(1, "z", 100, None), (2, "z", 200, None), (3, "c", 300, None)], want
+    assert got == want, _diff("oneshot.t", cols, want, got or [])
+
+
 MAPPED_RESHAPES = """
 CREATE DATABASE reshape;
 CREATE TABLE reshape.t (id INT NOT NULL PRIMARY KEY, `a b` SMALLINT, v TIME, w INT);

@@ -63,7 +63,7 @@ from pipelines.schema.ddl import (
     strip_comments,
 )
 from pipelines.schema.history import (
-    SchemaHistory,
+    AlterEffects, SchemaHistory, alter_effects,
 )
 from pipelines.schema.seeds import (
     load_seeds, read_seed_folder,
@@ -79,14 +79,14 @@ from pipelines.schema.store import (
 )
 
 __all__ = [
-    "ALTER", "AddColumn", "AddKey", "AlterTable", "BinlogType", "CREATE", "ChangeColumn",
+    "ALTER", "AddColumn", "AlterEffects", "AddKey", "AlterTable", "BinlogType", "CREATE", "ChangeColumn",
     "ColumnDef", "ConvertCharset", "CreateDatabase", "CreateIndex", "CreateTable", "DATABASE", "DROP",
     "DROP_DATABASE", "DdlError", "DefaultCharset", "DropColumn", "DropDatabase", "DropIndex", "DropIndexOp",
     "DropPrimaryKey", "DropTables", "FIX_DECODE", "FIX_ENUM", "FIX_INET4", "FIX_INET6", "FIX_SET",
     "FIX_UNSIGNED", "FIX_UUID", "ImageColumn", "KeyConfigError", "RENAME_FROM", "RENAME_TO",
     "RESET_KINDS", "RenameColumn", "RenameTables", "RenameTo", "Resolution",
     "SEED", "SchemaHistory", "SchemaVersion", "TRUNCATE",
-    "TableSchema", "TruncateTable", "UNPARSED", "UniqueKey", "Unparsed", "apply_fix", "build_history",
+    "TableSchema", "TruncateTable", "UNPARSED", "UniqueKey", "Unparsed", "alter_effects", "apply_fix", "build_history",
     "charset_of_collation", "choose_keys", "compatible", "inet4_text", "inet6_text", "load_seeds",
     "parse_binlog_type", "parse_statement", "read_seed_folder", "resolve_columns", "rows_to_versions",
     "sorted_shape", "spec_from_binlog", "spec_from_ddl", "statement_kind", "strip_comments", "update_history",

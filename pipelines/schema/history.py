@@ -3,7 +3,7 @@ statements in order (:class:`SchemaHistory`). Pure: no I/O."""
 from __future__ import annotations
 
 import bisect
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 from pipelines.schema.ddl import (
     AddColumn, AddKey, AlterTable, ChangeColumn, ConvertCharset, CreateDatabase, CreateIndex, CreateTable,
@@ -21,6 +21,8 @@ class _Draft:
 
     def __init__(self, schema: TableSchema):
         self.renamed: list[tuple[str, str]] = []  # (old, new), chained renames collapsed
+        self.dropped: set[str] = set()  # lower-case names this ALTER dropped
+        self.readded: list[str] = []  # columns it dropped, then added again: new columns, old names
         self.cols = list(schema.columns)
         self.pk = list(schema.primary_key)
         self.uniques = list(schema.unique_keys)
@@ -82,6 +84,8 @@ class _Draft:
                     return
                 raise DdlError(f"column {op.column.name!r} already exists")
             self.place(_finish_charset(op.column, self.charset), op.position)
+            if op.column.name.lower() in self.dropped:
+                self.readded.append(op.column.name)
             if op.key:
                 self.set_key(op.key, op.column.name, [op.column.name])
         elif isinstance(op, DropColumn):
@@ -90,6 +94,7 @@ class _Draft:
                     return
                 self.index(op.name)
             del self.cols[self.index(op.name)]
+            self.dropped.add(op.name.lower())
             self.drop_from_keys(op.name)
             self.renamed = [(a, b) for a, b in self.renamed if b.lower() != op.name.lower()]
         elif isinstance(op, ChangeColumn):
@@ -325,11 +330,12 @@ class SchemaHistory:
                 add(n.db, n.table, UNPARSED, cur, str(e))
                 return
             new_schema = d.schema()
-            if new_schema != cur and not renames:
+            # (a column dropped and added again as it was changes the rows, not the schema)
+            if (new_schema != cur or d.readded) and not renames:
                 add(n.db, n.table, ALTER, new_schema, renamed=d.renamed)
         for r in renames[-1:]:
             if (r.name.db, r.name.table) == (n.db, n.table):
-                if new_schema is not None and new_schema != cur:
+                if new_schema is not None and (new_schema != cur or d.readded):
                     add(n.db, n.table, ALTER, new_schema, renamed=d.renamed)
                 continue
             add(n.db, n.table, RENAME_TO, None, peer=r.name)
@@ -337,3 +343,42 @@ class SchemaHistory:
                 None if new_schema is not None else f"renamed from {n.db}.{n.table}, whose schema is unknown",
                 peer=n)
 
+
+
+@dataclass(frozen=True)
+class AlterEffects:
+    """What an ALTER TABLE did to the columns beyond what the schemas before and after it show
+    (lower-case names): ``dropped``, every column it dropped, some added again; ``readded``, the
+    columns it dropped and then added again, which are new columns under old names (the server's
+    rows hold their DEFAULT)."""
+
+    dropped: frozenset[str] = frozenset()
+    readded: frozenset[str] = frozenset()
+
+
+def alter_effects(before: TableSchema | None, version: SchemaVersion) -> AlterEffects:
+    """:class:`AlterEffects` of the ALTER ``version``, by applying its statement again to the
+    schema ``before`` it (nothing when either is unknown, or the statement does not apply).
+
+    >>> t = TableSchema((ColumnDef("id", "INT"), ColumnDef("v", "INT")))
+    >>> v = SchemaVersion("d", "t", "09", ALTER, t, "ALTER TABLE t DROP v, ADD v INT")
+    >>> sorted(alter_effects(t, v).readded)
+    ['v']
+    """
+    if before is None or version.kind != ALTER or not version.statement:
+        return AlterEffects()
+    try:
+        actions = parse_statement(version.statement, version.db)
+    except DdlError:
+        return AlterEffects()
+    for action in actions:
+        if isinstance(action, AlterTable) and (action.name.db, action.name.table) == (version.db, version.table):
+            d = _Draft(before)
+            try:
+                for op in action.ops:
+                    if not isinstance(op, RenameTo):
+                        d.apply(op)
+            except DdlError:
+                return AlterEffects()
+            return AlterEffects(frozenset(d.dropped), frozenset(n.lower() for n in d.readded))
+    return AlterEffects()

@@ -72,7 +72,7 @@ from pipelines.config import PipelineConfig
 from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.paths import silver_table_path
 from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, UNPARSED,
-                                      Resolution, SchemaHistory, SchemaVersion)
+                                      Resolution, SchemaHistory, SchemaVersion, alter_effects)
 from pipelines.silver import driver
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import OwnColumns, SilverStepError
@@ -702,12 +702,16 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     specs = {c.name.lower(): schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}
     types = {n: typemap.spark_type(sp) for n, sp in specs.items()}
     renamed = {old.lower(): name for old, name in version.renamed}
+    effects = alter_effects(before, version)  # (DROP COLUMN v, ADD COLUMN v in one statement)
     known = {c.name.lower() for c in before.columns} | {n.lower() for n in renamed.values()}
-    added = [c for c in new.columns if c.name.lower() not in known and not c.generated]
+    added = [c for c in new.columns
+             if (c.name.lower() not in known or c.name.lower() in effects.readded) and not c.generated]
     values = _default_values(spark, added, {c.name.lower(): specs[c.name.lower()] for c in added})
     # a column added under the name of one dropped earlier: silver still holds the dropped one's
     # values (it keeps dropped columns), and the server's rows have the new column's DEFAULT
     again = {c.name.lower(): c.name for c in added if c.name.lower() in have}
+    # a column renamed to the name of one this ALTER dropped takes that name's place
+    replaced = {t.lower() for t in renamed.values() if t.lower() in have and t.lower() in effects.dropped}
     cols, changed = [], False
     for f in current.fields:
         q = F.col(delta_io.quote_ident(f.name))
@@ -715,7 +719,10 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
         if f.name.lower() in again:
             cols.append(F.lit(values.get(again[f.name.lower()])).cast(types[f.name.lower()]).alias(f.name))
             changed = True
-        elif target is not None and target.lower() not in have and target.lower() in types:
+        elif f.name.lower() in replaced and target is None:
+            changed = True  # (its values are gone: the renamed column's take its place)
+        elif target is not None and (target.lower() not in have or target.lower() in replaced) \
+                and target.lower() in types:
             cols.append(q.try_cast(types[target.lower()]).alias(target))
             changed = True
         elif f.name.lower() in types and types[f.name.lower()] != f.dataType and f.name.lower() not in renamed:
