@@ -7,6 +7,7 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
+import deltalake
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
@@ -667,3 +668,31 @@ def test_delta_rs_makes_a_mapped_table_with_a_datetime_that_delta_spark_reads(sp
     expected = spark.createDataFrame([(1, "y", at), (2, "z", None)], schema)
     for backend in ("spark", "rs"):
         assert_equal_sorted_by(delta_io.read(spark, path, backend=backend), expected, "id")
+
+
+def test_delta_rs_gives_a_column_mapped_table_a_new_schema_in_one_commit(spark, tmp_path):
+    """delta-rs changes a column-mapped table's schema (types, columns) by one overwrite commit of
+    rows staged as a table of their own; the table's protocol keeps what it had (here the
+    table-features protocol its DATETIME column gave it) and gains what the new schema needs."""
+    path = str(tmp_path / "t")
+    old = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a b", T.TimestampNTZType())])
+    at = dt.datetime(2024, 2, 29, 23, 59, 59)
+    delta_io.append(spark, spark.createDataFrame([(1, at), (2, None)], old), path, backend="rs")
+    before = deltalake.DeltaTable(path).version()
+    new = T.StructType([T.StructField("id", T.LongType()), T.StructField("a b", T.StringType()),
+                        T.StructField("c", T.DecimalType(5, 1))])
+    rows = spark.createDataFrame([(1, "x", Decimal("1.5")), (3, None, None)], new)
+    delta_io.overwrite(spark, rows, path, overwrite_schema=True, backend="rs")
+    # every version in between has the old schema and rows, and the last one the new: one commit
+    seen = []
+    for v in range(before, deltalake.DeltaTable(path).version() + 1):
+        snap = deltalake.DeltaTable(path, version=v)
+        fields = [f.name for f in delta_io.delta_schema_to_spark(snap.schema().to_json()).fields]
+        seen.append((fields, sum(pa.table(snap.get_add_actions(flatten=True)).column("num_records").to_pylist())))
+    assert seen[0] == (["id", "a b"], 2) and seen[-1] == (["id", "a b", "c"], 2), seen
+    assert all(s in (seen[0], seen[-1]) for s in seen) and seen.index(seen[-1]) == len(seen) - 1, seen
+    assert delta_io.schema(path, spark=spark, backend="rs") == new
+    assert_equal_sorted_by(delta_io.read(spark, path, backend="rs"), rows, "id")
+    require_delta_spark(spark)
+    assert_equal_sorted_by(delta_io.read(spark, path, backend="spark"), rows, "id")
+    assert spark.sql(f"SELECT id FROM delta.`{path}` WHERE c > 1").collect() == [(1,)]

@@ -95,7 +95,10 @@ def reshape_rs(path: str, data: pa.Table) -> None:
         table = DeltaTable(str(path))
     # features the new schema needs (a TIMESTAMP_NTZ column) that the table does not have yet
     named = {"timestampNtz": TableFeatures.TimestampWithoutTimezone, "columnMapping": TableFeatures.ColumnMapping}
-    missing = protocol_features(staged.protocol()) - protocol_features(table.protocol())
+    # (the staged table's own features: a legacy protocol lists none, and only allows the ones
+    # its version implies)
+    needs = set(staged.protocol().writer_features or ()) | {"columnMapping"}
+    missing = needs - protocol_features(table.protocol())
     for feature in sorted(missing):
         if feature not in named:
             raise DeltaIOError(f"overwrite({path}): the new schema needs the Delta feature {feature!r}, "
