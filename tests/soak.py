@@ -206,7 +206,7 @@ def _row(t: Table, rng: random.Random) -> str:
     for c in t.columns:
         if c.name in t.key:
             values.append(_key_literal(t, c, rng))
-        elif rng.random() < 0.15:
+        elif c.nullable and rng.random() < 0.15:
             values.append("NULL")
         else:
             values.append(_literal(c, rng))
@@ -236,7 +236,7 @@ def update_sql(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str
         return None
     sets = []
     for c in rng.sample(t.value_columns(), k=rng.randint(1, len(t.value_columns()))):
-        sets.append(f"{q(c.name)} = {'NULL' if rng.random() < 0.1 else _literal(c, rng)}")
+        sets.append(f"{q(c.name)} = {'NULL' if c.nullable and rng.random() < 0.1 else _literal(c, rng)}")
     if t.key and rng.random() < 0.25:  # a key change
         k = rng.choice([c for c in t.columns if c.name in t.key])
         sets.append(f"{q(k.name)} = {_key_literal(t, k, rng)}")
@@ -248,32 +248,67 @@ def delete_sql(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str
     return None if where is None else f"DELETE FROM {q(db)}.{q(t.name)} WHERE {where} LIMIT 1"
 
 
+# another silver type, every value kept as the server converts it: a MODIFY that silver casts
+RETYPED = {**{c.sql: "BIGINT" for c in VALUE_TYPES if c.kind == "int" and not c.unsigned and c.bits < 64},
+           **{c.sql: "VARCHAR(40) CHARACTER SET utf8mb4" for c in VALUE_TYPES if c.kind == "int"}}
+# added NOT NULL with a DEFAULT: the server's rows take it
+DEFAULTED = {"INT": ("int", "-7"), "VARCHAR(40) CHARACTER SET utf8mb4": ("varchar", "'zz ☕'")}
+
+
+def _placed(t: Table, col: Col, rng: random.Random) -> str:
+    """Put ``col`` somewhere in ``t``; the ADD COLUMN position clause."""
+    if rng.random() < 0.5:
+        t.columns.insert(0, col)
+        return " FIRST"
+    after = rng.choice(t.columns)
+    t.columns.insert(t.columns.index(after) + 1, col)
+    return f" AFTER {q(after.name)}"
+
+
+def _new_column(rng: random.Random, name: str) -> tuple[Col, str]:
+    """A column to add and its DDL: any type, or now and then NOT NULL with a DEFAULT."""
+    if rng.random() < 0.2:
+        sql = rng.choice(sorted(DEFAULTED))
+        kind, default = DEFAULTED[sql]
+        base = _int("INT", False) if kind == "int" else next(c for c in VALUE_TYPES if c.sql == sql)
+        return _named(base, name, nullable=False), f"{sql} NOT NULL DEFAULT {default}"
+    col = _named(rng.choice(VALUE_TYPES), name)
+    return col, col.sql
+
+
 def alter_sql(db: str, t: Table, rng: random.Random) -> str | None:
-    """ADD (somewhere), DROP (a value column) or MODIFY (same silver type) one column. An added
-    column never takes a name of silver's own: the table's prefix was chosen when it was made."""
-    what = rng.choice(["add", "add", "drop", "modify"])
+    """ADD (somewhere; now and then NOT NULL with a DEFAULT), DROP (a value column), MODIFY (the
+    same silver type, or another that silver casts), or DROP and ADD again under the same name in
+    one statement, one column. An added column never takes a name of silver's own: the table's
+    prefix was chosen when it was made."""
+    what = rng.choice(["add", "add", "drop", "modify", "retype", "readd"])
     target = f"{q(db)}.{q(t.name)}"
     if what == "add" or len(t.value_columns()) < 2:
         taken = {c.name.lower() for c in t.columns} | set(OWN_NAMES)
-        col = _named(rng.choice(VALUE_TYPES), _name(rng, taken, NAMES))
-        if rng.random() < 0.5:
-            where, at = " FIRST", 0
-        else:
-            after = rng.choice(t.columns)
-            where, at = f" AFTER {q(after.name)}", t.columns.index(after) + 1
-        t.columns.insert(at, col)
-        return f"ALTER TABLE {target} ADD COLUMN {q(col.name)} {col.sql}{where}"
+        col, ddl = _new_column(rng, _name(rng, taken, NAMES))
+        where = _placed(t, col, rng)
+        return f"ALTER TABLE {target} ADD COLUMN {q(col.name)} {ddl}{where}"
     if what == "drop":
         col = rng.choice(t.value_columns())
         t.columns.remove(col)
         return f"ALTER TABLE {target} DROP COLUMN {q(col.name)}"
-    wider = [c for c in t.value_columns() if c.sql in WIDER]
-    if not wider:
+    if what == "readd":
+        old = rng.choice(t.value_columns())
+        t.columns.remove(old)
+        col, ddl = _new_column(rng, old.name)
+        where = _placed(t, col, rng) if rng.random() < 0.5 else (t.columns.append(col) or "")
+        return f"ALTER TABLE {target} DROP COLUMN {q(old.name)}, ADD COLUMN {q(col.name)} {ddl}{where}"
+    table = RETYPED if what == "retype" else WIDER
+    candidates = [c for c in t.value_columns() if c.sql in table]
+    if not candidates:
         return None
-    col = rng.choice(wider)
-    t.columns[t.columns.index(col)] = _named(Col("", WIDER[col.sql], col.kind, length=col.length,
-                                                   charset=col.charset), col.name)
-    return f"ALTER TABLE {target} MODIFY COLUMN {q(col.name)} {WIDER[col.sql]}"
+    col = rng.choice(candidates)
+    sql = table[col.sql]
+    new = _int("BIGINT", False) if sql == "BIGINT" else next(c for c in VALUE_TYPES if c.sql == sql) \
+        if what == "retype" else Col("", sql, col.kind, length=col.length, charset=col.charset)
+    t.columns[t.columns.index(col)] = _named(new, col.name, nullable=col.nullable)
+    null = "" if col.nullable else " NOT NULL"
+    return f"ALTER TABLE {target} MODIFY COLUMN {q(col.name)} {sql}{null}"
 
 
 # ------------------------------------------------------------------------------------------ a seed
