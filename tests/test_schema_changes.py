@@ -11,7 +11,7 @@ import pytest
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from oracle import _diff, server_columns, server_rows, silver_rows
-from pipelines import bronze
+from pipelines import bronze, delta_io
 from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 
@@ -289,3 +289,41 @@ def test_schema_changes_to_tables_with_names_that_need_column_mapping(spark, mar
         want, got = server_rows(srv, "reshape", table, cols), silver_rows(tmp_path / "wh", "reshape", table, cols)
         assert got == want, _diff(f"reshape.{table}", cols, want, got or [])
     assert want == [(2, "b", 3)], want  # (u's, the table created again)
+
+
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_a_column_added_under_an_own_name_then_the_prefix_set(spark, mariadb_factory, tmp_path, backend):  # noqa: F811
+    """``ALTER TABLE ... ADD COLUMN _op`` on a table silver holds under the default prefix: the run
+    fails with an error that names the setting, and silver's own columns keep their values (the
+    ALTER took the added ``_op`` for silver's own one and wrote its DEFAULT over it). With the
+    table's prefix set, the next run renames the table's own columns to it and lands the change.
+    Before, the table kept its prefix, and failed every run."""
+    from pipelines.silver.columns import SilverStepError
+    from spark_fixtures import require_delta_spark
+
+    if backend == "spark":
+        require_delta_spark(spark)
+    srv = mariadb_factory(row_metadata="FULL")
+    _one_run(spark, srv, "CREATE DATABASE own2; CREATE TABLE own2.t (id INT NOT NULL PRIMARY KEY, v INT);"
+             "INSERT INTO own2.t VALUES (1, 10), (2, 20); UPDATE own2.t SET v = 21 WHERE id = 2", tmp_path, backend)
+    wh = tmp_path / "wh"
+    before = sorted(silver_rows(wh, "own2", "t", server_columns(srv, "own2", "t")))
+    own_before = delta_io.read_arrow(str(wh / "silver" / "own2" / "t"), ["id", "_op", "_seq"]).to_pylist()
+    with pytest.raises(SilverStepError, match=r"silver.table_column_prefix"):
+        _one_run(spark, srv, "ALTER TABLE own2.t ADD COLUMN `_op` VARCHAR(3) NOT NULL DEFAULT 'x';"
+                 "INSERT INTO own2.t VALUES (3, 30, 'y')", tmp_path, backend)
+    path = str(wh / "silver" / "own2" / "t")
+    assert sorted(delta_io.read_arrow(path, ["id", "_op", "_seq"]).to_pylist(), key=str) == \
+        sorted(own_before, key=str)
+    assert sorted(silver_rows(wh, "own2", "t", [c for c in server_columns(srv, "own2", "t")
+                                               if c.name != "_op"])) == before
+    stats = _one_run(spark, srv, "DO 0", tmp_path, backend, **{"silver.table_column_prefix": {"own2.t": "_cdc_"}})
+    cols = server_columns(srv, "own2", "t")
+    want, got = server_rows(srv, "own2", "t", cols), silver_rows(wh, "own2", "t", cols)
+    assert want == [(1, 10, "x"), (2, 21, "x"), (3, 30, "y")], want
+    assert got == want, _diff("own2.t", cols, want, got or [])
+    names = delta_io.schema(path, spark=spark, backend=backend).fieldNames()
+    assert {"_cdc_seq", "_cdc_op", "_cdc_commit_ts", "_cdc_deleted", "_op"} <= set(names), names
+    assert "_seq" not in names and stats.status == "ok"
+    seqs = {r["id"]: r["_cdc_seq"] for r in delta_io.read_arrow(path, ["id", "_cdc_seq"]).to_pylist()}
+    assert seqs[1] == {r["id"]: r["_seq"] for r in own_before}[1]  # (the renamed column kept its values)

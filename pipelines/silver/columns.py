@@ -105,6 +105,29 @@ def own_columns_of(names: Sequence[str], preferred: str | None = None) -> OwnCol
                             f"is this table's with {PREFIX_SETTINGS}")
 
 
+def prefix_renames(names: Sequence[str], wanted: str) -> dict[str, str]:
+    """The renames that give an existing silver table's own columns the prefix ``wanted`` (the
+    configuration's, set after the table was made: a source column took an own name): ``{}`` when
+    they have it already, or the table has none. Raises when a new name is taken.
+
+    >>> prefix_renames(["id", "_seq", "_op", "_commit_ts", "_deleted"], "_cdc_")["_op"]
+    '_cdc_op'
+    >>> prefix_renames(["id", "_cdc_seq", "_cdc_op", "_cdc_commit_ts", "_cdc_deleted", "_op"], "_cdc_")
+    {}
+    """
+    own = own_columns_of(names, wanted)
+    if own.prefix == wanted:
+        return {}
+    have = {n.lower() for n in names}
+    renames = {own.prefix + role: wanted + role for role in {**_ROLES, **_SCD2_ROLES}
+               if own.prefix + role in set(names)}
+    taken = [new for new in renames.values() if new.lower() in have]
+    if taken:
+        raise SilverSchemaError(f"cannot give the silver table's own columns the prefix {wanted!r}: it has "
+                                f"columns {taken} already; choose another with {PREFIX_SETTINGS}")
+    return renames
+
+
 def working_changes(changes_df: DataFrame) -> DataFrame:
     """``changes_df`` (the contract's ``_seq``/``_commit_ts``) with the working names that
     :func:`key_events` and the plans use."""

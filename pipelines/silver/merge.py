@@ -28,8 +28,9 @@ pipeline columns start with ``_``: ``_seq`` (the change that wrote the row), ``_
 ``_commit_ts``, ``_deleted`` (always present; true only for soft-delete tombstones), and with
 SCD2 ``_valid_from``, ``_valid_to``, ``_is_current``. A source table with columns of those names
 (legal in MySQL) gets another prefix for silver's own columns from the configuration
-(``silver.table_column_prefix`` / ``silver.column_prefix``, :class:`OwnColumns`); an existing
-table keeps the prefix it was created with.
+(``silver.table_column_prefix`` / ``silver.column_prefix``, :class:`OwnColumns`); the silver
+step renames an existing table's own columns when that setting gives it another prefix
+(:func:`pipelines.silver.columns.prefix_renames`).
 
 Rules
 -----
@@ -321,7 +322,7 @@ def apply_changes(
     """Apply one batch of changes of one source table to its silver table (see the module doc).
 
     ``column_prefix`` names silver's own columns of a new table (default ``_``: ``_seq``, ...);
-    an existing table keeps the prefix it has (:func:`own_columns_of`). With ``deletion_vectors``
+    an existing table's are found by their names (:func:`own_columns_of`). With ``deletion_vectors``
     a new table that delta-spark creates takes them (``delta.enableDeletionVectors``): its MERGEs
     then mark the rows they replace instead of rewriting the files that hold them.
 

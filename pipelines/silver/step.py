@@ -75,8 +75,8 @@ from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, R
                                       Resolution, SchemaHistory, SchemaVersion, alter_effects)
 from pipelines.silver import driver
 from pipelines.silver.changes import changes_from_bronze
-from pipelines.silver.columns import OwnColumns, SilverStepError
-from pipelines.silver.merge import apply_changes, read_watermark, silver_table_schema
+from pipelines.silver.columns import DEFAULT_PREFIX, OwnColumns, SilverStepError, own_columns_of, prefix_renames
+from pipelines.silver.merge import _check_reserved, apply_changes, read_watermark, silver_table_schema
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.typed_values import NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
@@ -565,6 +565,8 @@ class _Run:
         with self.lock:
             info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
         version, resolution = self.resolution_of(step)
+        if cfg.silver.column_prefix != DEFAULT_PREFIX or cfg.silver.table_column_prefix:
+            _give_own_columns_their_prefix(spark, cfg, step, path)
         if step.events:
             done = _apply_events(spark, cfg, step, path, resolution, version, history)
             with self.lock:
@@ -672,6 +674,20 @@ def _apply_events(spark, cfg: PipelineConfig, step: _Step, path: str, resolution
     return None
 
 
+def _give_own_columns_their_prefix(spark, cfg: PipelineConfig, step: _Step, path: str) -> None:
+    """Rename an existing silver table's own columns to the prefix the configuration gives the
+    table, when they have another (the setting came after the table: a source column took one of
+    their names). One rewrite of the table, once."""
+    backend = cfg.delta.backend
+    if not delta_io.table_exists(path, spark=spark, backend=backend):
+        return
+    current = delta_io.schema(path, spark=spark, backend=backend)
+    renames = prefix_renames(current.fieldNames(), cfg.silver.prefix_for(step.db, step.table))
+    if renames:
+        df = delta_io.read(spark, path, backend=backend).withColumnsRenamed(renames).localCheckpoint(eager=True)
+        delta_io.overwrite(spark, df, path, overwrite_schema=True, backend=backend)
+
+
 def _shape_of(schema: T.StructType) -> list[tuple]:
     """A table schema's names and types (not nullability or field metadata): what an overwrite
     must reshape when they differ."""
@@ -698,6 +714,10 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
         return False
     backend = cfg.delta.backend
     current = delta_io.schema(path, spark=spark, backend=backend)
+    # a source column under one of silver's own names: an error that names the setting, before
+    # the ALTER's DEFAULT is written over silver's own column of that name
+    _check_reserved([c.name for c in new.columns],
+                    own_columns_of(current.fieldNames(), cfg.silver.prefix_for(version.db, version.table)))
     have = {f.name.lower(): f for f in current.fields}
     specs = {c.name.lower(): schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}
     types = {n: typemap.spark_type(sp) for n, sp in specs.items()}
