@@ -10,7 +10,9 @@ x ``binlog_row_image``):
   names that collide with silver's own columns);
 * random DML: multi-row inserts, updates (some change the key), deletes, multi-statement
   transactions, rolled-back transactions, ``FLUSH BINARY LOGS``, and mid-stream
-  ``ALTER TABLE ... ADD / DROP / MODIFY COLUMN``.
+  ``ALTER TABLE ... ADD / DROP / MODIFY / RENAME / CHANGE COLUMN`` (some to another silver type,
+  some DROP and ADD a column in one statement), ``RENAME TABLE``, ``TRUNCATE TABLE``, and DROP
+  then CREATE of a table with another schema.
 
 The binlogs then go through the pipeline in two runs (the files closed halfway, then the rest),
 and every silver table must equal ``SELECT *`` on the server (:mod:`oracle`). Seeds run in
@@ -281,7 +283,7 @@ def alter_sql(db: str, t: Table, rng: random.Random) -> str | None:
     same silver type, or another that silver casts), or DROP and ADD again under the same name in
     one statement, one column. An added column never takes a name of silver's own: the table's
     prefix was chosen when it was made."""
-    what = rng.choice(["add", "add", "drop", "modify", "retype", "readd"])
+    what = rng.choice(["add", "add", "drop", "modify", "retype", "readd", "rename"])
     target = f"{q(db)}.{q(t.name)}"
     if what == "add" or len(t.value_columns()) < 2:
         taken = {c.name.lower() for c in t.columns} | set(OWN_NAMES)
@@ -298,6 +300,15 @@ def alter_sql(db: str, t: Table, rng: random.Random) -> str | None:
         col, ddl = _new_column(rng, old.name)
         where = _placed(t, col, rng) if rng.random() < 0.5 else (t.columns.append(col) or "")
         return f"ALTER TABLE {target} DROP COLUMN {q(old.name)}, ADD COLUMN {q(col.name)} {ddl}{where}"
+    if what == "rename":  # RENAME COLUMN, or CHANGE COLUMN (the same type) to a new name
+        col = rng.choice(t.value_columns())
+        taken = {c.name.lower() for c in t.columns} | set(OWN_NAMES)
+        renamed = _named(col, _name(rng, taken, NAMES), nullable=col.nullable)
+        t.columns[t.columns.index(col)] = renamed
+        if rng.random() < 0.5:
+            return f"ALTER TABLE {target} RENAME COLUMN {q(col.name)} TO {q(renamed.name)}"
+        null = "" if col.nullable else " NOT NULL"
+        return f"ALTER TABLE {target} CHANGE COLUMN {q(col.name)} {q(renamed.name)} {col.sql}{null}"
     table = RETYPED if what == "retype" else WIDER
     candidates = [c for c in t.value_columns() if c.sql in table]
     if not candidates:
@@ -321,6 +332,9 @@ class Workload:
     db: str
     tables: list[Table]
     statements: list[str] = field(default_factory=list)  # what ran, in order (for -v and reports)
+    # every name a table whose source columns take silver's own names had (renamed, or created
+    # again): the configuration gives them another prefix
+    prefixed: set[str] = field(default_factory=set)
 
 
 def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -> Workload:
@@ -339,6 +353,7 @@ def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -
     for t in tables:
         run(create_sql(db, t))
         run(insert_sql(db, t, rng))
+    w.prefixed |= {t.name for t in tables if t.collides}
     for step in range(steps):
         t = rng.choice(tables)
         r = rng.random()
@@ -347,6 +362,9 @@ def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -
         elif r < 0.10:
             sql = alter_sql(db, t, rng)
             if sql:
+                run(sql)
+        elif r < 0.12:
+            for sql in table_sql(db, tables, t, rng):
                 run(sql)
         elif r < 0.22:  # a transaction over several tables, committed or rolled back
             body = [s for s in (_dml(srv, db, rng.choice(tables), rng) for _ in range(rng.randint(2, 4))) if s]
@@ -359,7 +377,27 @@ def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -
                 run(sql)
         if step == steps // 2:
             run("FLUSH BINARY LOGS")
+        w.prefixed |= {u.name for u in tables if u.collides}
     return w
+
+
+def table_sql(db: str, tables: list[Table], t: Table, rng: random.Random) -> list[str]:
+    """RENAME TABLE (to a name no table of the seed has), TRUNCATE TABLE, or DROP TABLE and CREATE
+    TABLE again under its name with another schema (and rows): ``tables`` follows."""
+    what = rng.choice(["rename", "rename", "truncate", "recreate"])
+    target = f"{q(db)}.{q(t.name)}"
+    if what == "rename":
+        free = [n for n in TABLE_NAMES if n.lower() not in {u.name.lower() for u in tables}]
+        if not free:
+            return []
+        old, t.name = target, rng.choice(free)
+        return [f"RENAME TABLE {old} TO {q(db)}.{q(t.name)}"]
+    if what == "truncate":
+        return [f"TRUNCATE TABLE {target}"]
+    new = random_table(rng, t.name)
+    new.next_id = t.next_id
+    tables[tables.index(t)] = new
+    return [f"DROP TABLE {target}", create_sql(db, new), insert_sql(db, new, rng)]
 
 
 def _dml(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str | None:
@@ -421,7 +459,7 @@ def write_config(workloads: "Workload | list[Workload]", workdir: Path, backend:
     cfg.update(input=str(workdir / "binlogs"), warehouse=str(workdir / "warehouse"), progress=False)
     cfg["delta"] = {**cfg.get("delta", {}), "backend": backend}
     cfg["silver"] = {"column_prefix": "_", "table_column_prefix": {
-        f"{w.db}.{t.name}": "_cdc_" for w in workloads for t in w.tables if t.collides}}
+        f"{w.db}.{name}": "_cdc_" for w in workloads for name in w.prefixed}}
     path = workdir / "pipeline.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
     return path
