@@ -54,14 +54,29 @@ def _one_run(spark, srv, sql: str, tmp_path, backend: str, **settings):  # noqa:
     return stats
 
 
+def _on(spark, backend: str) -> None:  # noqa: F811
+    """A delta-spark test needs delta-spark's jars: a skip there is a test that did not run."""
+    from spark_fixtures import require_delta_spark
+
+    if backend == "spark":
+        require_delta_spark(spark)
+
+
+def _silver_equals_server(srv, tmp_path, db: str, table: str) -> list[tuple]:
+    """Assert silver's ``db.table`` holds the rows the server's SELECT returns; those rows."""
+    cols = server_columns(srv, db, table)
+    want, got = server_rows(srv, db, table, cols), silver_rows(tmp_path / "wh", db, table, cols)
+    assert got == want, _diff(f"{db}.{table}", cols, want, got or [])
+    return want
+
+
 @pytest.mark.parametrize("metadata", ["FULL", "MINIMAL"])
 def test_key_moves_within_one_batch(spark, mariadb_factory, tmp_path, metadata):  # noqa: F811
     srv = mariadb_factory(row_metadata=metadata)
-    stats = _one_run(spark, srv, WORKLOAD, tmp_path, "rs")
-    cols = server_columns(srv, "moves", "t")
-    want, got = server_rows(srv, "moves", "t", cols), silver_rows(tmp_path / "wh", "moves", "t", cols)
-    assert got == want, _diff("moves.t", cols, want, got or [])
-    assert sorted(r[[c.name for c in cols].index("id")] for r in want) == [1, 4, 5]
+    _one_run(spark, srv, WORKLOAD, tmp_path, "rs")
+    want = _silver_equals_server(srv, tmp_path, "moves", "t")
+    names = [c.name for c in server_columns(srv, "moves", "t")]
+    assert sorted(r[names.index("id")] for r in want) == [1, 4, 5]
 
 
 BACK_AND_FORTH = """
@@ -83,16 +98,11 @@ def test_a_shape_on_both_sides_of_a_segment_is_not_the_middle_ones(spark, mariad
     have one image shape, and the table map's key index (1) of that shape is not the middle
     segment's (2, where index 1 is the added column, NULL in some rows). Found by the soak
     (seed 249, full/noblob, in its batch): the middle segment took key ``x``."""
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     stats = _one_run(spark, srv, BACK_AND_FORTH, tmp_path, backend)
     assert stats.tables["back.t"]["keys"] == ["k"]
-    cols = server_columns(srv, "back", "t")
-    want, got = server_rows(srv, "back", "t", cols), silver_rows(tmp_path / "wh", "back", "t", cols)
-    assert got == want, _diff("back.t", cols, want, got or [])
+    _silver_equals_server(srv, tmp_path, "back", "t")
 
 
 RENAMED = """
@@ -124,18 +134,13 @@ def test_a_renamed_table_with_names_that_need_column_mapping(spark, mariadb_fact
     the copy. Column names that Delta takes only with column mapping (a space, a comma) must
     survive the copy (delta-spark failed every run on them), and a copy delta-spark makes takes
     deletion vectors like every silver table."""
-    from spark_fixtures import require_delta_spark
-
     from pipelines.paths import silver_table_path
 
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     stats = _one_run(spark, srv, workload, tmp_path, backend)
     assert stats.copies == 1, stats.summary()
-    cols = server_columns(srv, "ren", "new t")
-    want, got = server_rows(srv, "ren", "new t", cols), silver_rows(tmp_path / "wh", "ren", "new t", cols)
-    assert got == want, _diff("ren.new t", cols, want, got or [])
+    want = _silver_equals_server(srv, tmp_path, "ren", "new t")
     assert sorted(r[0] for r in want) == [2, 3, 4]
     if backend == "spark":
         import deltalake
@@ -150,10 +155,7 @@ def test_create_table_keeps_the_tables_own_column_prefix(spark, mariadb_factory,
     TABLE event makes or replaces the silver table: first in a run without rows for it, then again
     (DROP, CREATE) over the table silver holds. Both took the default prefix and failed every run
     on the collision (found by the soak: seeds 40-59 full/minimal, in their batch)."""
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     prefix = {"silver.table_column_prefix": {"own.t": "_cdc_"}}
     _one_run(spark, srv, "CREATE DATABASE own; CREATE TABLE own.t (id INT NOT NULL PRIMARY KEY, `_op` INT)",
@@ -164,9 +166,7 @@ def test_create_table_keeps_the_tables_own_column_prefix(spark, mariadb_factory,
     _one_run(spark, srv, "DROP TABLE own.t; CREATE TABLE own.t (id INT NOT NULL PRIMARY KEY, `_op` INT)",
              tmp_path, backend, **prefix)
     _one_run(spark, srv, "INSERT INTO own.t VALUES (4, 40)", tmp_path, backend, **prefix)
-    cols = server_columns(srv, "own", "t")
-    want, got = server_rows(srv, "own", "t", cols), silver_rows(tmp_path / "wh", "own", "t", cols)
-    assert got == want == [(4, 40)], _diff("own.t", cols, want, got or [])
+    assert _silver_equals_server(srv, tmp_path, "own", "t") == [(4, 40)]
 
 
 DROPPED_THEN_ADDED = """
@@ -191,15 +191,10 @@ def test_a_column_dropped_then_added_again_under_its_name(spark, mariadb_factory
     column's DEFAULT (NULL, or 'z'), not the dropped one's values. Found by the soak (seed 196,
     full/minimal, delta-spark): a re-added JSON column showed the old TIME values. ``w x`` needs
     column mapping, whose tables delta-rs can rewrite but not reshape (soak seed 1015)."""
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     _one_run(spark, srv, DROPPED_THEN_ADDED, tmp_path, backend)
-    cols = server_columns(srv, "again", "t")
-    want, got = server_rows(srv, "again", "t", cols), silver_rows(tmp_path / "wh", "again", "t", cols)
-    assert got == want, _diff("again.t", cols, want, got or [])
+    _silver_equals_server(srv, tmp_path, "again", "t")
 
 
 @pytest.mark.parametrize("backend", ["rs", "spark"])
@@ -208,18 +203,13 @@ def test_a_table_created_again_with_names_that_need_column_mapping(spark, mariad
     holds. Its names need column mapping, and delta-rs cannot change such a table's schema, so
     the table is emptied without reshaping it when the schema is the same (soak seed 1015's
     batch, full/noblob, SIGKILLed: the CREATE applied again after the kill failed every run)."""
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     table = "CREATE TABLE mapped.t (`a b` INT NOT NULL PRIMARY KEY, `c,d` VARCHAR(5))"
     _one_run(spark, srv, f"CREATE DATABASE mapped; {table}; INSERT INTO mapped.t VALUES (1, 'x'), (2, 'y')",
              tmp_path, backend)
     _one_run(spark, srv, f"DROP TABLE mapped.t; {table}; INSERT INTO mapped.t VALUES (3, 'z')", tmp_path, backend)
-    cols = server_columns(srv, "mapped", "t")
-    want, got = server_rows(srv, "mapped", "t", cols), silver_rows(tmp_path / "wh", "mapped", "t", cols)
-    assert got == want == [(3, "z")], _diff("mapped.t", cols, want, got or [])
+    assert _silver_equals_server(srv, tmp_path, "mapped", "t") == [(3, "z")]
 
 
 DROPPED_AND_ADDED_IN_ONE_ALTER = """
@@ -240,16 +230,11 @@ def test_a_column_dropped_and_added_again_in_one_alter(spark, mariadb_factory, t
     column, added again as it was); ``DROP COLUMN u, CHANGE COLUMN w u`` gives them w's values
     under u. Silver kept the old values: the schema history compared the schemas before and
     after, which name the same columns."""
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     _one_run(spark, srv, DROPPED_AND_ADDED_IN_ONE_ALTER, tmp_path, backend)
-    cols = server_columns(srv, "oneshot", "t")
-    want, got = server_rows(srv, "oneshot", "t", cols), silver_rows(tmp_path / "wh", "oneshot", "t", cols)
+    want = _silver_equals_server(srv, tmp_path, "oneshot", "t")
     assert want == [(1, "z", 100, None), (2, "z", 200, None), (3, "c", 300, None)], want
-    assert got == want, _diff("oneshot.t", cols, want, got or [])
 
 
 MAPPED_RESHAPES = """
@@ -276,19 +261,13 @@ def test_schema_changes_to_tables_with_names_that_need_column_mapping(spark, mar
     mapping. deltalake 1.6 cannot change such a table's schema in a write, and each of these
     failed every run on delta-rs; they are now written as a staged table that one commit takes
     (:mod:`pipelines.delta_io.rs_reshape`)."""
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     _one_run(spark, srv, MAPPED_RESHAPES, tmp_path, backend)
     _one_run(spark, srv, "DROP TABLE reshape.u; CREATE TABLE reshape.u (id BIGINT NOT NULL PRIMARY KEY, "
                          "`p q` VARCHAR(3), r INT); INSERT INTO reshape.u VALUES (2, 'b', 3)", tmp_path, backend)
-    for table in ("t", "u"):
-        cols = server_columns(srv, "reshape", table)
-        want, got = server_rows(srv, "reshape", table, cols), silver_rows(tmp_path / "wh", "reshape", table, cols)
-        assert got == want, _diff(f"reshape.{table}", cols, want, got or [])
-    assert want == [(2, "b", 3)], want  # (u's, the table created again)
+    _silver_equals_server(srv, tmp_path, "reshape", "t")
+    assert _silver_equals_server(srv, tmp_path, "reshape", "u") == [(2, "b", 3)]  # (created again)
 
 
 @pytest.mark.parametrize("backend", ["rs", "spark"])
@@ -299,10 +278,7 @@ def test_a_column_added_under_an_own_name_then_the_prefix_set(spark, mariadb_fac
     table's prefix set, the next run renames the table's own columns to it and lands the change.
     Before, the table kept its prefix, and failed every run."""
     from pipelines.silver.columns import SilverStepError
-    from spark_fixtures import require_delta_spark
-
-    if backend == "spark":
-        require_delta_spark(spark)
+    _on(spark, backend)
     srv = mariadb_factory(row_metadata="FULL")
     _one_run(spark, srv, "CREATE DATABASE own2; CREATE TABLE own2.t (id INT NOT NULL PRIMARY KEY, v INT);"
              "INSERT INTO own2.t VALUES (1, 10), (2, 20); UPDATE own2.t SET v = 21 WHERE id = 2", tmp_path, backend)
@@ -318,10 +294,7 @@ def test_a_column_added_under_an_own_name_then_the_prefix_set(spark, mariadb_fac
     assert sorted(silver_rows(wh, "own2", "t", [c for c in server_columns(srv, "own2", "t")
                                                if c.name != "_op"])) == before
     stats = _one_run(spark, srv, "DO 0", tmp_path, backend, **{"silver.table_column_prefix": {"own2.t": "_cdc_"}})
-    cols = server_columns(srv, "own2", "t")
-    want, got = server_rows(srv, "own2", "t", cols), silver_rows(wh, "own2", "t", cols)
-    assert want == [(1, 10, "x"), (2, 21, "x"), (3, 30, "y")], want
-    assert got == want, _diff("own2.t", cols, want, got or [])
+    assert _silver_equals_server(srv, tmp_path, "own2", "t") == [(1, 10, "x"), (2, 21, "x"), (3, 30, "y")]
     names = delta_io.schema(path, spark=spark, backend=backend).fieldNames()
     assert {"_cdc_seq", "_cdc_op", "_cdc_commit_ts", "_cdc_deleted", "_op"} <= set(names), names
     assert "_seq" not in names and stats.status == "ok"
