@@ -15,8 +15,10 @@ What each module holds (each imports only the ones above it in this list):
   (:func:`apply_changes`: reads the table, evolves its schema, plans, MERGEs); the rules.
 * :mod:`~pipelines.silver.driver`: small batches typed, folded and MERGEd on the driver with
   delta-rs, the same rules without a Spark job per table.
-* :mod:`~pipelines.silver.step`: the silver step of a run: which tables and segments, schema
-  events, the lanes that apply them, watermarks, quarantine and the run log.
+* :mod:`~pipelines.silver.schema_events`: what schema events do to a silver table (CREATE, DROP,
+  TRUNCATE, RENAME copies, ALTER TABLE's columns and their DEFAULTs, a new own-column prefix).
+* :mod:`~pipelines.silver.step`: the silver step of a run: which tables and segments, the lanes
+  that apply their schema events and changes, watermarks, quarantine and the run log.
 
 >>> from pipelines.silver import apply_changes, changes_from_bronze  # doctest: +SKIP
 """
