@@ -344,7 +344,6 @@ class SchemaHistory:
                 peer=n)
 
 
-
 @dataclass(frozen=True)
 class AlterEffects:
     """What an ALTER TABLE did to the columns beyond what the schemas before and after it show
