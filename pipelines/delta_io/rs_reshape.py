@@ -77,7 +77,6 @@ def reshape_rs(path: str, data: pa.Table) -> None:
     """Replace the rows and the schema of the column-mapped table at ``path`` with ``data`` in one
     commit (see the module's docstring)."""
     from deltalake import DeltaTable, TableFeatures, write_deltalake
-    from deltalake.transaction import AddAction
 
     from pipelines.delta_io.rs_backend import _rs_create, _rs_ensure_mapping_feature
 
@@ -107,16 +106,18 @@ def reshape_rs(path: str, data: pa.Table) -> None:
     if missing:
         _rs_ensure_mapping_feature(str(path))
         table = DeltaTable(str(path))
-    table.create_write_transaction(_staged_adds(stage, staged, folder, AddAction), "overwrite", staged.schema())
+    table.create_write_transaction(_staged_adds(stage, staged, folder), "overwrite", staged.schema())
     local = local_dir(stage)
     if local is not None:  # the staged table's log: its files now belong to the table
         shutil.rmtree(os.path.join(local, "_delta_log"), ignore_errors=True)
 
 
-def _staged_adds(stage: str, staged, folder: str, add_action) -> list:
+def _staged_adds(stage: str, staged, folder: str) -> list:
     """The staged table's files as add actions of the table around it (paths under ``folder``),
     with the staged table's statistics as delta-rs wrote them (read from its log when it is
     local; elsewhere only the row counts)."""
+    from deltalake.transaction import AddAction
+
     stats: dict[str, str] = {}
     local = local_dir(stage)
     if local is not None:
@@ -129,6 +130,6 @@ def _staged_adds(stage: str, staged, folder: str, add_action) -> list:
                         if add is not None and add.get("stats"):
                             stats[add["path"]] = add["stats"]
     adds = pa.table(staged.get_add_actions(flatten=True)).to_pylist()
-    return [add_action(f"{folder}/{a['path']}", a["size_bytes"], {}, int(a["modification_time"]), True,
-                       stats.get(a["path"], json.dumps({"numRecords": a["num_records"]})))
+    return [AddAction(f"{folder}/{a['path']}", a["size_bytes"], {}, int(a["modification_time"]), True,
+                      stats.get(a["path"], json.dumps({"numRecords": a["num_records"]})))
             for a in adds]

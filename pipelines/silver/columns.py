@@ -118,9 +118,9 @@ def prefix_renames(names: Sequence[str], wanted: str) -> dict[str, str]:
     own = own_columns_of(names, wanted)
     if own.prefix == wanted:
         return {}
-    have = {n.lower() for n in names}
     renames = {own.prefix + role: wanted + role for role in {**_ROLES, **_SCD2_ROLES}
-               if own.prefix + role in set(names)}
+               if own.prefix + role in names}
+    have = {n.lower() for n in names}
     taken = [new for new in renames.values() if new.lower() in have]
     if taken:
         raise SilverSchemaError(f"cannot give the silver table's own columns the prefix {wanted!r}: it has "

@@ -557,9 +557,10 @@ class _Run:
         key = (step.db, step.table)
         path = silver_table_path(cfg.warehouse, step.db, step.table)
         with self.lock:
+            first = f"{step.db}.{step.table}" not in stats.tables  # (the table's first step this run)
             info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
         version, resolution = self.resolution_of(step)
-        if cfg.silver.column_prefix != DEFAULT_PREFIX or cfg.silver.table_column_prefix:
+        if first and (cfg.silver.column_prefix != DEFAULT_PREFIX or cfg.silver.table_column_prefix):
             schema_events.give_own_columns_their_prefix(spark, cfg, step, path)
         if step.events:
             done = schema_events.apply_events(spark, cfg, step, path, resolution, version, history)
