@@ -31,6 +31,7 @@ applied twice.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import random
@@ -507,6 +508,27 @@ def fault_seed(seed: int) -> bool:
     return random.Random(f"kill/{seed}").random() < 0.2
 
 
+def arrow_seed(seed: int) -> bool:
+    """The seeds whose keyed tables silver folds in Arrow on delta-rs (about one in two; see
+    :func:`run_batch`'s ``arrow``)."""
+    return random.Random(f"arrow/{seed}").random() < 0.5
+
+
+@contextlib.contextmanager
+def keyed_segments_in_arrow(on: bool):
+    """With ``on``, silver fetches no segment for its row path (:data:`pipelines.silver.driver.FETCH_ROWS`
+    0), so on delta-rs every keyed segment it can fold in Arrow goes that way
+    (:mod:`pipelines.silver.columnar`, the path of big segments); the soak's tables are small."""
+    from pipelines.silver import driver
+
+    budget = driver.FETCH_ROWS
+    driver.FETCH_ROWS = 0 if on else budget
+    try:
+        yield
+    finally:
+        driver.FETCH_ROWS = budget
+
+
 @dataclass
 class Outcome:
     seed: int
@@ -514,6 +536,7 @@ class Outcome:
     backend: str
     problems: list[str]
     killed: bool = False
+    arrow: bool = False
     rows: int = 0
     columns: int = 0
     statements: int = 0
@@ -524,7 +547,8 @@ class Outcome:
         return not self.problems
 
     def line(self) -> str:
-        head = f"seed {self.seed} {self.mode} {self.backend}{' (killed once)' if self.killed else ''}"
+        head = (f"seed {self.seed} {self.mode} {self.backend}{' (killed once)' if self.killed else ''}"
+                f"{' (keyed in Arrow)' if self.arrow else ''}")
         if self.ok:
             return f"ok    {head}: {self.statements} statements, {self.columns} columns, {self.rows} rows, {self.seconds:.1f} s"
         first = self.problems[0].splitlines()
@@ -532,15 +556,15 @@ class Outcome:
 
 
 def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=None, kill: bool | None = None,
-             steps: int = 40, verbose: bool = False) -> Outcome:
+             steps: int = 40, verbose: bool = False, arrow: bool = False) -> Outcome:
     """One seed alone: :func:`run_batch` of that seed (``kill`` defaults to :func:`fault_seed`)."""
     kill = fault_seed(seed) if kill is None else kill
     return run_batch([seed], mode, workdir, backend=backend, spark=spark, kill=kill, steps=steps,
-                     verbose=verbose)[0]
+                     verbose=verbose, arrow=arrow)[0]
 
 
 def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs", spark=None,
-              kill: bool = False, steps: int = 40, verbose: bool = False) -> list[Outcome]:
+              kill: bool = False, steps: int = 40, verbose: bool = False, arrow: bool = False) -> list[Outcome]:
     """Seeds side by side: each seed's workload in a database of its own on one fresh server, one
     after another, then the pipeline in two runs over all their binlogs (the files closed halfway,
     then the rest), as a user's many tables go through one run; then every seed's silver tables
@@ -550,6 +574,9 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
     With ``spark`` the pipeline runs in this process (bronze then silver, as the main job does);
     without it, or with ``kill``, as the job itself (``kill``: SIGKILLed once in the second run at
     a random moment, then run again).
+
+    ``arrow`` (delta-rs, in this process): silver folds every keyed segment in Arrow
+    (:func:`keyed_segments_in_arrow`).
     """
     from pipelines import bronze
     from pipelines.silver import step as silver_step
@@ -583,7 +610,8 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
                 cfg = load_config(config)
                 bronze.run(spark, cfg)
                 try:
-                    silver_step.run(spark, cfg)
+                    with keyed_segments_in_arrow(arrow):
+                        silver_step.run(spark, cfg)
                 except silver_step.SilverStepError as e:  # the tables it names differ below
                     silver_failed = str(e)
                 continue
@@ -592,6 +620,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             done = job(config, backend)
             if done.returncode != 0:
                 shared.append(f"job exit {done.returncode}: " + (done.stderr.strip().splitlines() or ["?"])[-1])
+        in_process = spark is not None and not kill
         dup = bronze_duplicates(warehouse)
         if dup:
             shared.append(f"bronze holds {dup} row change(s) twice")
@@ -603,7 +632,8 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             if silver_failed and (w.db in named or not named):
                 problems.append(silver_failed)
             rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
-            out.append(Outcome(w.seed, mode, backend, problems, kill, rows, sum(len(t.columns) for t in w.tables),
+            out.append(Outcome(w.seed, mode, backend, problems, kill, arrow and in_process, rows,
+                               sum(len(t.columns) for t in w.tables),
                                len(w.statements), seconds))
         return out
     finally:
@@ -611,18 +641,21 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
 
 
 def plan_batches(seeds: list[int], modes: list[str], backends: list[str] | None, batch: int,
-                 kill: bool | None) -> list[tuple[str, str, list[int], bool]]:
-    """(mode, backend, seeds, kill) for every pipeline run: seeds in batches of ``batch``; without
-    ``backends`` the batches take delta-rs and delta-spark in turn (a batch of one: even seeds on
-    delta-rs, odd on delta-spark); without ``kill`` a batch SIGKILLs when its first seed is a
-    :func:`fault_seed`."""
+                 kill: bool | None, arrow: bool | None = None) -> list[tuple[str, str, list[int], bool, bool]]:
+    """(mode, backend, seeds, kill, arrow) for every pipeline run: seeds in batches of ``batch``;
+    without ``backends`` the batches take delta-rs and delta-spark in turn (a batch of one: even
+    seeds on delta-rs, odd on delta-spark); without ``kill`` a batch SIGKILLs when its first seed
+    is a :func:`fault_seed`; without ``arrow`` a delta-rs batch that does not SIGKILL folds its
+    keyed tables in Arrow when its first seed is an :func:`arrow_seed`."""
     runs = []
     for mode in modes:
         for n, at in enumerate(range(0, len(seeds), batch)):
             group = seeds[at:at + batch]
             auto = seed_backend(group[0]) if batch == 1 else ("rs", "spark")[n % 2]
             for backend in backends or [auto]:
-                runs.append((mode, backend, group, fault_seed(group[0]) if kill is None else kill))
+                kills = fault_seed(group[0]) if kill is None else kill
+                arrows = backend == "rs" and not kills and (arrow_seed(group[0]) if arrow is None else arrow)
+                runs.append((mode, backend, group, kills, arrows))
     return runs
 
 
@@ -640,6 +673,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--kill", action="store_true", help="every batch SIGKILLs the job once")
     p.add_argument("--no-kill", action="store_true", help="no batch SIGKILLs the job (all run in this process)")
+    p.add_argument("--arrow", action="store_true",
+                   help="every delta-rs batch folds its keyed tables in Arrow (silver.columnar)")
+    p.add_argument("--no-arrow", action="store_true", help="no batch does (they take the row path)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
     p.add_argument("-v", "--verbose", action="store_true", help="print each seed's SQL")
     args = p.parse_args(argv)
@@ -652,16 +688,18 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed] if args.seed is not None else list(range(args.start, args.start + args.seeds))
     batch = 1 if args.seed is not None else max(1, args.batch)
     kill = True if args.kill else False if args.no_kill else None
+    arrow = True if args.arrow else False if args.no_arrow else None
     failed: list[tuple[Outcome, list[int]]] = []
     counts: dict = {}
-    for mode, backend, group, kills in plan_batches(seeds, args.mode or list(MODES), args.backend, batch, kill):
+    for mode, backend, group, kills, arrows in plan_batches(seeds, args.mode or list(MODES), args.backend, batch,
+                                                            kill, arrow):
         work = args.workdir / f"{mode.replace('/', '-')}-{backend}-{group[0]}"
         shutil.rmtree(work, ignore_errors=True)
         try:
             outs = run_batch(group, mode, work, backend=backend, spark=spark, kill=kills, steps=args.steps,
-                             verbose=args.verbose)
+                             verbose=args.verbose, arrow=arrows)
         except Exception as e:  # noqa: BLE001 - a batch that crashes fails every seed of it
-            outs = [Outcome(s, mode, backend, [f"{type(e).__name__}: {e}"], kills) for s in group]
+            outs = [Outcome(s, mode, backend, [f"{type(e).__name__}: {e}"], kills, arrows) for s in group]
         for out in outs:
             print(out.line(), flush=True)
             if not out.ok:
@@ -674,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     for (mode, backend), (ok, bad) in sorted(counts.items()):
         print(f"  {mode:16s} {backend:6s} {ok:4d} / {bad}")
     for out, group in failed:
-        kill_flag = " --kill" if out.killed else " --no-kill"
+        kill_flag = (" --kill" if out.killed else " --no-kill") + (" --arrow" if out.arrow else " --no-arrow")
         print(f"\nreproduce: python tests/soak.py --seed {out.seed} --mode {out.mode} --backend {out.backend}"
               f"{kill_flag} -v")
         if len(group) > 1:

@@ -195,6 +195,13 @@ def rows_to_arrow(rows: Sequence[tuple], schema: T.StructType) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=target)
 
 
+def as_arrow(rows: Sequence[tuple] | pa.Table, schema: T.StructType) -> pa.Table:
+    """``rows`` (Python tuples, or an Arrow table with ``schema``'s columns) as :func:`rows_to_arrow` makes them."""
+    if isinstance(rows, pa.Table):
+        return rows.select(schema.fieldNames()).cast(spark_schema_to_arrow(schema, force_nullable=True))
+    return rows_to_arrow(rows, schema)
+
+
 def _for_arrow(value, dt: T.DataType):
     """A nested Python value in the form ``pa.array`` takes (structs as tuples or dicts)."""
     if value is None:

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from pipelines import faults
 from pipelines.delta_io.arrow import (
     _check_columns, _delta_field_json, _fit_columns, arrow_schema_to_spark, arrow_to_spark, delta_schema_to_spark,
-    rows_to_arrow, spark_to_arrow,
+    as_arrow, rows_to_arrow, spark_to_arrow,
 )
 from pipelines.delta_io.backend import DeltaIOError, quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
@@ -177,7 +177,7 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
         _rs_ensure_mapping_feature(path)
 
 
-def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple], *,
+def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
                         user_metadata: str | None = None) -> bool:
     """Create a table with delta-rs and its first ``rows`` (tuples in ``table_schema`` order) in one
     commit, the same table :func:`~pipelines.delta_io.writes.create_if_missing` then an append would
@@ -192,7 +192,7 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
     table_schema = strip_mapping_metadata(table_schema)
     if create_properties(table_schema):
         return False
-    data = rows_to_arrow(rows, table_schema)
+    data = as_arrow(rows, table_schema)
 
     def attempt(n: int) -> bool:
         write_deltalake(str(path), data, mode="error",

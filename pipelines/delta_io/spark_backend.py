@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.delta_io.arrow import _check_columns, rows_to_arrow
+from pipelines.delta_io.arrow import _check_columns, as_arrow
 from pipelines.delta_io.backend import quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
@@ -124,7 +125,7 @@ def _ddl_type(dt: T.DataType) -> str:
     return dt.simpleString()
 
 
-def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.StructType, rows: Sequence[tuple], *,
+def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
                            user_metadata: str | None = None, properties: Mapping[str, str] | None = None) -> bool:
     """delta-spark's :func:`~pipelines.delta_io.rs_backend.create_with_rows_rs`: a new table and its
     first ``rows`` (tuples in ``table_schema`` order) in one commit, with ``properties`` (e.g.
@@ -134,7 +135,7 @@ def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
     if create_properties(table_schema):
         return False
     # (the rows are the driver's, a small table's: one file, not one per core)
-    writer = (spark.createDataFrame(rows_to_arrow(rows, table_schema), schema=table_schema).coalesce(1)
+    writer = (spark.createDataFrame(as_arrow(rows, table_schema), schema=table_schema).coalesce(1)
               .write.format("delta").mode("errorifexists"))
     if user_metadata is not None:
         writer = writer.option("userMetadata", user_metadata)

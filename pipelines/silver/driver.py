@@ -26,6 +26,7 @@ the segment back to the Spark path before anything is written.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -61,10 +62,11 @@ def _fixable(fix: tuple) -> bool:
 
 
 def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
-             scd2: bool, rows: int) -> bool:
-    """True when a segment can take this path (see the module doc)."""
+             scd2: bool, rows: int, limit: int = SMALL_ROWS) -> bool:
+    """True when a segment can take this path (see the module doc), or with ``limit``
+    (:data:`pipelines.silver.columnar.BIG_ROWS`) :mod:`pipelines.silver.columnar`'s."""
     return bool(specs) and all(_fixable(f) for f in fixes.values()) and not rejected \
-        and not partial and not scd2 and 0 < rows <= SMALL_ROWS
+        and not partial and not scd2 and 0 < rows <= limit
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
@@ -313,6 +315,52 @@ def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: se
     return out
 
 
+@dataclass
+class Target:
+    """What a segment is applied to (:func:`target_of`): the silver table as it is and as the
+    segment's specs make it, and silver's value columns mapped to the specs."""
+    path: str
+    exists: bool
+    own: OwnColumns
+    target: T.StructType  # the table's schema after the segment (columns added)
+    to_add: list
+    keys: list[str] | None  # silver's names of the key columns (None: a keyless table)
+    watermark: str | None
+    values: T.StructType  # silver's value columns (not its own), in table order
+    value_idx: list[int | None]  # per value column: the spec it holds (None: a column the specs lack)
+    key_spec: list[int] | None  # per key: its spec's index
+
+    @property
+    def source_schema(self) -> T.StructType:
+        """The MERGE source's columns: the values, silver's own columns and the action."""
+        by_name = {f.name: f for f in self.target.fields}
+        own = self.own
+        return T.StructType([*self.values.fields, *[by_name[n] for n in (own.seq, own.op, own.commit_ts, own.deleted)],
+                             T.StructField(ACTION, T.StringType())])
+
+
+def target_of(spark: SparkSession | None, path: str, specs: Sequence[ColumnSpec], keys: Sequence[str] | None, *,
+              column_prefix: str | None, backend: str) -> Target:
+    """The :class:`Target` of a segment of ``path`` with ``specs`` and ``keys`` (spec names; None or
+    empty: a keyless table). Reads the table's schema and watermark; writes nothing."""
+    io = dict(spark=spark, backend=backend)
+    keys = _resolve_keys(list(keys), specs) if keys else None
+    exists = delta_io.table_exists(path, **io)
+    current = delta_io.schema(path, **io) if exists else None
+    own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
+        OwnColumns(column_prefix or DEFAULT_PREFIX)
+    _check_reserved([s.name for s in specs], own)
+    target, to_add, names = _plan_schema(current, specs, False, own)
+    silver_name = {spec: silver for silver, spec in names.items()}
+    values = _value_schema(target, own)
+    spec_at = {s.name: i for i, s in enumerate(specs)}
+    return Target(path=path, exists=exists, own=own, target=target, to_add=to_add,
+                  keys=None if keys is None else [silver_name[k] for k in keys],
+                  watermark=read_watermark(path, **io) if exists else None, values=values,
+                  value_idx=[spec_at.get(names.get(f.name)) for f in values.fields],
+                  key_spec=None if keys is None else [spec_at[k] for k in keys])
+
+
 def apply_small(
     spark: SparkSession | None,
     path: str,
@@ -339,81 +387,77 @@ def apply_small(
     io = dict(spark=spark, backend=backend)
     # (first: an unknown type raises before the table is touched)
     typer = ImageTyper(specs, {idx: cell_fix(fix) for idx, fix in (fixes or {}).items()})
-    keys = _resolve_keys(list(keys), specs) if keys else None
-    exists = delta_io.table_exists(path, **io)
-    current = delta_io.schema(path, **io) if exists else None
-    own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
-        OwnColumns(column_prefix or DEFAULT_PREFIX)
-    _check_reserved([s.name for s in specs], own)
-    target, to_add, names = _plan_schema(current, specs, False, own)
-    silver_name = {spec: silver for silver, spec in names.items()}
-    keys = None if keys is None else [silver_name[k] for k in keys]
-    watermark = read_watermark(path, **io) if exists else None
-    fresh = [r for r in rows if watermark is None or (r["_seq"] is not None and r["_seq"] > watermark)]
-
-    values = _value_schema(target, own)
-    spec_at = {s.name: i for i, s in enumerate(specs)}
-    value_idx = [spec_at.get(names.get(f.name)) for f in values.fields]
+    t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend=backend)
+    own, exists, value_idx = t.own, t.exists, t.value_idx
+    fresh = [r for r in rows if t.watermark is None or (r["_seq"] is not None and r["_seq"] > t.watermark)]
     changes, zeros = _typed(fresh, typer)  # (may raise NotCanonical: nothing is written yet)
-    if keys is not None:
-        latest = _latest(_events(changes, value_idx, [spec_at[names[k]] for k in keys]),
-                         [values.fieldNames().index(k) for k in keys])
+    if t.keys is not None:
+        latest = _latest(_events(changes, value_idx, t.key_spec), [t.values.fieldNames().index(k) for k in t.keys])
     else:  # a keyless table: its rows are identified by all their values
-        identity = [f.name for f in values.fields if f.name in names]
-        identity_at = [values.fieldNames().index(n) for n in identity]
+        identity = [f.name for f, i in zip(t.values.fields, value_idx) if i is not None]
+        identity_at = [t.values.fieldNames().index(n) for n in identity]
         stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted, **io)) if exists \
             else (lambda wanted: [])
         source, counts = _keyless_source(changes, value_idx, identity_at, stored_copies)
-
-    added = delta_io.add_columns(path, to_add, **io) if exists and to_add else []
-    base = dict(changes=len(fresh), skipped_by_watermark=len(rows) - len(fresh), zero_dates_nulled=zeros,
-                columns_added=tuple(added), backend=backend, table_path=path)
-    dv = {DELETION_VECTORS: "true"} if deletion_vectors and backend == "spark" else None
-    if not fresh:
-        if not exists:
-            delta_io.create_if_missing(path, target, properties=dv, **io)
-        return ApplyStats(watermark=watermark, **base)
-
     # delta-spark, a keyed table, hard deletes: the MERGE's own metrics say what each latest event
     # did (its clauses apply only what is newer), so the stored keys are not read first
-    counted_by_merge = backend == "spark" and exists and keys is not None and delete_mode == "hard"
-    if counted_by_merge:
-        source = [(*vals, seq, op, commit_ts, action == DELETE, action) for seq, action, op, commit_ts, vals
-                  in latest.values()]
-    elif keys is not None:
-        stored = _stored(path, keys, own, set(latest), types=target, **io) if exists else {}
-        source, counts = _keyed_source(latest, stored, delete_mode)
-    new_mark = max(r["_seq"] for r in fresh)
-    by_name = {f.name: f for f in target.fields}
-    schema = T.StructType([*values.fields, *[by_name[n] for n in (own.seq, own.op, own.commit_ts, own.deleted)],
-                           T.StructField(ACTION, T.StringType())])
-    if keys is None:
+    counted_by_merge = backend == "spark" and exists and t.keys is not None and delete_mode == "hard"
+    if t.keys is not None and fresh:
+        if counted_by_merge:
+            source, counts = [(*vals, seq, op, commit_ts, action == DELETE, action) for seq, action, op, commit_ts, vals
+                              in latest.values()], None
+        else:
+            stored = _stored(path, t.keys, own, set(latest), types=t.target, **io) if exists else {}
+            source, counts = _keyed_source(latest, stored, delete_mode)
+    new_mark = max(r["_seq"] for r in fresh) if fresh else None
+    return write(spark, t, source if fresh else None, counts if fresh else {}, new_mark=new_mark, changes=len(fresh),
+                 skipped=len(rows) - len(fresh), zeros=zeros, delete_mode=delete_mode, backend=backend,
+                 deletion_vectors=deletion_vectors)
+
+
+def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table | None, counts: dict | None, *,
+          new_mark: str | None, changes: int, skipped: int, zeros: int, delete_mode: str, backend: str,
+          deletion_vectors: bool) -> ApplyStats:
+    """Write a folded segment: the MERGE ``source`` rows (:attr:`Target.source_schema`; None: no
+    change above the watermark) into ``t``'s table, its columns added first, in one commit that
+    records ``new_mark`` as the watermark (a new table: created with its rows). ``counts`` None:
+    delta-spark's MERGE metrics count them."""
+    path, io = t.path, dict(spark=spark, backend=backend)
+    added = delta_io.add_columns(path, t.to_add, **io) if t.exists and t.to_add else []
+    base = dict(changes=changes, skipped_by_watermark=skipped, zero_dates_nulled=zeros,
+                columns_added=tuple(added), backend=backend, table_path=path)
+    dv = {DELETION_VECTORS: "true"} if deletion_vectors and backend == "spark" else None
+    if source is None:
+        if not t.exists:
+            delta_io.create_if_missing(path, t.target, properties=dv, **io)
+        return ApplyStats(watermark=t.watermark, **base)
+
+    schema, own, target = t.source_schema, t.own, t.target
+    if t.keys is None:
         on, clauses = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}", keyless_clauses(target.fieldNames(),
                                                                                                 delete_mode, own)
     else:
-        on, clauses = _key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own)
-    if not exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
-        at = [schema.fieldNames().index(n) for n in target.fieldNames()]
-        first = [tuple(r[i] for i in at) for r in source]
+        on, clauses = _key_on(t.keys), keyed_clauses(target.fieldNames(), delete_mode, own)
+    arrow = source if isinstance(source, pa.Table) else delta_io.rows_to_arrow(source, schema)
+    if not t.exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
+        first = arrow.select(target.fieldNames())
         made = delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark)) \
             if backend == "rs" else \
             delta_io.create_with_rows_spark(spark, path, target, first, user_metadata=watermark_metadata(new_mark),
                                             properties=dv)
         if made:
             return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
-    if not exists:
         delta_io.create_if_missing(path, target, properties=dv, **io)
         # an empty table: nothing matches, so only the insert clause can act (delta-spark then
         # takes its insert-only MERGE, a join fewer)
         clauses = [c for c in clauses if c.kind == "insert"]
     # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
-    arrow = delta_io.rows_to_arrow(source, schema)
     if backend == "rs":
         delta_io.merge_rs(path, arrow, on, clauses, user_metadata=watermark_metadata(new_mark))
     else:
         done = delta_io.merge(spark, path, spark.createDataFrame(arrow, schema=schema), on, clauses, backend="spark",
                               user_metadata=watermark_metadata(new_mark), local_source=True)
-        if counted_by_merge:
+        if counts is None:
             counts = {"inserted": done.inserted, "updated": done.updated, "deleted": done.deleted,
-                      "unchanged": len(source) - done.inserted - done.updated - done.deleted}
+                      "unchanged": arrow.num_rows - done.inserted - done.updated - done.deleted}
     return ApplyStats(watermark=new_mark, committed=True, **counts, **base)

@@ -71,7 +71,7 @@ from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import RENAME_FROM, UNPARSED, Resolution, SchemaHistory, SchemaVersion
-from pipelines.silver import driver, schema_events
+from pipelines.silver import columnar, driver, schema_events
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.merge import apply_changes
@@ -373,6 +373,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
 
     steps = _plan_steps(history, tables, marks, shape_rows, segmented)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
+    if bronze is not None and backend == "rs" and xa is None:  # (rolled-back XA rows: Spark's path drops them)
+        state.big_source = (bronze_path, since)
     finished = False
     try:
         lanes = _lanes(steps)
@@ -462,6 +464,10 @@ class _Run:
         self.set_aside: list[DataFrame] = []  # bronze rows + _q_reason
         self.lock = threading.Lock()
         self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (driver.fetch)
+        # (bronze's path, and the _ingested_at its rows are above): big segments are read by
+        # delta-rs and folded in Arrow (silver.columnar), one at a time
+        self.big_source: tuple[str, object] | None = None
+        self.big_lock = threading.Lock()
 
     def lane(self, steps: list[_Step]) -> None:
         for step in steps:
@@ -552,6 +558,30 @@ class _Run:
         defaults = schema_events.insert_defaults(self.spark, version, resolution.specs) if partial else {}
         return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
 
+    def _big(self, step: _Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
+        """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table, nothing
+        :func:`driver.eligible` refuses (its bytes are counted as it is read)."""
+        return self.big_source is not None and bool(resolution.keys) \
+            and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
+                                rejected=resolution.rejected, partial=partial,
+                                scd2=self.cfg.is_scd2(step.db, step.table), rows=n_rows, limit=columnar.BIG_ROWS)
+
+    def apply_big(self, step: _Step, path: str, resolution: Resolution, n_rows: int):
+        """Apply a segment with :func:`columnar.apply_big`; None when Spark's path must: bronze
+        read otherwise than Spark reads it (e.g. another count of rows), or a value it must judge."""
+        bronze_path, since = self.big_source
+        with self.big_lock:
+            segment = columnar.read_segment(bronze_path, step.db, step.table, step.start, step.end, since=since)
+            if segment is None or segment.n != n_rows:
+                return None
+            try:
+                return columnar.apply_big(path, segment, resolution.specs, resolution.keys, fixes=resolution.fixes,
+                                          delete_mode=self.cfg.delete_mode,
+                                          column_prefix=self.cfg.silver.prefix_for(step.db, step.table),
+                                          spark=self.spark)
+            except NotCanonical:
+                return None
+
     def step(self, step: _Step) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
         key = (step.db, step.table)
@@ -595,6 +625,9 @@ class _Run:
                 applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None
+        if result is None and small is None and self._big(step, resolution, n_rows, partial):
+            result = self.apply_big(step, path, resolution, n_rows)
+            applied_by = "arrow" if result is not None else applied_by
         if result is None:
             result = self.apply_with_spark(step, path, resolution, version, good, partial)
         with self.lock:

@@ -1,0 +1,402 @@
+"""Big segments of keyed tables, typed and folded column by column in Arrow on the driver (delta-rs).
+
+A segment of hundreds of thousands of changes costs Spark's path several passes (typing, key
+events, latest per key, classification) and its MERGE; the row path of :mod:`pipelines.silver.driver`
+would type each value in Python. Here a segment is:
+
+* read from bronze by delta-rs, one scan and no Spark job (:func:`read_segment`): only the cells'
+  ``idx``, ``text``, ``bin`` and ``name`` are kept, as flat arrays with each cell's row;
+* typed a column at a time (:func:`typed_column`) by Arrow's casts, where a cast gives exactly the
+  value :mod:`pipelines.silver.typed_values` gives; a column Arrow cannot take that way (a value
+  fix, BIT, a padded BINARY, a cast that fails) is typed by that module's converter, value by value;
+* folded with Arrow's sort and group-by: per key, the change with the largest ``_seq`` (an upsert
+  before a delete on a tie), classified against silver's stored ``_seq`` by a join
+  (:func:`fold_keyed`), then written by :func:`pipelines.silver.driver.write`.
+
+The semantics are :func:`pipelines.silver.driver.apply_small`'s for a keyed table, and a value
+the row path would not take raises :class:`~pipelines.silver.typed_values.NotCanonical` here too,
+before anything is written: the caller then takes Spark's path. ``tests/test_columnar.py`` checks
+the two against each other, table for table.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.delta_io.arrow import spark_type_to_arrow
+from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
+from pipelines.silver.columns import DELETE, UPSERT
+from pipelines.silver.driver import Target, cell_fix, target_of, write
+from pipelines.silver.merge import ApplyStats
+from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, _INT_SILVER, _RANGES, NotCanonical, \
+    converter
+
+BIG_ROWS = 4_000_000  # changes of one segment at most, for this path
+BIG_BYTES = 768 * 2**20  # and bronze's bytes of them, as read (more: Spark's path)
+_IMAGES = ("before", "after")
+
+
+@dataclass
+class Cells:
+    """One image's cells of a segment, flat: ``row`` (the change's position), ``idx``, ``text``,
+    ``bin``, ``name``; ``present``: per change, whether it has the image."""
+    row: np.ndarray
+    idx: pa.Array
+    text: pa.Array
+    bin: pa.Array
+    name: pa.Array
+    present: np.ndarray
+
+    def column(self, ordinal: int, n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """The ``(text, bin, name)`` of cell ``ordinal`` of every change (null where it has none)."""
+        at = np.flatnonzero(pc.equal(self.idx, ordinal).to_numpy(zero_copy_only=False))
+        where = np.full(n, -1, dtype=np.int64)
+        where[self.row[at]] = at
+        take = pa.array(where, mask=where < 0)
+        return self.text.take(take), self.bin.take(take), self.name.take(take)
+
+
+@dataclass
+class Segment:
+    """A segment's bronze rows (:func:`read_segment`), in bronze's order (not always ``_seq``'s)."""
+    seq: pa.Array
+    op: pa.Array
+    commit_ts: pa.Array
+    images: dict[str, Cells]
+
+    @property
+    def n(self) -> int:
+        return len(self.seq)
+
+
+_CELL_FIELDS = (("idx", pa.int32()), ("text", pa.string()), ("bin", pa.binary()), ("name", pa.string()))
+
+
+def _cells(images: list[pa.Array], offsets: list[int]) -> Cells:
+    """The flat :class:`Cells` of one image's column, given in batches starting at ``offsets``."""
+    rows, present, fields = [], [], {f: [] for f, _ in _CELL_FIELDS}
+    for arr, base in zip(images, offsets):
+        rows.append(pc.list_parent_indices(arr).to_numpy() + base)
+        present.append(arr.is_valid().to_numpy(zero_copy_only=False))
+        flat = pc.list_flatten(arr)
+        for f, typ in _CELL_FIELDS:  # (not the cells' type texts: only what typing reads)
+            fields[f].append(flat.field(f) if flat.type.get_field_index(f) >= 0 else pa.nulls(len(flat), typ))
+    columns = [pa.concat_arrays(fields[f]) if fields[f] else pa.array([], typ) for f, typ in _CELL_FIELDS]
+    return Cells(np.concatenate(rows) if rows else np.zeros(0, np.int64), *columns,
+                 np.concatenate(present) if present else np.zeros(0, bool))
+
+
+def read_segment(bronze_path: str, db: str, table: str, start: str, end: str | None, *,
+                 since=None, max_bytes: int = BIG_BYTES) -> Segment | None:
+    """The bronze rows of ``db``.``table`` with ``_seq`` above ``start`` (and below ``end``; with
+    ``since``, ingested after it), read by delta-rs; None when they hold more than ``max_bytes``
+    or delta-rs cannot read bronze that way (e.g. deletion vectors): Spark's path then."""
+    from deltalake import DeltaTable
+
+    try:
+        dataset = DeltaTable(str(bronze_path)).to_pyarrow_dataset()
+    except Exception:  # noqa: BLE001 - a table delta-rs does not scan as a dataset: Spark's path
+        return None
+    where = (pc.field("db") == db) & (pc.field("table") == table) & (pc.field("_seq") > start)
+    if end is not None:
+        where = where & (pc.field("_seq") < end)
+    if since is not None:
+        where = where & (pc.field("_ingested_at") > pa.scalar(since, pa.timestamp("us", "UTC")))
+    return segment_of(dataset.to_batches(columns=["_seq", "op", "commit_ts", *_IMAGES], filter=where), max_bytes)
+
+
+def segment_of(batches, max_bytes: int | None = None) -> Segment | None:
+    """A :class:`Segment` of record batches of bronze's ``_seq``, ``op``, ``commit_ts``,
+    ``before`` and ``after``, in any order (the fold orders changes by ``_seq`` itself); None
+    when they hold more than ``max_bytes``."""
+    seqs, ops, stamps, images, offsets, n, size = [], [], [], {i: [] for i in _IMAGES}, [], 0, 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        size += batch.nbytes
+        if max_bytes is not None and size > max_bytes:
+            return None
+        seqs.append(batch.column("_seq"))
+        ops.append(batch.column("op"))
+        stamps.append(batch.column("commit_ts"))
+        for image in _IMAGES:
+            images[image].append(batch.column(image))
+        offsets.append(n)
+        n += batch.num_rows
+    if not n:
+        return Segment(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.timestamp("us", "UTC")),
+                       {i: _cells([], []) for i in _IMAGES})
+    return Segment(pa.concat_arrays(seqs), pa.concat_arrays(ops), pa.concat_arrays(stamps),
+                   {i: _cells(images[i], offsets) for i in _IMAGES})
+
+
+# -- typing ------------------------------------------------------------------------------
+
+class _Fallback(Exception):
+    """This column is typed value by value (typed_values' converter) instead."""
+
+
+def _all(mask: pa.Array) -> bool:
+    return pc.all(mask).as_py() in (True, None)  # (None: no value at all)
+
+
+def _matches(text: pa.Array, pattern: re.Pattern) -> None:
+    """Every value matches ``pattern`` (a ``re.match`` pattern ending in ``\\Z``), or :class:`_Fallback`."""
+    if not _all(pc.match_substring_regex(text, "^" + pattern.pattern.removesuffix("\\Z") + "$")):
+        raise _Fallback
+
+
+def _cast(values: pa.Array, to: pa.DataType) -> pa.Array:
+    try:
+        return pc.cast(values, to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise _Fallback from None
+
+
+def _integer(text: pa.Array, kind: str) -> tuple[pa.Array, int]:
+    _matches(text, _INT)
+    if kind == "dec20":
+        return _cast(text, pa.decimal128(20, 0)), 0
+    values = _cast(text, pa.int64())
+    lo, hi = _RANGES[kind]
+    bounds = pc.min_max(values)
+    if bounds["min"].is_valid and (bounds["min"].as_py() < lo or bounds["max"].as_py() > hi):
+        raise _Fallback  # (the converter names the value)
+    return values, 0
+
+
+def _decimal(spec: ColumnSpec, text: pa.Array) -> tuple[pa.Array, int]:
+    dt = _decimal_type(spec)
+    if not hasattr(dt, "precision"):
+        return text, 0
+    _matches(text, _DEC)
+    return _cast(text, pa.decimal128(dt.precision, dt.scale)), 0  # (a text that needs rounding: value by value)
+
+
+def _float(text: pa.Array) -> tuple[pa.Array, int]:
+    _matches(text, _FLOAT)
+    return _cast(text, pa.float64()), 0
+
+
+def _zero_dated(text: pa.Array, pattern: re.Pattern, to: pa.DataType) -> tuple[pa.Array, int]:
+    _matches(text, pattern)
+    zero = pc.starts_with(text, "0000")
+    zeros = pc.sum(zero).as_py() or 0
+    kept = pc.if_else(zero, pa.scalar(None, pa.string()), text)
+    return _cast(kept, to), zeros  # (an invalid date fails the cast: value by value, nulled and counted there)
+
+
+def _year(text: pa.Array) -> tuple[pa.Array, int]:
+    values, _ = _integer(text, "short")
+    zero = pc.equal(values, 0)
+    return pc.if_else(zero, pa.scalar(None, pa.int64()), values), pc.sum(zero).as_py() or 0
+
+
+def _blob(text: pa.Array, data: pa.Array) -> tuple[pa.Array, int]:
+    if not _all(pc.or_kleene(pc.is_null(text), pc.is_valid(data))):
+        raise _Fallback  # (a text without bytes: the converter refuses it)
+    return data, 0
+
+
+def _padded(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Array, int]:
+    values, _ = _blob(text, data)
+    if spec.length is not None and not _all(pc.greater_equal(pc.binary_length(values), spec.length)):
+        raise _Fallback
+    return values, 0
+
+
+def _vectorized(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Array, int]:
+    name, rule = _rule(spec)
+    if name in _INT_SILVER:
+        signed, unsigned = _INT_SILVER[name]
+        return _integer(text, unsigned if spec.unsigned else signed)
+    if name == "decimal":
+        return _decimal(spec, text)
+    if name in ("float", "double"):
+        return _float(text)
+    if name == "date":
+        return _zero_dated(text, _DATE, pa.date32())
+    if name == "datetime":
+        return _zero_dated(text, _DATETIME, pa.timestamp("us"))
+    if name == "timestamp":  # (the text is UTC)
+        values, zeros = _zero_dated(text, _DATETIME, pa.timestamp("us"))
+        return _cast(values, pa.timestamp("us", "UTC")), zeros
+    if name == "year":
+        return _year(text)
+    if name == "binary":
+        return _padded(spec, text, data)
+    if name == "bit":
+        raise _Fallback
+    return _blob(text, data) if rule.from_bin else (text, 0)
+
+
+def typed_column(spec: ColumnSpec, to: pa.DataType, text: pa.Array, data: pa.Array, name: pa.Array,
+                 fix: tuple | None = None) -> tuple[pa.Array, int]:
+    """One column's cells as silver's values of Arrow type ``to``, and the zero dates nulled:
+    what :class:`~pipelines.silver.typed_values.ImageTyper` gives for them, value for value
+    (``fix``: the resolution's value fix of the column). Raises :class:`NotCanonical` where it would."""
+    if fix is None:
+        try:
+            values, zeros = _vectorized(spec, text, data)
+            return (values if values.type == to else pc.cast(values, to, safe=not pa.types.is_floating(to))), zeros
+        except _Fallback:
+            pass
+    convert, complete = converter(spec), (cell_fix(fix) if fix is not None else None)
+    out, zeros = [], 0
+    for t, b, named in zip(text.to_pylist(), data.to_pylist(), name.to_pylist()):
+        if complete is not None and (t is not None or b is not None):
+            t, b = complete(t, b, named is not None)
+        value, zero = convert(t, b)
+        out.append(value)
+        zeros += zero
+    try:
+        return pa.array(out, type=to), zeros
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise NotCanonical(f"column {spec.name!r}: {e}") from None
+
+
+# -- folding -----------------------------------------------------------------------------
+
+def _checked(seg: Segment) -> None:
+    """What :func:`pipelines.silver.driver._typed` refuses: an unknown op, a NULL ``_seq``, a
+    change without the image it needs."""
+    op = seg.op
+    if not _all(pc.is_in(op, pa.array(["c", "u", "d"]))) or op.null_count or seg.seq.null_count:
+        raise NotCanonical("a change with an unknown op or without _seq")
+    after, before = seg.images["after"].present, seg.images["before"].present
+    is_c, is_d = pc.equal(op, "c").to_numpy(zero_copy_only=False), pc.equal(op, "d").to_numpy(zero_copy_only=False)
+    if not after[~is_d].all() or not before[~is_c].all():
+        raise NotCanonical("a change without the image it needs")
+
+
+def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
+    """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
+    as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
+    zero dates nulled in its typed images."""
+    _checked(seg)
+    n, zeros = seg.n, 0
+    arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
+    typed: dict[str, dict[int, pa.Array]] = {}
+    wanted = {i for i in t.value_idx if i is not None}
+    for image, cells in seg.images.items():
+        typed[image] = {}
+        for i in sorted(wanted):
+            spec = specs[i]
+            ordinal = i if spec.ordinal is None else spec.ordinal
+            to = arrow_types[t.value_idx.index(i)]
+            typed[image][i], z = typed_column(spec, to, *cells.column(ordinal, n), fix=fixes.get(ordinal))
+            zeros += z
+    op = seg.op
+    upsert = pc.is_in(op, pa.array(["c", "u"]))
+    changed = pa.array(np.zeros(n, bool))
+    for k in t.key_spec:
+        a, b = typed["after"][k], typed["before"][k]
+        differs = pc.fill_null(pc.not_equal(a, b), pc.xor(pc.is_null(a), pc.is_null(b)))
+        changed = pc.or_(changed, differs)
+    delete = pc.or_(pc.equal(op, "d"), pc.and_(pc.equal(op, "u"), changed))
+
+    def events(image: str, mask: pa.Array, action: str, ops: pa.Array) -> pa.Table:
+        k = _count(mask)
+        columns = [pc.filter(typed[image][i], mask) if i is not None else pa.nulls(k, to)
+                   for i, to in zip(t.value_idx, arrow_types)]
+        return pa.Table.from_arrays([*columns, pc.filter(seg.seq, mask), pa.array([action] * k, pa.string()),
+                                     pc.filter(ops, mask), pc.filter(seg.commit_ts, mask)],
+                                    names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_action", "_op", "_ts"])
+    ev = pa.concat_tables([events("after", upsert, UPSERT, op),
+                           events("before", delete, DELETE, pa.array(["d"] * n, pa.string()))])
+    keys = [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+    if any(ev.column(k).null_count for k in keys):
+        raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
+    if any(pa.types.is_floating(ev.schema.field(k).type) for k in keys):
+        raise NotCanonical("a floating-point key (-0.0 and 0.0 are one key)")
+    ev = ev.take(pc.sort_indices(ev, [("_seq", "ascending"), ("_action", "ascending")]))  # "delete" < "upsert"
+    ev = ev.append_column("_i", pa.array(np.arange(ev.num_rows)))
+    last = ev.group_by(keys, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
+    return ev.take(last.take(pc.sort_indices(last))), zeros  # (in _seq order)
+
+
+def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: str) -> tuple[pa.Table, dict]:
+    """The MERGE source (:attr:`Target.source_schema`) of the latest events, classified against
+    silver's stored ``(keys, _seq)`` as :func:`pipelines.silver.driver._keyed_source` does; and the counts."""
+    keys = [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+    upsert = pc.equal(latest.column("_action"), UPSERT)
+    if stored is None or not stored.num_rows:
+        have = pa.array(np.zeros(latest.num_rows, bool))
+        newer = pa.array(np.ones(latest.num_rows, bool))
+    else:
+        probe = pa.Table.from_arrays([*[stored.column(k).cast(latest.schema.field(c).type) for k, c in zip(t.keys, keys)],
+                                      stored.column(t.own.seq), pa.array(np.ones(stored.num_rows, bool))],
+                                     names=[*keys, "_stored", "_have"])
+        joined = latest.join(probe, keys=keys, join_type="left outer", use_threads=False)
+        latest = joined.take(pc.sort_indices(joined, [("_i", "ascending")]))
+        have = pc.is_valid(latest.column("_have"))
+        stored_seq = latest.column("_stored")
+        newer = pc.fill_null(pc.or_kleene(pc.is_null(stored_seq), pc.greater(latest.column("_seq"), stored_seq)), True)
+        upsert = pc.equal(latest.column("_action"), UPSERT)
+    missing = pc.invert(have)
+    inserted = pc.and_(missing, upsert)
+    deleted = pc.or_(pc.and_(missing, pc.and_(pc.invert(upsert), pa.scalar(delete_mode == "soft"))),
+                     pc.and_(have, pc.and_(newer, pc.invert(upsert))))
+    updated = pc.and_(have, pc.and_(newer, upsert))
+    kept = pc.or_(inserted, pc.or_(deleted, updated))
+    counts = {"inserted": _count(inserted), "updated": _count(updated), "deleted": _count(deleted)}
+    counts["unchanged"] = latest.num_rows - sum(counts.values())
+    latest = latest.filter(kept)
+    action = latest.column("_action")
+    schema = t.source_schema
+    arrays = [*[latest.column(f"_v{j}") for j in range(len(t.values.fields))], latest.column("_seq"),
+              latest.column("_op"), latest.column("_ts"), pc.equal(action, DELETE), action]
+    arrow = pa.Table.from_arrays(arrays, names=schema.fieldNames())
+    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields])), counts
+
+
+def _count(mask: pa.Array) -> int:
+    return int(pc.sum(mask).as_py() or 0)
+
+
+def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequence[str], *,
+              fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
+              column_prefix: str | None = None, spark=None) -> ApplyStats:
+    """Apply a keyed table's segment (:func:`read_segment`) with delta-rs: what
+    :func:`pipelines.silver.driver.apply_small` does with its rows (``spark``: a session with
+    delta-spark adds the columns deltalake cannot). Raises :class:`NotCanonical`, before writing
+    anything, when a change needs Spark's path."""
+    from pipelines import delta_io
+
+    if not keys:
+        raise NotCanonical("a keyless table (the row path folds those)")
+    path = str(path)
+    t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend="rs")
+    total = seg.n
+    if t.watermark is not None:
+        fresh = pc.greater(seg.seq, t.watermark).to_numpy(zero_copy_only=False)
+        if not fresh.all():
+            seg = _only(seg, fresh)
+    if not seg.n:
+        return write(spark, t, None, {}, new_mark=None, changes=0, skipped=total, zeros=0, delete_mode=delete_mode,
+                     backend="rs", deletion_vectors=False)
+    try:
+        latest, zeros = fold_keyed(seg, specs, t, fixes or {})
+        stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
+        source, counts = classify(latest, t, stored, delete_mode)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # (a key type Arrow does not group)
+        raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
+    return write(spark, t, source, counts, new_mark=pc.max(seg.seq).as_py(), changes=seg.n, skipped=total - seg.n,
+                 zeros=zeros, delete_mode=delete_mode, backend="rs", deletion_vectors=False)
+
+
+def _only(seg: Segment, keep: np.ndarray) -> Segment:
+    """The segment's changes where ``keep`` (the watermark passed those: the first ones are dropped)."""
+    rank = np.cumsum(keep) - 1
+    images = {}
+    for image, cells in seg.images.items():
+        mine = keep[cells.row]
+        images[image] = Cells(rank[cells.row[mine]], cells.idx.filter(pa.array(mine)), cells.text.filter(pa.array(mine)),
+                              cells.bin.filter(pa.array(mine)), cells.name.filter(pa.array(mine)), cells.present[keep])
+    mask = pa.array(keep)
+    return Segment(seg.seq.filter(mask), seg.op.filter(mask), seg.commit_ts.filter(mask), images)

@@ -1,0 +1,224 @@
+"""silver.columnar (big keyed segments typed and folded in Arrow) against the row path of
+silver.driver and silver.typed_values, value for value and table for table; and the pipeline with
+every keyed segment on that path against the server's SELECT."""
+from __future__ import annotations
+
+import shutil
+
+import pyarrow as pa
+import pytest
+from chispa import assert_df_equality
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+from test_typed_values import _INT_SPECS, _REST_SPECS, BATCH_1, BATCH_2, SPECS, _bronze_rows, _cells, _img, _row
+
+from mariadb_server import mariadb_available
+from oracle import _diff, server_columns, server_rows, silver_rows
+from pipelines import bronze, delta_io
+from pipelines.config import load_config
+from pipelines.delta_io.arrow import spark_type_to_arrow
+from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
+from pipelines.schema.typemap import ColumnSpec, spark_type
+from pipelines.silver import columnar, driver
+from pipelines.silver import step as silver_step
+from pipelines.silver.typed_values import ImageTyper, NotCanonical
+
+_CELL = pa.struct([("idx", pa.int32()), ("name", pa.string()), ("type", pa.string()), ("text", pa.string()),
+                   ("bin", pa.binary())])
+_BRONZE = pa.schema([("_seq", pa.string()), ("op", pa.string()), ("commit_ts", pa.timestamp("us", "UTC")),
+                     ("before", pa.list_(_CELL)), ("after", pa.list_(_CELL))])
+
+
+def _segment(rows: list[dict], parts: int = 1) -> columnar.Segment:
+    """Bronze-like rows (dicts, as driver.fetch gives them) as a segment, in ``parts`` batches."""
+    table = pa.Table.from_pylist(rows, schema=_BRONZE)
+    step = max(1, -(-len(rows) // parts))
+    return columnar.segment_of(b for at in range(0, len(rows), step) for b in table.slice(at, step).to_batches())
+
+
+def _typed_both_ways(specs, images, fixes=None):
+    """Each column typed by columnar.typed_column, and by ImageTyper value by value (or NotCanonical)."""
+    rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
+             "after": [{"idx": c[0], "name": c[1], "type": c[2], "text": c[3], "bin": c[4]} for c in image]}
+            for i, image in enumerate(images)]
+    seg, out = _segment(rows, parts=3), {}
+    for way in ("columnar", "rows"):
+        try:
+            if way == "rows":
+                typer = ImageTyper(specs, {i: driver.cell_fix(f) for i, f in (fixes or {}).items()})
+                typed = [typer(r["after"]) for r in rows]
+                out[way] = ([list(col) for col in zip(*[v for v, _ in typed])] or [[] for _ in specs],
+                            sum(z for _, z in typed))
+            else:
+                columns, zeros = [], 0
+                for i, spec in enumerate(specs):
+                    to = spark_type_to_arrow(spark_type(spec))
+                    values, z = columnar.typed_column(spec, to, *seg.images["after"].column(i, seg.n),
+                                                      fix=(fixes or {}).get(i))
+                    columns.append(values.to_pylist())
+                    zeros += z
+                out[way] = (columns, zeros)
+        except NotCanonical:
+            out[way] = "NotCanonical"
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow,
+                                                                 HealthCheck.data_too_large])
+@given(rows=st.lists(_row, min_size=1, max_size=40))
+def test_random_canonical_values_type_in_arrow_as_value_by_value(rows):
+    """Random values of every type in the decoder's texts (zero dates, 2023-02-30 and month 13
+    included): Arrow's casts give the row path's values and zero-date counts."""
+    out = _typed_both_ways(_INT_SPECS + _REST_SPECS, [_cells(r) for r in rows])
+    assert out["rows"] != "NotCanonical" and out["columnar"] == out["rows"]
+
+
+_JUNK = st.one_of(st.none(), st.sampled_from(["", " 1", "+1", "1e3", "0x10", "1.", ".5", "-0", "00", "1.5555",
+                                              "2024-02-30", "2024-1-1", "0000-00-00", "0000-00-00 00:00:00",
+                                              "2024-01-01 24:00:00", "2024-01-01T10:00:00", "99999999999999999999999",
+                                              "١٢", "nan", "inf", "18446744073709551615", "-9223372036854775809"]),
+                  st.text(max_size=6))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(texts=st.lists(st.lists(_JUNK, min_size=len(_INT_SPECS + _REST_SPECS), max_size=len(_INT_SPECS + _REST_SPECS)),
+                      min_size=1, max_size=8), column=st.integers(0, len(_INT_SPECS + _REST_SPECS) - 1))
+def test_texts_of_other_forms_type_in_arrow_as_value_by_value_or_go_to_spark(texts, column):
+    """Texts in other forms than the decoder's: a column gets the row path's values, or both refuse it."""
+    spec = (_INT_SPECS + _REST_SPECS)[column]
+    images = [[(0, spec.name, spec.mysql_type.upper(), row[column], b"\x01" if spec.name == "bn" else None)]
+              for row in texts]
+    out = _typed_both_ways([spec], images)
+    assert out["columnar"] == out["rows"]
+
+
+def test_value_fixes_and_padded_binary_are_typed_value_by_value():
+    specs = [ColumnSpec("e", "enum", enum_values=("a", "b")), ColumnSpec("u", "int", unsigned=True), ColumnSpec("bn", "binary", length=4)]
+    images = [[(0, None, "ENUM", "2", None), (1, None, "LONG", "-1", None), (2, None, "STRING", "x", b"ab")],
+              [(0, None, "ENUM", "0", None), (1, None, "LONG", None, None), (2, None, "STRING", "x", b"abcd")]]
+    out = _typed_both_ways(specs, images, fixes={0: (FIX_ENUM, ("a", "b")), 1: (FIX_UNSIGNED, 32)})
+    assert out["columnar"] == out["rows"] == ([["b", ""], [4294967295, None], [b"ab\x00\x00", b"abcd"]], 0)
+
+
+@pytest.mark.parametrize("delete_mode", ["hard", "soft"])
+def test_big_segments_give_the_table_the_row_path_gives(spark, tmp_path, delete_mode):  # noqa: F811
+    """BATCH_1 (inserts, updates, a key change, deletes of held and never-held keys, a zero date),
+    then BATCH_2 on the stored rows (one change below the watermark), then BATCH_2 again (all
+    below it): the same counts, watermark and table as driver.apply_small's, batch for batch."""
+    by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
+    for batch in (BATCH_1, BATCH_2, BATCH_2):
+        rows = _bronze_rows(batch)
+        expected = driver.apply_small(None, by_rows, rows, SPECS, ["id"], delete_mode=delete_mode)
+        got = columnar.apply_big(by_arrow, _segment(rows[::-1], parts=2), SPECS, ["id"], delete_mode=delete_mode)
+        fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
+                  "zero_dates_nulled", "watermark", "committed", "columns_added")
+        assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    assert_df_equality(read(by_arrow), read(by_rows), ignore_row_order=True)
+    assert delta_io.schema(by_arrow, backend="rs") == delta_io.schema(by_rows, backend="rs")
+
+
+def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
+    specs = [ColumnSpec("a", "int"), ColumnSpec("b", "varchar"), ColumnSpec("v", "int")]
+
+    def img(a, b, v):
+        return [(0, "a", "LONG", str(a), None), (1, "b", "VARCHAR", b, None), (2, "v", "LONG", str(v), None)]
+    batch = [("001", "c", None, img(1, "x", 1)), ("002", "c", None, img(1, "y", 2)),
+             ("003", "u", img(1, "x", 1), img(2, "x", 3)),  # (1,x) -> (2,x)
+             ("004", "u", img(1, "y", 2), img(1, "x", 4)),  # (1,y) -> (1,x): the old key again
+             ("005", "u", img(2, "x", 3), img(1, "y", 5))]  # (2,x) -> (1,y)
+    by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
+    rows = _bronze_rows(batch)
+    expected = driver.apply_small(None, by_rows, rows, specs, ["a", "b"])
+    got = columnar.apply_big(by_arrow, _segment(rows), specs, ["a", "b"])
+    assert (got.inserted, got.unchanged) == (expected.inserted, expected.unchanged) == (2, 1)
+    key = lambda r: (r["a"], r["b"])  # noqa: E731
+    assert sorted(delta_io.read_arrow(by_arrow).to_pylist(), key=key) == \
+        sorted(delta_io.read_arrow(by_rows).to_pylist(), key=key)
+    assert sorted((r["a"], r["b"], r["v"]) for r in delta_io.read_arrow(by_arrow).to_pylist()) == [(1, "x", 4), (1, "y", 5)]
+
+
+def test_a_value_only_spark_types_writes_nothing(tmp_path):
+    path = str(tmp_path / "t")
+    rows = _bronze_rows([("001", "c", None, _img(1, "a")), ("002", "c", None, _img(2, "b", amount="1e3"))])
+    with pytest.raises(NotCanonical):
+        columnar.apply_big(path, _segment(rows), SPECS, ["id"])
+    rows = _bronze_rows([("001", "c", None, _img(None, "a"))])  # a NULL key: Spark's path names it
+    with pytest.raises(NotCanonical):
+        columnar.apply_big(path, _segment(rows), SPECS, ["id"])
+    assert not delta_io.table_exists(path, backend="rs")
+
+
+# ---------------------------------------------------------------------------------------------
+# the pipeline, every keyed segment in Arrow, against the server
+
+
+def _wide_workload(db: str) -> str:
+    return f"""
+CREATE DATABASE {db};
+CREATE TABLE {db}.w (id BIGINT UNSIGNED PRIMARY KEY, ti TINYINT, tu TINYINT UNSIGNED, y YEAR, mi MEDIUMINT,
+  iu INT UNSIGNED, d DECIMAL(12,3), f FLOAT, g DOUBLE, dt DATE, dtm DATETIME(6), ts TIMESTAMP(3) NULL,
+  b BIT(5), bn BINARY(4), vb VARBINARY(8), e ENUM('x','y','z'), s SET('p','q'), c VARCHAR(20) CHARACTER SET latin1,
+  t TEXT, j JSON);
+INSERT INTO {db}.w VALUES
+  (18446744073709551615, -128, 255, 2155, -8388608, 4294967295, -123456789.125, 1.5, -2.25e300, '1000-01-01',
+   '2024-02-29 23:59:59.999999', '2038-01-19 03:14:07.999', b'10101', 'ab', x'00ff', 'z', 'p,q', 'café', 'τ', '{{"a": 1}}'),
+  (1, 127, 0, 0, 8388607, 0, 0.5, -0.0, 0, '0000-00-00', '0000-00-00 00:00:00', NULL, b'0', '', '', 'x', '', '', '', NULL),
+  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+UPDATE {db}.w SET id = 3, t = 'moved' WHERE id = 2;
+UPDATE {db}.w SET d = d + 1, c = 'ünï' WHERE id = 1;
+DELETE FROM {db}.w WHERE id = 18446744073709551615;
+INSERT INTO {db}.w (id, t) VALUES (18446744073709551615, 'back');
+CREATE TABLE {db}.k (a INT, b VARCHAR(10), v INT, PRIMARY KEY (a, b));
+INSERT INTO {db}.k VALUES (1, 'x', 1), (1, 'y', 2);
+BEGIN; UPDATE {db}.k SET a = 9 WHERE b = 'x'; UPDATE {db}.k SET b = 'x' WHERE a = 1; COMMIT;
+BEGIN; INSERT INTO {db}.k VALUES (5, 'r', 5); ROLLBACK;
+CREATE TABLE {db}.nokey (v INT, t VARCHAR(5));
+INSERT INTO {db}.nokey VALUES (1, 'a'), (1, 'a'); DELETE FROM {db}.nokey LIMIT 1;
+"""
+
+
+def _second(db: str) -> str:
+    return f"""
+SET SESSION sql_mode = '';
+UPDATE {db}.w SET ti = ti - 1, e = 'y' WHERE id = 1;
+DELETE FROM {db}.w WHERE id = 3;
+INSERT INTO {db}.w (id, dt, ts) VALUES (3, '2024-02-30', '1970-01-01 00:00:01'), (4, '9999-12-31', NULL);
+UPDATE {db}.k SET v = v + 10;
+DELETE FROM {db}.k WHERE a = 9;
+"""
+
+
+@pytest.mark.mariadb
+@pytest.mark.spark
+@pytest.mark.parametrize("metadata,delete_mode", [("FULL", "hard"), ("MINIMAL", "soft")])
+def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_factory, tmp_path, monkeypatch,  # noqa: F811
+                                                                 metadata, delete_mode):
+    """No segment is fetched for the row path (its budget 0), so every keyed segment on delta-rs is
+    folded in Arrow (MINIMAL metadata: signedness and ENUM/SET numbers fixed value by value), the
+    keyless one by Spark; two runs, the second on the rows silver holds. Silver equals the server."""
+    ok, why = mariadb_available()
+    if not ok:
+        pytest.skip(why)
+    monkeypatch.setattr(driver, "FETCH_ROWS", 0)
+    srv = mariadb_factory(row_metadata=metadata)
+    db, folder, wh = "big", tmp_path / "in", tmp_path / "wh"
+    folder.mkdir()
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False, "delta.backend": "rs",
+                             "delete_mode": delete_mode})
+    for run, sql in enumerate((_wide_workload(db), _second(db))):
+        first = len(srv.binlog_files()) - 1
+        srv.sql(sql)
+        srv.flush_logs()
+        for f in srv.binlog_files()[first:-1]:
+            shutil.copy(f, folder / f.name)
+        bronze.run(spark, cfg)
+        stats = silver_step.run(spark, cfg)
+        assert stats.status == "ok", stats.summary()
+        assert {k: v["applied_by"] for k, v in stats.tables.items()} == \
+            {f"{db}.w": ["arrow"], f"{db}.k": ["arrow"], **({f"{db}.nokey": ["spark"]} if run == 0 else {})}
+        for t in ("w", "k", "nokey"):
+            cols = server_columns(srv, db, t)
+            want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
+            assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])
