@@ -4,8 +4,8 @@ A segment of hundreds of thousands of changes costs Spark's path several passes 
 events, latest per key, classification) and its MERGE; the row path of :mod:`pipelines.silver.driver`
 would type each value in Python. Here a segment is:
 
-* read from bronze by delta-rs, one scan and no Spark job (:func:`read_segment`): only the cells'
-  ``idx``, ``text``, ``bin`` and ``name`` are kept, as flat arrays with each cell's row;
+* read from bronze by delta-rs and pyarrow, one scan and no Spark job (:func:`read_segment`): only
+  the cells' ``idx``, ``text``, ``bin`` and ``name`` are kept, as flat arrays with each cell's row;
 * typed a column at a time (:func:`typed_column`) by Arrow's casts, where a cast gives exactly the
   value :mod:`pipelines.silver.typed_values` gives; a column Arrow cannot take that way (a value
   fix, BIT, a padded BINARY, a cast that fails) is typed by that module's converter, value by value;
@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.delta_io.arrow import spark_type_to_arrow
+from pipelines.delta_io.rs_scan import RsScan
 from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
 from pipelines.silver.columns import DELETE, UPSERT
 from pipelines.silver.driver import Target, cell_fix, target_of, write
@@ -77,62 +78,70 @@ class Segment:
 _CELL_FIELDS = (("idx", pa.int32()), ("text", pa.string()), ("bin", pa.binary()), ("name", pa.string()))
 
 
-def _cells(images: list[pa.Array], offsets: list[int]) -> Cells:
-    """The flat :class:`Cells` of one image's column, given in batches starting at ``offsets``."""
-    rows, present, fields = [], [], {f: [] for f, _ in _CELL_FIELDS}
-    for arr, base in zip(images, offsets):
-        rows.append(pc.list_parent_indices(arr).to_numpy() + base)
-        present.append(arr.is_valid().to_numpy(zero_copy_only=False))
-        flat = pc.list_flatten(arr)
-        for f, typ in _CELL_FIELDS:  # (not the cells' type texts: only what typing reads)
-            fields[f].append(flat.field(f) if flat.type.get_field_index(f) >= 0 else pa.nulls(len(flat), typ))
-    columns = [pa.concat_arrays(fields[f]) if fields[f] else pa.array([], typ) for f, typ in _CELL_FIELDS]
-    return Cells(np.concatenate(rows) if rows else np.zeros(0, np.int64), *columns,
-                 np.concatenate(present) if present else np.zeros(0, bool))
+class _ImageParts:
+    """One image's cells of a segment, batch by batch as they are read: only the fields typing
+    reads are kept (not the cells' type texts; their names only ``with_name``), so a batch's
+    other buffers are freed as the next is read."""
+
+    def __init__(self, with_name: bool) -> None:
+        self.fields = [(f, t) for f, t in _CELL_FIELDS if with_name or f != "name"]
+        self.rows: list[np.ndarray] = []
+        self.present: list[np.ndarray] = []
+        self.parts: dict[str, list[pa.Array]] = {f: [] for f, _ in self.fields}
+
+    def add(self, images: pa.Array, base: int) -> int:
+        """Take a batch's images (its first row is change ``base``); the bytes kept."""
+        self.rows.append(pc.list_parent_indices(images).to_numpy() + base)
+        self.present.append(images.is_valid().to_numpy(zero_copy_only=False))
+        flat = pc.list_flatten(images)
+        kept = self.rows[-1].nbytes
+        for f, typ in self.fields:
+            part = flat.field(f) if flat.type.get_field_index(f) >= 0 else pa.nulls(len(flat), typ)
+            self.parts[f].append(part)
+            kept += part.nbytes
+        return kept
+
+    def cells(self) -> Cells:
+        columns = {f: pa.concat_arrays(self.parts[f]) if self.parts[f] else pa.array([], t) for f, t in self.fields}
+        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
+        name = columns.get("name", pa.nulls(len(rows), pa.string()))
+        return Cells(rows, columns["idx"], columns["text"], columns["bin"], name,
+                     np.concatenate(self.present) if self.present else np.zeros(0, bool))
 
 
-def read_segment(bronze_path: str, db: str, table: str, start: str, end: str | None, *,
-                 since=None, max_bytes: int = BIG_BYTES) -> Segment | None:
-    """The bronze rows of ``db``.``table`` with ``_seq`` above ``start`` (and below ``end``; with
-    ``since``, ingested after it), read by delta-rs; None when they hold more than ``max_bytes``
-    or delta-rs cannot read bronze that way (e.g. deletion vectors): Spark's path then."""
-    from deltalake import DeltaTable
-
-    try:
-        dataset = DeltaTable(str(bronze_path)).to_pyarrow_dataset()
-    except Exception:  # noqa: BLE001 - a table delta-rs does not scan as a dataset: Spark's path
-        return None
+def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
+                 max_bytes: int = BIG_BYTES, with_name: bool = True) -> Segment | None:
+    """The rows of ``scan`` (bronze as the silver step reads it) of ``db``.``table`` with ``_seq``
+    above ``start`` (and below ``end``); None when what is kept of them (see :func:`segment_of`)
+    takes more than ``max_bytes``: Spark's path then."""
     where = (pc.field("db") == db) & (pc.field("table") == table) & (pc.field("_seq") > start)
     if end is not None:
         where = where & (pc.field("_seq") < end)
-    if since is not None:
-        where = where & (pc.field("_ingested_at") > pa.scalar(since, pa.timestamp("us", "UTC")))
-    return segment_of(dataset.to_batches(columns=["_seq", "op", "commit_ts", *_IMAGES], filter=where), max_bytes)
+    return segment_of(scan.batches(["_seq", "op", "commit_ts", *_IMAGES], where), max_bytes, with_name=with_name)
 
 
-def segment_of(batches, max_bytes: int | None = None) -> Segment | None:
+def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
     """A :class:`Segment` of record batches of bronze's ``_seq``, ``op``, ``commit_ts``,
-    ``before`` and ``after``, in any order (the fold orders changes by ``_seq`` itself); None
-    when they hold more than ``max_bytes``."""
-    seqs, ops, stamps, images, offsets, n, size = [], [], [], {i: [] for i in _IMAGES}, [], 0, 0
+    ``before`` and ``after``, in any order (the fold orders changes by ``_seq`` itself), keeping
+    of the cells ``idx``, ``text``, ``bin`` (and ``name``: ``with_name``, for value fixes); None
+    when that takes more than ``max_bytes``."""
+    seqs, ops, stamps, n, size = [], [], [], 0, 0
+    images = {i: _ImageParts(with_name) for i in _IMAGES}
     for batch in batches:
         if not batch.num_rows:
             continue
-        size += batch.nbytes
+        for name, kept in (("_seq", seqs), ("op", ops), ("commit_ts", stamps)):
+            kept.append(batch.column(name))
+            size += kept[-1].nbytes
+        size += sum(images[i].add(batch.column(i), n) for i in _IMAGES)
+        n += batch.num_rows
         if max_bytes is not None and size > max_bytes:
             return None
-        seqs.append(batch.column("_seq"))
-        ops.append(batch.column("op"))
-        stamps.append(batch.column("commit_ts"))
-        for image in _IMAGES:
-            images[image].append(batch.column(image))
-        offsets.append(n)
-        n += batch.num_rows
     if not n:
         return Segment(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.timestamp("us", "UTC")),
-                       {i: _cells([], []) for i in _IMAGES})
+                       {i: images[i].cells() for i in _IMAGES})
     return Segment(pa.concat_arrays(seqs), pa.concat_arrays(ops), pa.concat_arrays(stamps),
-                   {i: _cells(images[i], offsets) for i in _IMAGES})
+                   {i: images[i].cells() for i in _IMAGES})
 
 
 # -- typing ------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import RENAME_FROM, UNPARSED, Resolution, SchemaHistory, SchemaVersion
-from pipelines.silver import columnar, driver, schema_events
+from pipelines.delta_io.rs_scan import RsScan
+from pipelines.silver import bronze_scan, columnar, driver, schema_events
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.merge import apply_changes
@@ -146,6 +147,17 @@ class SilverStats:
 
 
 
+def above_marks(bronze: DataFrame, marks: dict[tuple[str, str], str]) -> DataFrame:
+    """Per table, only ``bronze``'s rows above its watermark in ``marks`` (a table without one: all)."""
+    if not marks:
+        return bronze
+    wm = bronze.sparkSession.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
+                                             "_wm_db STRING, _wm_table STRING, _wm STRING")
+    return (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]), "left")
+            .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
+            .drop("_wm_db", "_wm_table", "_wm"))
+
+
 def drop_rolled_back_xa(bronze: DataFrame, xa: DataFrame | None) -> DataFrame:
     """Drop the rows of XA branches that were prepared and later rolled back (their rows
     share the PREPARE's ``gtid``)."""
@@ -183,7 +195,7 @@ class _Step:
         return (self.start, first, self.db, self.table)
 
 
-_SEG = "_segment"  # the start of a bronze row's segment: its table's last schema event before it ("": none)
+_SEG = bronze_scan.SEG  # the start of a bronze row's segment: its table's last schema event before it ("": none)
 
 
 def _segments_of(history: SchemaHistory, marks: dict) -> list[tuple[str, str, str, str | None]]:
@@ -337,13 +349,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         # only what was ingested since the last run that finished (the files before are not read)
         bronze = delta_io.read(spark, bronze_path, backend=backend,
                                above=None if since is None else ("_ingested_at", since))
-        if marks:  # per table: only above its watermark (a table seen for the first time: everything)
-            wm = spark.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
-                                       "_wm_db STRING, _wm_table STRING, _wm STRING")
-            bronze = (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]),
-                                  "left")
-                      .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
-                      .drop("_wm_db", "_wm_table", "_wm"))
+        bronze = above_marks(bronze, marks)
         xa = pipeline_state.read_frame(spark, cfg, pipeline_state.XA)
         # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
@@ -353,11 +359,17 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         # that adds a column, then one that drops it), and each segment resolves its own shapes
         cuts = _segments_of(history, marks)
         segmented = {(db, table) for db, table, _, _ in cuts}
-        shape_rows, written = shape_rows_of(_with_segment(bronze, cuts), by=(_SEG,))
+        # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
+        # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
+        scan = RsScan.open(bronze_path, above=None if since is None else ("_ingested_at", since)) \
+            if backend == "rs" and xa is None else None
+        counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
+        shape_rows, written = counted if counted is not None else \
+            shape_rows_of(_with_segment(bronze, cuts), by=(_SEG,))
         if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
-            bronze = with_shape(bronze)
+            bronze, scan = with_shape(bronze), None
     else:
-        bronze, shape_rows, written, segmented = None, [], frozenset(), set()
+        bronze, shape_rows, written, segmented, scan = None, [], frozenset(), set(), None
 
     tables = {(r["db"], r["table"]) for r in shape_rows}
     for v in history.all_versions():  # tables with schema events above their watermark (e.g. TRUNCATE)
@@ -373,13 +385,14 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
 
     steps = _plan_steps(history, tables, marks, shape_rows, segmented)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
-    if bronze is not None and backend == "rs" and xa is None:  # (rolled-back XA rows: Spark's path drops them)
-        state.big_source = (bronze_path, since)
+    state.scan = scan
     finished = False
     try:
         lanes = _lanes(steps)
-        if bronze is not None:
-            # the small segments' rows, in one Spark job: they are folded on the driver
+        if scan is not None:  # the small segments' rows, in one scan: they are folded on the driver
+            segments, large = state.small_segments(lanes)
+            state.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
+        elif bronze is not None:  # (in one Spark job)
             slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
                                                   for c in driver.COLUMNS])
             segments, large = state.small_segments(lanes)
@@ -464,9 +477,9 @@ class _Run:
         self.set_aside: list[DataFrame] = []  # bronze rows + _q_reason
         self.lock = threading.Lock()
         self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (driver.fetch)
-        # (bronze's path, and the _ingested_at its rows are above): big segments are read by
-        # delta-rs and folded in Arrow (silver.columnar), one at a time
-        self.big_source: tuple[str, object] | None = None
+        # bronze as delta-rs reads it (the delta-rs backend): big segments are read from it and
+        # folded in Arrow (silver.columnar), one at a time
+        self.scan: RsScan | None = None
         self.big_lock = threading.Lock()
 
     def lane(self, steps: list[_Step]) -> None:
@@ -561,7 +574,7 @@ class _Run:
     def _big(self, step: _Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
         """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table, nothing
         :func:`driver.eligible` refuses (its bytes are counted as it is read)."""
-        return self.big_source is not None and bool(resolution.keys) \
+        return self.scan is not None and bool(resolution.keys) \
             and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
                                 rejected=resolution.rejected, partial=partial,
                                 scd2=self.cfg.is_scd2(step.db, step.table), rows=n_rows, limit=columnar.BIG_ROWS)
@@ -569,9 +582,9 @@ class _Run:
     def apply_big(self, step: _Step, path: str, resolution: Resolution, n_rows: int):
         """Apply a segment with :func:`columnar.apply_big`; None when Spark's path must: bronze
         read otherwise than Spark reads it (e.g. another count of rows), or a value it must judge."""
-        bronze_path, since = self.big_source
         with self.big_lock:
-            segment = columnar.read_segment(bronze_path, step.db, step.table, step.start, step.end, since=since)
+            segment = columnar.read_segment(self.scan, step.db, step.table, step.start, step.end,
+                                            with_name=bool(resolution.fixes))
             if segment is None or segment.n != n_rows:
                 return None
             try:

@@ -1,0 +1,95 @@
+"""A Delta table's rows read on the driver by delta-rs and pyarrow, without Spark: whole columns
+as record batches, or only some leaves of nested columns (the ``idx`` of every image cell, not
+the cells' values).
+
+The files are the table's live files as delta-rs lists them, optionally only those that may hold
+a row with a column above a value (their ``max`` statistic), as Spark's read of the table with
+``above`` takes them (:meth:`pipelines.delta_io.rs_backend.RsBackend.read`): the same rows.
+
+>>> scan = RsScan.open(str(tmp_path / "bronze"), above=("_ingested_at", since))  # doctest: +SKIP
+>>> scan.leaves(["db", "after.list.element.idx"], pc.field("db") == "shop").num_rows  # doctest: +SKIP
+12
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from pipelines.delta_io.features import uses_column_mapping
+
+
+class RsScan:
+    """The live Parquet files of a table (see the module doc)."""
+
+    def __init__(self, dataset: ds.FileSystemDataset) -> None:
+        self.dataset = dataset
+
+    @classmethod
+    def open(cls, path: str, above: tuple[str, object] | None = None) -> RsScan | None:
+        """The scan of the table at ``path`` (``above``: only the files that may hold a row with
+        that column above that value); None when its files alone do not give its rows (partition
+        columns, deletion vectors, column mapping)."""
+        from deltalake import DeltaTable
+
+        from pipelines.delta_io.rs_backend import _rs_files_above
+
+        dt = DeltaTable(str(path))
+        meta, features = dt.metadata(), set(dt.protocol().reader_features or ())
+        if meta.partition_columns or "deletionVectors" in features or "columnMapping" in features \
+                or uses_column_mapping(meta.configuration):
+            return None
+        whole = dt.to_pyarrow_dataset()
+        only = None if above is None else _rs_files_above(dt, *above)
+        fragments = list(whole.get_fragments())
+        if only is not None:  # (a fragment's path: relative to the table, or its location then that)
+            root = unquote(urlparse(dt.table_uri).path).rstrip("/") + "/"
+            every = {unquote(p) for p in pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()}
+
+            def relative(path: str) -> str:
+                path = unquote(path)
+                return path[path.find(root) + len(root):] if root in path else path
+
+            # (a path that names no file of the table: unsure, read it)
+            fragments = [f for f in fragments if relative(f.path) in only or relative(f.path) not in every]
+        return cls(ds.FileSystemDataset(fragments, whole.schema, whole.format, whole.filesystem))
+
+    @property
+    def columns(self) -> list[str]:
+        return self.dataset.schema.names
+
+    def batches(self, columns: Sequence[str], where: ds.Expression | None = None) -> Iterator[pa.RecordBatch]:
+        """Whole ``columns`` of the rows ``where`` holds."""
+        return self.dataset.to_batches(columns=list(columns), filter=where)
+
+    def leaves(self, columns: Sequence[str], where: ds.Expression | None = None) -> pa.Table:
+        """``columns`` of the rows ``where`` holds, where a column may be a path to leaves of a
+        nested one (``after.list.element.idx``: the lists, with only that field of their structs);
+        only the row groups whose statistics ``where`` may hold are read. Raises when a path
+        names no column of the files (ArrowInvalid, KeyError)."""
+        parts = []
+        for fragment in self.dataset.get_fragments():
+            groups = [rg.id for rg in (fragment.subset(filter=where) if where is not None else fragment).row_groups]
+            if not groups:
+                continue
+            with self.dataset.filesystem.open_input_file(fragment.path) as f:
+                part = pq.ParquetFile(f).read_row_groups(groups, columns=list(columns))
+            parts.append(part.filter(where) if where is not None else part)
+        if not parts:
+            return pa.Table.from_batches([], schema=self._leaf_schema(columns))
+        return pa.concat_tables(parts)
+
+    def _leaf_schema(self, columns: Sequence[str]) -> pa.Schema:
+        """The schema :meth:`leaves` gives for ``columns`` (of a table with no row)."""
+        fields = []
+        for column in columns:
+            name, *path = column.split(".")
+            typ = self.dataset.schema.field(name).type
+            if path:  # a.list.element.f: a list of structs of that one field
+                item = typ.value_type
+                typ = pa.list_(pa.struct([item.field(path[-1])]))
+            fields.append(pa.field(name, typ))
+        return pa.schema(fields)

@@ -1,0 +1,108 @@
+"""silver.bronze_scan (silver's planning reads of bronze by delta-rs and Arrow) against the Spark
+reads it stands in for, on a real bronze: the same shape counts per table, shape, op and segment,
+and the same rows for each small segment."""
+from __future__ import annotations
+
+import shutil
+
+import pyarrow.compute as pc
+import pytest
+from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+
+from pipelines import bronze, delta_io
+from pipelines.bronze.schema import BRONZE_TABLE
+from pipelines.config import load_config
+from pipelines.delta_io.rs_scan import RsScan
+from pipelines.silver import bronze_scan, driver
+from pipelines.silver import step as silver_step
+from pipelines.silver.shapes import shape_rows_of, slim_image
+
+pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
+
+_WORKLOAD = """
+CREATE DATABASE scan;
+CREATE TABLE scan.a (id INT PRIMARY KEY, v VARCHAR(10), d DATE);
+INSERT INTO scan.a VALUES (1, 'x', '2024-01-01'), (2, 'y', '0000-00-00'), (3, 'z', NULL);
+UPDATE scan.a SET v = 'w', id = 4 WHERE id = 2;
+ALTER TABLE scan.a ADD COLUMN n INT;
+INSERT INTO scan.a VALUES (5, 'n', NULL, 7);
+DELETE FROM scan.a WHERE id = 1;
+ALTER TABLE scan.a DROP COLUMN d;
+UPDATE scan.a SET n = 1;
+CREATE TABLE scan.b (k INT, t TEXT);
+INSERT INTO scan.b VALUES (1, 'one'), (1, 'one'), (2, REPEAT('t', 3000));
+DELETE FROM scan.b WHERE k = 1 LIMIT 1;
+CREATE TABLE scan.`c d` (id INT PRIMARY KEY, b BLOB);
+INSERT INTO scan.`c d` VALUES (1, 'bytes'), (2, NULL);
+"""
+
+
+def _normalized(rows) -> list[dict]:
+    out = []
+    for r in rows:
+        r = dict(r.asDict() if hasattr(r, "asDict") else r)
+        for k in ("min_after", "min_before"):  # (Spark's size of no image: -1 or NULL)
+            if r[k] is not None and r[k] < 0:
+                r[k] = None
+        out.append(r)
+    return sorted(out, key=lambda r: tuple(str(r[k]) for k in ("db", "table", "_shape", "op", "_segment")))
+
+
+@pytest.fixture
+def landed(tmp_path, mariadb_factory):
+    srv = mariadb_factory(row_metadata="FULL")  # (the table map's key: pk_idx)
+    srv.sql(_WORKLOAD)
+    srv.flush_logs()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in srv.binlog_files()[:-1]:
+        shutil.copy(f, folder / f.name)
+    return tmp_path, folder
+
+
+def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F811
+    base, folder = landed
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(base / "wh"), "progress": False,
+                             "delta.backend": "rs"})
+    bronze.run(spark, cfg)
+    path = cfg.warehouse_path(BRONZE_TABLE)
+    seqs = sorted(r["_seq"] for r in delta_io.read_arrow(path, ["_seq", "table"]).to_pylist() if r["table"] == "a")
+    mid, late = seqs[2], seqs[len(seqs) - 3]
+    cases = [({}, []),  # every row, no table cut
+             ({("scan", "a"): mid, ("scan", "b"): "", ("other", "x"): "9"}, []),  # watermarks
+             ({("scan", "a"): mid}, [("scan", "a", "", late), ("scan", "a", late, None)])]  # a cut table
+    for marks, cuts in cases:
+        want, want_written = shape_rows_of(silver_step._with_segment(
+            silver_step.above_marks(delta_io.read(spark, path, backend="rs"), marks), cuts), by=(silver_step._SEG,))
+        got, got_written = bronze_scan.shape_rows(RsScan.open(path), marks, cuts)
+        assert _normalized(got) == _normalized(want), (marks, cuts)
+        assert got_written == want_written == {"_shape", "_zero_dates"}
+    assert any(r["_segment"] == late for r in got) and any(r["pk_idx"] == [0] for r in got)
+
+
+def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(spark, landed):  # noqa: F811
+    base, folder = landed
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(base / "wh2"), "progress": False,
+                             "delta.backend": "rs"})
+    bronze.run(spark, cfg)
+    path = cfg.warehouse_path(BRONZE_TABLE)
+    seqs = sorted(r["_seq"] for r in delta_io.read_arrow(path, ["_seq", "table"]).to_pylist() if r["table"] == "a")
+    segments = [("scan", "a", "", seqs[3]), ("scan", "a", seqs[3], None), ("scan", "b", "", None),
+                ("scan", "c d", "", None), ("scan", "none", "", None)]
+    slim = delta_io.read(spark, path, backend="rs").select(
+        "db", "table", *[slim_image(c, with_name=True).alias(c) if c in ("before", "after") else c
+                         for c in driver.COLUMNS])
+    want = driver.fetch(slim, segments)
+    got = bronze_scan.fetch(RsScan.open(path), segments)
+    order = lambda t: t.take(pc.sort_indices(t, [("_seq", "ascending")])).to_pylist()  # noqa: E731
+    assert set(got) == set(want) and {k: order(v) for k, v in got.items()} == {k: order(v) for k, v in want.items()}
+    assert [got[s].num_rows for s in segments] == [3, 5, 4, 2, 0]
+    # large values: as many of them, in order, as keep within the byte budget
+    large = [("scan", "b", "", None), ("scan", "c d", "", None)]
+    kept = []
+    for limit in (0, 3000, 3005, 3010, 3013, 3016, 3020, 3030, 10**6):
+        fits = driver.within_bytes(slim, large, limit)
+        assert set(bronze_scan.fetch(RsScan.open(path), segments, large, limit)) == \
+            (set(segments) - set(large)) | set(fits), limit
+        kept.append(len(fits))
+    assert kept[0] == 0 and kept[-1] == 2 and 1 in kept
