@@ -93,6 +93,25 @@ def test_texts_of_other_forms_type_in_arrow_as_value_by_value_or_go_to_spark(tex
     assert out["columnar"] == out["rows"]
 
 
+_FIXED = [(ColumnSpec("e", "enum", enum_values=("a", "b", "é")), (FIX_ENUM, ("a", "b", "é"))),
+          (ColumnSpec("t", "tinyint", unsigned=True), (FIX_UNSIGNED, 8)),
+          (ColumnSpec("i", "int", unsigned=True), (FIX_UNSIGNED, 32)),
+          (ColumnSpec("b", "bigint", unsigned=True), (FIX_UNSIGNED, 64))]
+_FIX_TEXT = st.one_of(st.none(), st.integers(-2**63, 2**64).map(str), st.integers(0, 5).map(str),
+                      st.sampled_from(["", "a", "é", "007", "١", "²", "-0", "--1", " 1", "+1"]), st.text(max_size=3))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cells=st.lists(st.tuples(_FIX_TEXT, st.booleans()), min_size=1, max_size=8), which=st.integers(0, 3))
+def test_enum_numbers_and_signedness_are_fixed_in_arrow_as_value_by_value(cells, which):
+    """MINIMAL metadata's value fixes (ENUM numbers to members, negative texts of unsigned
+    columns): Arrow's values, or both refuse (a cell with a name is a member already)."""
+    spec, fix = _FIXED[which]
+    images = [[(0, "x" if named else None, "ENUM", text, None)] for text, named in cells]
+    out = _typed_both_ways([spec], images, fixes={0: fix})
+    assert out["columnar"] == out["rows"]
+
+
 def test_value_fixes_and_padded_binary_are_typed_value_by_value():
     specs = [ColumnSpec("e", "enum", enum_values=("a", "b")), ColumnSpec("u", "int", unsigned=True), ColumnSpec("bn", "binary", length=4)]
     images = [[(0, None, "ENUM", "2", None), (1, None, "LONG", "-1", None), (2, None, "STRING", "x", b"ab")],

@@ -47,10 +47,10 @@ class Cells:
     """One image's cells of a segment, flat: ``row`` (the change's position), ``idx``, ``text``,
     ``bin``, ``name``; ``present``: per change, whether it has the image."""
     row: np.ndarray
-    idx: pa.Array
-    text: pa.Array
-    bin: pa.Array
-    name: pa.Array
+    idx: pa.ChunkedArray
+    text: pa.ChunkedArray
+    bin: pa.ChunkedArray
+    name: pa.ChunkedArray
     present: np.ndarray
 
     def column(self, ordinal: int, n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -65,9 +65,9 @@ class Cells:
 @dataclass
 class Segment:
     """A segment's bronze rows (:func:`read_segment`), in bronze's order (not always ``_seq``'s)."""
-    seq: pa.Array
-    op: pa.Array
-    commit_ts: pa.Array
+    seq: pa.ChunkedArray
+    op: pa.ChunkedArray
+    commit_ts: pa.ChunkedArray
     images: dict[str, Cells]
 
     @property
@@ -102,9 +102,10 @@ class _ImageParts:
         return kept
 
     def cells(self) -> Cells:
-        columns = {f: pa.concat_arrays(self.parts[f]) if self.parts[f] else pa.array([], t) for f, t in self.fields}
+        """The cells read (chunks of the batches' buffers: nothing is copied)."""
+        columns = {f: pa.chunked_array(self.parts[f], type=t) for f, t in self.fields}
         rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
-        name = columns.get("name", pa.nulls(len(rows), pa.string()))
+        name = columns.get("name", pa.chunked_array([pa.nulls(len(rows), pa.string())]))
         return Cells(rows, columns["idx"], columns["text"], columns["bin"], name,
                      np.concatenate(self.present) if self.present else np.zeros(0, bool))
 
@@ -112,12 +113,16 @@ class _ImageParts:
 def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
                  max_bytes: int = BIG_BYTES, with_name: bool = True) -> Segment | None:
     """The rows of ``scan`` (bronze as the silver step reads it) of ``db``.``table`` with ``_seq``
-    above ``start`` (and below ``end``); None when what is kept of them (see :func:`segment_of`)
-    takes more than ``max_bytes``: Spark's path then."""
+    above ``start`` (and below ``end``), of their cells only the fields typing reads (``name``
+    only ``with_name``: for value fixes); None when they take more than ``max_bytes``: Spark's
+    path then."""
     where = (pc.field("db") == db) & (pc.field("table") == table) & (pc.field("_seq") > start)
     if end is not None:
         where = where & (pc.field("_seq") < end)
-    return segment_of(scan.batches(["_seq", "op", "commit_ts", *_IMAGES], where), max_bytes, with_name=with_name)
+    fields = [f for f, _ in _CELL_FIELDS if with_name or f != "name"]
+    rows = scan.leaves(["db", "table", "_seq", "op", "commit_ts",
+                        *[f"{image}.list.element.{f}" for image in _IMAGES for f in fields]], where, max_bytes)
+    return None if rows is None else segment_of(rows.to_batches(), with_name=with_name)
 
 
 def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
@@ -137,11 +142,8 @@ def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True)
         n += batch.num_rows
         if max_bytes is not None and size > max_bytes:
             return None
-    if not n:
-        return Segment(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.timestamp("us", "UTC")),
-                       {i: images[i].cells() for i in _IMAGES})
-    return Segment(pa.concat_arrays(seqs), pa.concat_arrays(ops), pa.concat_arrays(stamps),
-                   {i: images[i].cells() for i in _IMAGES})
+    return Segment(pa.chunked_array(seqs, pa.string()), pa.chunked_array(ops, pa.string()),
+                   pa.chunked_array(stamps, pa.timestamp("us", "UTC")), {i: images[i].cells() for i in _IMAGES})
 
 
 # -- typing ------------------------------------------------------------------------------
@@ -244,17 +246,49 @@ def _vectorized(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Ar
     return _blob(text, data) if rule.from_bin else (text, 0)
 
 
+_ASCII_DIGITS = "^[0-9]+$"
+
+
+def _fixed(fix: tuple, text: pa.Array, name: pa.Array) -> pa.Array:
+    """The texts completed by ``fix`` as :func:`pipelines.schema.resolve.apply_fix` completes them,
+    for the fixes of ENUM numbers and of signedness; :class:`_Fallback` for the others, and for any
+    text the two could read differently (value by value, the converter raises where it must)."""
+    from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
+
+    kind = fix[0]
+    if kind == FIX_ENUM:  # (a cell with a name is a member already: FULL metadata)
+        unnamed = pc.is_null(name)
+        if not _all(pc.or_(pc.invert(unnamed), pc.fill_null(pc.string_is_ascii(text), True))):
+            raise _Fallback  # (str.isdigit knows digits other than ASCII's: value by value)
+        number = pc.and_(unnamed, pc.fill_null(pc.match_substring_regex(text, _ASCII_DIGITS), False))
+        index = _cast(pc.if_else(number, text, pa.scalar("0")), pa.int64())
+        if pc.max(index).as_py() is not None and pc.max(index).as_py() > len(fix[1]):
+            raise _Fallback  # (out of the members: the fix raises)
+        members = pa.array(["", *fix[1]], pa.string())
+        return pc.if_else(number, members.take(index), text)
+    if kind == FIX_UNSIGNED:
+        negative = pc.fill_null(pc.starts_with(text, "-"), False)
+        if not _all(pc.or_(pc.invert(negative), pc.fill_null(pc.match_substring_regex(text, "^-[0-9]{1,19}$"), False))):
+            raise _Fallback
+        shifted = pc.add(_cast(pc.if_else(negative, text, pa.scalar("0")), pa.decimal128(20, 0)),
+                         pa.scalar(1 << fix[1], pa.decimal128(21, 0)))
+        return pc.if_else(negative, pc.cast(shifted, pa.string()), text)
+    raise _Fallback
+
+
 def typed_column(spec: ColumnSpec, to: pa.DataType, text: pa.Array, data: pa.Array, name: pa.Array,
                  fix: tuple | None = None) -> tuple[pa.Array, int]:
     """One column's cells as silver's values of Arrow type ``to``, and the zero dates nulled:
     what :class:`~pipelines.silver.typed_values.ImageTyper` gives for them, value for value
     (``fix``: the resolution's value fix of the column). Raises :class:`NotCanonical` where it would."""
-    if fix is None:
-        try:
-            values, zeros = _vectorized(spec, text, data)
-            return (values if values.type == to else pc.cast(values, to, safe=not pa.types.is_floating(to))), zeros
-        except _Fallback:
-            pass
+    text_before_fix = text
+    try:
+        if fix is not None:
+            text = _fixed(fix, text, name)
+        values, zeros = _vectorized(spec, text, data)
+        return (values if values.type == to else pc.cast(values, to, safe=not pa.types.is_floating(to))), zeros
+    except _Fallback:
+        text = text if fix is None else text_before_fix
     convert, complete = converter(spec), (cell_fix(fix) if fix is not None else None)
     out, zeros = [], 0
     for t, b, named in zip(text.to_pylist(), data.to_pylist(), name.to_pylist()):
@@ -286,7 +320,8 @@ def _checked(seg: Segment) -> None:
 def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
     """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
     as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
-    zero dates nulled in its typed images."""
+    zero dates nulled in its typed images. The segment's cells are released once typed (its
+    ``images`` emptied): a big segment's memory goes to one copy at a time."""
     _checked(seg)
     n, zeros = seg.n, 0
     arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
@@ -300,6 +335,7 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
             to = arrow_types[t.value_idx.index(i)]
             typed[image][i], z = typed_column(spec, to, *cells.column(ordinal, n), fix=fixes.get(ordinal))
             zeros += z
+    seg.images.clear()  # (their cells are typed: released before the events are built)
     op = seg.op
     upsert = pc.is_in(op, pa.array(["c", "u"]))
     changed = pa.array(np.zeros(n, bool))
@@ -318,15 +354,20 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
                                     names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_action", "_op", "_ts"])
     ev = pa.concat_tables([events("after", upsert, UPSERT, op),
                            events("before", delete, DELETE, pa.array(["d"] * n, pa.string()))])
+    typed.clear()  # (the images' typed columns are in the events now)
     keys = [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
     if any(ev.column(k).null_count for k in keys):
         raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
     if any(pa.types.is_floating(ev.schema.field(k).type) for k in keys):
         raise NotCanonical("a floating-point key (-0.0 and 0.0 are one key)")
-    ev = ev.take(pc.sort_indices(ev, [("_seq", "ascending"), ("_action", "ascending")]))  # "delete" < "upsert"
-    ev = ev.append_column("_i", pa.array(np.arange(ev.num_rows)))
-    last = ev.group_by(keys, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
-    return ev.take(last.take(pc.sort_indices(last))), zeros  # (in _seq order)
+    # sorted and grouped: only the keys, the order and the event's number, not its values
+    order = pa.table({**{k: ev.column(k) for k in keys}, "_seq": ev.column("_seq"), "_action": ev.column("_action"),
+                      "_e": pa.array(np.arange(ev.num_rows))})
+    order = order.take(pc.sort_indices(order, [("_seq", "ascending"), ("_action", "ascending")]))  # "delete" < "upsert"
+    order = order.append_column("_i", pa.array(np.arange(order.num_rows)))
+    last = order.group_by(keys, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
+    latest = ev.take(order.column("_e").take(last.take(pc.sort_indices(last))))  # (in _seq order)
+    return latest.append_column("_i", pa.array(np.arange(latest.num_rows))), zeros
 
 
 def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: str) -> tuple[pa.Table, dict]:

@@ -362,7 +362,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
         # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
         scan = RsScan.open(bronze_path, above=None if since is None else ("_ingested_at", since)) \
-            if backend == "rs" and xa is None else None
+            if delta_io.resolve_backend(spark, backend) == "rs" and xa is None else None
         counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
         shape_rows, written = counted if counted is not None else \
             shape_rows_of(_with_segment(bronze, cuts), by=(_SEG,))
