@@ -158,6 +158,27 @@ def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
     assert sorted((r["a"], r["b"], r["v"]) for r in delta_io.read_arrow(by_arrow).to_pylist()) == [(1, "x", 4), (1, "y", 5)]
 
 
+def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_path):  # noqa: F811
+    """A keyless table's inserts (copies of one row included) in two batches, the second on the
+    stored rows: the same counts and table as driver.apply_small's; a batch with a delete is refused."""
+    log_1 = [("001", "c", None, _img(1, "a")), ("002", "c", None, _img(1, "a")), ("003", "c", None, _img(2, "b", d="0000-00-00"))]
+    log_2 = [("003", "c", None, _img(2, "b", d="0000-00-00")), ("004", "c", None, _img(1, "a")),
+             ("005", "c", None, _img(None, None, amount=None))]
+    by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
+    for batch in (log_1, log_2):
+        rows = _bronze_rows(batch)
+        expected = driver.apply_small(None, by_rows, rows, SPECS, [])
+        got = columnar.apply_big(by_arrow, _segment(rows[::-1], parts=2), SPECS, [])
+        fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
+                  "zero_dates_nulled", "watermark", "committed")
+        assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    assert_df_equality(read(by_arrow), read(by_rows), ignore_row_order=True)
+    assert delta_io.read_arrow(by_arrow).num_rows == 5
+    with pytest.raises(NotCanonical):
+        columnar.apply_big(by_arrow, _segment(_bronze_rows([("006", "d", _img(1, "a"), None)])), SPECS, [])
+
+
 def test_a_value_only_spark_types_writes_nothing(tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a")), ("002", "c", None, _img(2, "b", amount="1e3"))])
@@ -195,6 +216,9 @@ BEGIN; UPDATE {db}.k SET a = 9 WHERE b = 'x'; UPDATE {db}.k SET b = 'x' WHERE a 
 BEGIN; INSERT INTO {db}.k VALUES (5, 'r', 5); ROLLBACK;
 CREATE TABLE {db}.nokey (v INT, t VARCHAR(5));
 INSERT INTO {db}.nokey VALUES (1, 'a'), (1, 'a'); DELETE FROM {db}.nokey LIMIT 1;
+CREATE TABLE {db}.log (at DATETIME, e ENUM('in', 'out'), u INT UNSIGNED, msg TEXT);
+INSERT INTO {db}.log VALUES ('2024-01-01 00:00:00', 'in', 4294967295, 'a'), ('2024-01-01 00:00:00', 'in', 4294967295, 'a'),
+  ('0000-00-00 00:00:00', 'out', 0, NULL);
 """
 
 
@@ -206,6 +230,7 @@ DELETE FROM {db}.w WHERE id = 3;
 INSERT INTO {db}.w (id, dt, ts) VALUES (3, '2024-02-30', '1970-01-01 00:00:01'), (4, '9999-12-31', NULL);
 UPDATE {db}.k SET v = v + 10;
 DELETE FROM {db}.k WHERE a = 9;
+INSERT INTO {db}.log VALUES (NULL, 'out', 1, 'b');
 """
 
 
@@ -215,8 +240,9 @@ DELETE FROM {db}.k WHERE a = 9;
 def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_factory, tmp_path, monkeypatch,  # noqa: F811
                                                                  metadata, delete_mode):
     """No segment is fetched for the row path (its budget 0), so every keyed segment on delta-rs is
-    folded in Arrow (MINIMAL metadata: signedness and ENUM/SET numbers fixed value by value), the
-    keyless one by Spark; two runs, the second on the rows silver holds. Silver equals the server."""
+    folded in Arrow (MINIMAL metadata: signedness and ENUM numbers fixed), and a keyless log of
+    inserts too; the keyless table with a delete by Spark. Two runs, the second on the rows silver
+    holds. Silver equals the server."""
     ok, why = mariadb_available()
     if not ok:
         pytest.skip(why)
@@ -236,8 +262,9 @@ def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_f
         stats = silver_step.run(spark, cfg)
         assert stats.status == "ok", stats.summary()
         assert {k: v["applied_by"] for k, v in stats.tables.items()} == \
-            {f"{db}.w": ["arrow"], f"{db}.k": ["arrow"], **({f"{db}.nokey": ["spark"]} if run == 0 else {})}
-        for t in ("w", "k", "nokey"):
+            {f"{db}.w": ["arrow"], f"{db}.k": ["arrow"], f"{db}.log": ["arrow"],
+             **({f"{db}.nokey": ["spark"]} if run == 0 else {})}
+        for t in ("w", "k", "nokey", "log"):
             cols = server_columns(srv, db, t)
             want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
             assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.delta_io.rs_scan import RsScan
 from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
-from pipelines.silver.columns import DELETE, UPSERT
+from pipelines.silver.columns import DELETE, INSERT, UPSERT
 from pipelines.silver.driver import Target, cell_fix, target_of, write
 from pipelines.silver.merge import ApplyStats
 from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, _INT_SILVER, _RANGES, NotCanonical, \
@@ -317,15 +317,14 @@ def _checked(seg: Segment) -> None:
         raise NotCanonical("a change without the image it needs")
 
 
-def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
-    """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
-    as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
-    zero dates nulled in its typed images. The segment's cells are released once typed (its
-    ``images`` emptied): a big segment's memory goes to one copy at a time."""
+def _typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
+                  fixes: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
+    """Per image, per spec that a silver value column holds, its typed values for every change;
+    and the zero dates nulled. Checks the changes first (:func:`_checked`); the segment's cells
+    are released once typed (its ``images`` emptied)."""
     _checked(seg)
-    n, zeros = seg.n, 0
+    zeros, typed = 0, {}
     arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
-    typed: dict[str, dict[int, pa.Array]] = {}
     wanted = {i for i in t.value_idx if i is not None}
     for image, cells in seg.images.items():
         typed[image] = {}
@@ -333,9 +332,37 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
             spec = specs[i]
             ordinal = i if spec.ordinal is None else spec.ordinal
             to = arrow_types[t.value_idx.index(i)]
-            typed[image][i], z = typed_column(spec, to, *cells.column(ordinal, n), fix=fixes.get(ordinal))
+            typed[image][i], z = typed_column(spec, to, *cells.column(ordinal, seg.n), fix=fixes.get(ordinal))
             zeros += z
-    seg.images.clear()  # (their cells are typed: released before the events are built)
+    seg.images.clear()  # (typed: released before the events are built)
+    return typed, zeros
+
+
+def inserts_only(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
+                 fixes: dict[int, tuple]) -> tuple[pa.Table, dict, int]:
+    """A keyless table's segment of inserts only (an append-only log): every insert is a row of
+    its own (:func:`pipelines.silver.driver._keyless_source` keeps every copy when nothing is
+    deleted). The MERGE source, the counts and the zero dates nulled."""
+    if not _all(pc.equal(seg.op, "c")):
+        raise NotCanonical("a keyless table's updates or deletes (the row path or Spark's fold those)")
+    typed, zeros = _typed_images(seg, specs, t, fixes)
+    schema = t.source_schema
+    columns = [typed["after"][i] if i is not None else pa.nulls(seg.n, spark_type_to_arrow(f.dataType))
+               for i, f in zip(t.value_idx, t.values.fields)]
+    arrow = pa.Table.from_arrays([*columns, seg.seq, seg.op, seg.commit_ts, pa.array(np.zeros(seg.n, bool)),
+                                  pa.array([INSERT] * seg.n, pa.string())], names=schema.fieldNames())
+    counts = {"inserted": seg.n, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
+    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields])), counts, zeros
+
+
+def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
+    """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
+    as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
+    zero dates nulled in its typed images. The segment's cells are released once typed
+    (:func:`_typed_images`): a big segment's memory goes to one copy at a time."""
+    n = seg.n
+    arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
+    typed, zeros = _typed_images(seg, specs, t, fixes)
     op = seg.op
     upsert = pc.is_in(op, pa.array(["c", "u"]))
     changed = pa.array(np.zeros(n, bool))
@@ -412,14 +439,13 @@ def _count(mask: pa.Array) -> int:
 def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequence[str], *,
               fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
               column_prefix: str | None = None, spark=None) -> ApplyStats:
-    """Apply a keyed table's segment (:func:`read_segment`) with delta-rs: what
+    """Apply a table's segment (:func:`read_segment`) with delta-rs: what
     :func:`pipelines.silver.driver.apply_small` does with its rows (``spark``: a session with
-    delta-spark adds the columns deltalake cannot). Raises :class:`NotCanonical`, before writing
-    anything, when a change needs Spark's path."""
+    delta-spark adds the columns deltalake cannot). A keyless table's segment must hold only
+    inserts (:func:`inserts_only`). Raises :class:`NotCanonical`, before writing anything, when a
+    change needs Spark's path."""
     from pipelines import delta_io
 
-    if not keys:
-        raise NotCanonical("a keyless table (the row path folds those)")
     path = str(path)
     t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend="rs")
     total = seg.n
@@ -431,9 +457,12 @@ def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequen
         return write(spark, t, None, {}, new_mark=None, changes=0, skipped=total, zeros=0, delete_mode=delete_mode,
                      backend="rs", deletion_vectors=False)
     try:
-        latest, zeros = fold_keyed(seg, specs, t, fixes or {})
-        stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
-        source, counts = classify(latest, t, stored, delete_mode)
+        if t.keys is None:
+            source, counts, zeros = inserts_only(seg, specs, t, fixes or {})
+        else:
+            latest, zeros = fold_keyed(seg, specs, t, fixes or {})
+            stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
+            source, counts = classify(latest, t, stored, delete_mode)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # (a key type Arrow does not group)
         raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
     return write(spark, t, source, counts, new_mark=pc.max(seg.seq).as_py(), changes=seg.n, skipped=total - seg.n,

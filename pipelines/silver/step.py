@@ -572,9 +572,10 @@ class _Run:
         return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
 
     def _big(self, step: _Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
-        """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table, nothing
-        :func:`driver.eligible` refuses (its bytes are counted as it is read)."""
-        return self.scan is not None and bool(resolution.keys) \
+        """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table or inserts
+        only (an append-only log without a key), nothing :func:`driver.eligible` refuses (its
+        bytes are counted as it is read)."""
+        return self.scan is not None and (bool(resolution.keys) or set(step.ops) <= {"c"}) \
             and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
                                 rejected=resolution.rejected, partial=partial,
                                 scd2=self.cfg.is_scd2(step.db, step.table), rows=n_rows, limit=columnar.BIG_ROWS)
