@@ -35,12 +35,18 @@ def shape_rows(scan: RsScan, marks: dict[tuple[str, str], str],
     ``(db, table, start, end)``; None for a table not cut): ``min_seq``, ``max_seq``, ``n``,
     ``min_after``, ``min_before`` (the fewest cells of an image; None: no such image), ``pk_idx``
     and ``_lacks<column>`` for bronze's later columns, of the rows above their table's
-    watermark in ``marks``; and the later columns every row has. None when a row has no ``_shape``."""
+    watermark in ``marks``; and the later columns every row has. None when a row has no ``_shape``,
+    or bronze's files lay their lists out otherwise than Arrow's leaf paths say."""
     later = [n for n in WRITTEN_LATER if n in scan.columns]
     if "_shape" not in later:
         return None
-    t = scan.leaves(["db", "table", "op", "_seq", *later, "after.list.element.idx", "before.list.element.idx",
-                     "pk.list.element.idx"])
+    try:
+        t = scan.leaves(["db", "table", "op", "_seq", *later, "after.list.element.idx", "before.list.element.idx",
+                         "pk.list.element.idx"])
+    except (KeyError, pa.ArrowInvalid):  # (files whose lists are laid out otherwise: Spark reads them)
+        return None
+    if not {"after", "before", "pk"} <= set(t.column_names):  # (a leaf path that names nothing is left out)
+        return None
     if marks:  # only the rows above their table's watermark (joined by row number: Arrow's join
         # does not carry list columns)
         wm = pa.table({"db": [k[0] for k in marks], "table": [k[1] for k in marks], "_wm": list(marks.values())},

@@ -120,9 +120,14 @@ def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None,
     if end is not None:
         where = where & (pc.field("_seq") < end)
     fields = [f for f, _ in _CELL_FIELDS if with_name or f != "name"]
-    rows = scan.leaves(["db", "table", "_seq", "op", "commit_ts",
-                        *[f"{image}.list.element.{f}" for image in _IMAGES for f in fields]], where, max_bytes)
-    return None if rows is None else segment_of(rows.to_batches(), with_name=with_name)
+    try:
+        rows = scan.leaves(["db", "table", "_seq", "op", "commit_ts",
+                            *[f"{image}.list.element.{f}" for image in _IMAGES for f in fields]], where, max_bytes)
+    except (KeyError, pa.ArrowInvalid):  # (lists laid out otherwise in the files)
+        return None
+    if rows is None or not set(_IMAGES) <= set(rows.column_names):  # (a leaf path that names nothing is left out)
+        return None
+    return segment_of(rows.to_batches(), with_name=with_name)
 
 
 def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
