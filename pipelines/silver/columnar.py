@@ -1,22 +1,26 @@
-"""Big segments of keyed tables, typed and folded column by column in Arrow on the driver (delta-rs).
+"""Big segments typed and folded column by column in Arrow on the driver (delta-rs): a keyed
+table's, or a keyless table's that only inserts (an append-only log).
 
 A segment of hundreds of thousands of changes costs Spark's path several passes (typing, key
 events, latest per key, classification) and its MERGE; the row path of :mod:`pipelines.silver.driver`
 would type each value in Python. Here a segment is:
 
 * read from bronze by delta-rs and pyarrow, one scan and no Spark job (:func:`read_segment`): only
-  the cells' ``idx``, ``text``, ``bin`` and ``name`` are kept, as flat arrays with each cell's row;
+  the cells' ``idx``, ``text``, ``bin`` (and ``name``, for value fixes) are read, kept as chunks
+  of the read buffers with each cell's row;
 * typed a column at a time (:func:`typed_column`) by Arrow's casts, where a cast gives exactly the
-  value :mod:`pipelines.silver.typed_values` gives; a column Arrow cannot take that way (a value
-  fix, BIT, a padded BINARY, a cast that fails) is typed by that module's converter, value by value;
+  value :mod:`pipelines.silver.typed_values` gives (ENUM numbers and signedness fixed first,
+  :func:`_fixed`); a column Arrow cannot take that way (a SET number, BIT, a padded BINARY, a cast
+  that fails) is typed by that module's converter, value by value;
 * folded with Arrow's sort and group-by: per key, the change with the largest ``_seq`` (an upsert
   before a delete on a tie), classified against silver's stored ``_seq`` by a join
-  (:func:`fold_keyed`), then written by :func:`pipelines.silver.driver.write`.
+  (:func:`fold_keyed`, :func:`classify`; a keyless log: :func:`inserts_only`), then written by
+  :func:`pipelines.silver.driver.write`.
 
-The semantics are :func:`pipelines.silver.driver.apply_small`'s for a keyed table, and a value
-the row path would not take raises :class:`~pipelines.silver.typed_values.NotCanonical` here too,
-before anything is written: the caller then takes Spark's path. ``tests/test_columnar.py`` checks
-the two against each other, table for table.
+The semantics are :func:`pipelines.silver.driver.apply_small`'s, and a value the row path would
+not take raises :class:`~pipelines.silver.typed_values.NotCanonical` here too, before anything is
+written: the caller then takes Spark's path. ``tests/test_columnar.py`` checks the two against
+each other, value for value and table for table.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, 
     converter
 
 BIG_ROWS = 4_000_000  # changes of one segment at most, for this path
-BIG_BYTES = 768 * 2**20  # and bronze's bytes of them, as read (more: Spark's path)
+BIG_BYTES = 768 * 2**20  # and the bytes of their cells as kept (more: Spark's path)
 _IMAGES = ("before", "after")
 
 
