@@ -26,8 +26,8 @@ the segment back to the Spark path before anything is written.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
