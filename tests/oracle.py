@@ -36,6 +36,23 @@ def copy_binlogs(srv: MariaDBServer, dest: Path) -> None:
             shutil.copy2(f, dest / f.name)
 
 
+def ship_and_run(spark, srv: MariaDBServer, sql: str, folder: Path, cfg):
+    """``sql`` on the server, then the binlog files it wrote shipped to ``folder`` and the pipeline
+    run on them (bronze, then silver): silver's stats, checked ``ok``."""
+    from pipelines import bronze
+    from pipelines.silver import step as silver_step
+
+    first = len(srv.binlog_files()) - 1
+    srv.sql(sql)
+    srv.flush_logs()
+    for f in srv.binlog_files()[first:-1]:
+        shutil.copy(f, folder / f.name)
+    bronze.run(spark, cfg)
+    stats = silver_step.run(spark, cfg)
+    assert stats.status == "ok", stats.summary()
+    return stats
+
+
 # ---------------------------------------------------------------------------------------------------
 # values: server text -> silver Python values
 

@@ -49,7 +49,8 @@ def _normalized(rows) -> list[dict]:
 
 
 @pytest.fixture
-def landed(tmp_path, mariadb_factory):
+def landed(spark, tmp_path, mariadb_factory):  # noqa: F811
+    """The workload in bronze (delta-rs): its path, and the ``_seq`` of table ``a``'s rows."""
     srv = mariadb_factory(row_metadata="FULL")  # (the table map's key: pk_idx)
     srv.sql(_WORKLOAD)
     srv.flush_logs()
@@ -57,16 +58,16 @@ def landed(tmp_path, mariadb_factory):
     folder.mkdir()
     for f in srv.binlog_files()[:-1]:
         shutil.copy(f, folder / f.name)
-    return tmp_path, folder
-
-
-def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F811
-    base, folder = landed
-    cfg = load_config(None, {"input": str(folder), "warehouse": str(base / "wh"), "progress": False,
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(tmp_path / "wh"), "progress": False,
                              "delta.backend": "rs"})
     bronze.run(spark, cfg)
     path = cfg.warehouse_path(BRONZE_TABLE)
     seqs = sorted(r["_seq"] for r in delta_io.read_arrow(path, ["_seq", "table"]).to_pylist() if r["table"] == "a")
+    return path, seqs
+
+
+def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F811
+    path, seqs = landed
     mid, late = seqs[2], seqs[len(seqs) - 3]
     cases = [({}, []),  # every row, no table cut
              ({("scan", "a"): mid, ("scan", "b"): "", ("other", "x"): "9"}, []),  # watermarks
@@ -81,12 +82,7 @@ def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F
 
 
 def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(spark, landed):  # noqa: F811
-    base, folder = landed
-    cfg = load_config(None, {"input": str(folder), "warehouse": str(base / "wh2"), "progress": False,
-                             "delta.backend": "rs"})
-    bronze.run(spark, cfg)
-    path = cfg.warehouse_path(BRONZE_TABLE)
-    seqs = sorted(r["_seq"] for r in delta_io.read_arrow(path, ["_seq", "table"]).to_pylist() if r["table"] == "a")
+    path, seqs = landed
     segments = [("scan", "a", "", seqs[3]), ("scan", "a", seqs[3], None), ("scan", "b", "", None),
                 ("scan", "c d", "", None), ("scan", "none", "", None)]
     slim = delta_io.read(spark, path, backend="rs").select(

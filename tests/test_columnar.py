@@ -3,7 +3,6 @@ silver.driver and silver.typed_values, value for value and table for table; and 
 every keyed segment on that path against the server's SELECT."""
 from __future__ import annotations
 
-import shutil
 
 import pyarrow as pa
 import pytest
@@ -14,14 +13,13 @@ from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 from test_typed_values import _INT_SPECS, _REST_SPECS, BATCH_1, BATCH_2, SPECS, _bronze_rows, _cells, _img, _row
 
 from mariadb_server import mariadb_available
-from oracle import _diff, server_columns, server_rows, silver_rows
-from pipelines import bronze, delta_io
+from oracle import _diff, server_columns, server_rows, ship_and_run, silver_rows
+from pipelines import delta_io
 from pipelines.config import load_config
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 from pipelines.schema.typemap import ColumnSpec, spark_type
 from pipelines.silver import columnar, driver
-from pipelines.silver import step as silver_step
 from pipelines.silver.typed_values import ImageTyper, NotCanonical
 
 _CELL = pa.struct([("idx", pa.int32()), ("name", pa.string()), ("type", pa.string()), ("text", pa.string()),
@@ -253,14 +251,7 @@ def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_f
     cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False, "delta.backend": "rs",
                              "delete_mode": delete_mode})
     for run, sql in enumerate((_wide_workload(db), _second(db))):
-        first = len(srv.binlog_files()) - 1
-        srv.sql(sql)
-        srv.flush_logs()
-        for f in srv.binlog_files()[first:-1]:
-            shutil.copy(f, folder / f.name)
-        bronze.run(spark, cfg)
-        stats = silver_step.run(spark, cfg)
-        assert stats.status == "ok", stats.summary()
+        stats = ship_and_run(spark, srv, sql, folder, cfg)
         assert {k: v["applied_by"] for k, v in stats.tables.items()} == \
             {f"{db}.w": ["arrow"], f"{db}.k": ["arrow"], f"{db}.log": ["arrow"],
              **({f"{db}.nokey": ["spark"]} if run == 0 else {})}

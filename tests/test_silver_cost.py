@@ -10,7 +10,7 @@ import shutil
 import pytest
 from spark_fixtures import delta_backend, spark  # noqa: F401  (the shared fixtures)
 
-from oracle import _diff, server_columns, server_rows, silver_rows
+from oracle import _diff, server_columns, server_rows, ship_and_run, silver_rows
 from pipelines import bronze
 from pipelines.silver import step as silver_step
 from pipelines.config import load_config
@@ -100,14 +100,7 @@ def test_small_tables_take_the_driver_path_on_both_backends_run_after_run(spark,
     expected = [dict(inserted=n + 2, updated=0, deleted=2 * n if soft else 0),
                 dict(inserted=n + 2, updated=n, deleted=2 + (n if soft else 0))]
     for run, sql in enumerate((_workload(n), _second_batch(db, n))):
-        first = len(srv.binlog_files()) - 1
-        srv.sql(sql)
-        srv.flush_logs()
-        for f in srv.binlog_files()[first:-1]:
-            shutil.copy(f, folder / f.name)
-        bronze.run(spark, cfg)
-        stats = silver_step.run(spark, cfg)
-        assert stats.status == "ok", stats.summary()
+        stats = ship_and_run(spark, srv, sql, folder, cfg)
         assert {k: v["applied_by"] for k, v in stats.tables.items()} == {
             **{f"{db}.t{t}": ["driver"] for t in range(n)}, f"{db}.log": ["driver"]}
         assert dict(inserted=stats.inserted, updated=stats.updated, deleted=stats.deleted) == expected[run], \
