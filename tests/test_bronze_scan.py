@@ -4,11 +4,14 @@ and the same rows for each small segment."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
+from oracle import _diff, server_columns, server_rows, silver_rows
 from pipelines import bronze, delta_io
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import load_config
@@ -102,3 +105,44 @@ def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(s
             (set(segments) - set(large)) | set(fits), limit
         kept.append(len(fits))
     assert kept[0] == 0 and kept[-1] == 2 and 1 in kept
+
+
+def _leaf_paths(path) -> set[str]:
+    """The Parquet leaf paths of the table's data files."""
+    schemas = [pq.ParquetFile(f).schema for f in path.glob("*.parquet")]
+    return {s.column(i).path for s in schemas for i in range(len(s))}
+
+
+def test_a_bronze_with_spark_s_legacy_lists_is_read_by_spark_where_arrow_cannot(spark, tmp_path,  # noqa: F811
+                                                                                mariadb_factory, monkeypatch):
+    """Bronze landed by delta-spark with ``spark.sql.parquet.writeLegacyFormat`` (a cluster's
+    setting: lists laid out as ``bag.array``, where Arrow's leaf paths ``list.element`` name
+    nothing), then silver on delta-rs: the shape counts and the big segments take Spark's read
+    instead, and silver equals the server."""
+    srv = mariadb_factory(row_metadata="FULL")
+    srv.sql(_WORKLOAD)
+    srv.flush_logs()
+    folder, wh = tmp_path / "in", tmp_path / "wh"
+    folder.mkdir()
+    for f in srv.binlog_files()[:-1]:
+        shutil.copy(f, folder / f.name)
+    settings = {"input": str(folder), "warehouse": str(wh), "progress": False}
+    spark.conf.set("spark.sql.parquet.writeLegacyFormat", "true")
+    try:
+        bronze.run(spark, load_config(None, {**settings, "delta.backend": "spark"}))
+    finally:
+        spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
+    path = load_config(None, settings).warehouse_path(BRONZE_TABLE)
+    leaves = _leaf_paths(Path(path))
+    assert "after.bag.array.idx" in leaves and not any(".list.element." in p for p in leaves), sorted(leaves)
+    assert bronze_scan.shape_rows(RsScan.open(path), {}, []) is None
+
+    monkeypatch.setattr(driver, "FETCH_ROWS", 0)  # every keyed segment is a big one: read for Arrow
+    stats = silver_step.run(spark, load_config(None, {**settings, "delta.backend": "rs"}))
+    assert stats.status == "ok", stats.summary()
+    assert {k: v["applied_by"] for k, v in stats.tables.items()} == \
+        {"scan.a": ["spark", "spark", "spark"], "scan.b": ["spark"], "scan.c d": ["spark"]}
+    for t in ("a", "b", "c d"):
+        cols = server_columns(srv, "scan", t)
+        want, got = server_rows(srv, "scan", t, cols), silver_rows(wh, "scan", t, cols)
+        assert got == want, _diff(f"scan.{t}", cols, want, got or [])
