@@ -109,3 +109,44 @@ def test_small_tables_take_the_driver_path_on_both_backends_run_after_run(spark,
             cols = server_columns(srv, db, t)
             want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
             assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])
+
+
+def _descriptions(spark, since: int) -> dict[int, str]:
+    """The description of each job with an id from ``since`` on (Spark's status store: the
+    same list the Spark UI shows)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    out = {}
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        if job.jobId() >= since:
+            out[job.jobId()] = job.description().get() if job.description().isDefined() else None
+    return out
+
+
+def test_silver_s_jobs_are_described_by_their_table_not_by_bronze_s_last_batch(spark, mariadb_factory,  # noqa: F811
+                                                                               tmp_path):
+    """On delta-spark, where silver MERGEs with Spark jobs: each job is described in the Spark UI
+    as the silver run's and its table's; bronze's batch label is gone from the thread once
+    bronze ends."""
+    srv = mariadb_factory()
+    srv.sql(_workload(2))
+    srv.flush_logs()
+    folder, wh = tmp_path / "in", tmp_path / "wh"
+    folder.mkdir()
+    for f in srv.binlog_files()[:-1]:
+        shutil.copy(f, folder / f.name)
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False,
+                             "delta.backend": "spark"})
+    bronze.run(spark, cfg)
+    context = spark.sparkContext
+    assert [context.getLocalProperty(k) for k in ("spark.job.description", "spark.jobGroup.id")] == [None, None]
+    before = _jobs(spark)
+    stats = silver_step.run(spark, cfg)
+    assert stats.status == "ok", stats.summary()
+    described = _descriptions(spark, before)
+    # (delta-spark puts "Delta: " and its own words around the description it finds)
+    tables = {t: [d for d in described.values() if d and f"silver {stats.run_id} cost2.{t}" in d]
+              for t in ("t0", "t1", "log")}
+    assert all(tables.values()), described  # (each table's MERGE: jobs of its own)
+    assert [d for d in described.values() if not d or f"silver {stats.run_id}" not in d or "bronze" in d] == []
+    assert context.getLocalProperty("spark.job.description") is None

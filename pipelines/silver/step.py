@@ -79,6 +79,7 @@ from pipelines.silver.merge import apply_changes
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.typed_values import NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
+from pipelines.spark_session import job_description
 
 _UTC = _dt.timezone.utc
 
@@ -265,30 +266,30 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     """
     now = _dt.datetime.now(_UTC)
     stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
-    saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
-    try:
-        for k, v in _SESSION_CONF.items():
-            spark.conf.set(k, v)
-        _run(spark, cfg, stats)
-        stats.status = "ok"
-    except BaseException as e:
-        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-        stats.ended_at = _dt.datetime.now(_UTC)
-        print(stats.summary(), file=sys.stdout, flush=True)
+    with job_description(spark, f"silver {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
+        saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
         try:
-
-            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
-        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
-            if stats.status == "ok":
-                raise
-            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+            for k, v in _SESSION_CONF.items():
+                spark.conf.set(k, v)
+            _run(spark, cfg, stats)
+            stats.status = "ok"
+        except BaseException as e:
+            stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+            stats.ended_at = _dt.datetime.now(_UTC)
+            print(stats.summary(), file=sys.stdout, flush=True)
+            try:
+                pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
+            except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
+                if stats.status == "ok":
+                    raise
+                print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
     return stats
 
 
@@ -485,7 +486,9 @@ class _Run:
     def lane(self, steps: list[_Step]) -> None:
         for step in steps:
             try:
-                self.step(step)
+                # (a thread's jobs: named by their table in the Spark UI, not by the run's last label)
+                with job_description(self.spark, f"silver {self.stats.run_id} {step.db}.{step.table}"):
+                    self.step(step)
             except Exception as e:
                 where = f"_seq {step.start or 'start'} .. {step.end or 'end'}"
                 raise SilverStepError(f"silver {step.db}.{step.table} ({where}): {type(e).__name__}: {e}") from e
