@@ -659,6 +659,30 @@ def plan_batches(seeds: list[int], modes: list[str], backends: list[str] | None,
     return runs
 
 
+def child_argvs(argv: list[str], modes: list[str], jobs: int, workdir: Path) -> list[list[str]]:
+    """The arguments of ``jobs`` processes that run ``argv`` side by side: the modes dealt out
+    among them (a mode's batches are planned per mode, so each is the batch one process would
+    run), each with a work folder of its own."""
+    rest, skip = [], False
+    for a in argv:  # (this run's --jobs, --mode and --workdir are the children's own)
+        if skip:
+            skip = False
+        elif a in ("--jobs", "--mode", "--workdir"):
+            skip = True
+        elif not a.startswith(("--jobs=", "--mode=", "--workdir=")):
+            rest.append(a)
+    return [[*rest, *[x for m in modes[i::jobs] for x in ("--mode", m)], "--workdir", str(workdir / f"job{i}")]
+            for i in range(min(jobs, len(modes)))]
+
+
+def _side_by_side(argv: list[str], modes: list[str], jobs: int, workdir: Path) -> int:
+    """:func:`child_argvs`'s processes; their lines interleave, each prints its own summary and
+    reproduce lines. Failed when any failed."""
+    children = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *args])
+                for args in child_argvs(argv, modes, jobs, workdir)]
+    return max(child.wait() for child in children)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (with --start)")
@@ -677,8 +701,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="every delta-rs batch folds its keyed tables in Arrow (silver.columnar)")
     p.add_argument("--no-arrow", action="store_true", help="no batch does (they take the row path)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
+    p.add_argument("--jobs", type=int, default=1,
+                   help="processes side by side, each taking some of the modes (the same batches as one process)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each seed's SQL")
     args = p.parse_args(argv)
+    if args.jobs > 1 and args.seed is None:
+        return _side_by_side(argv if argv is not None else sys.argv[1:], args.mode or list(MODES), args.jobs,
+                             args.workdir)
 
     from spark_fixtures import TEST_CONF
 
