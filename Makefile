@@ -94,7 +94,8 @@ maintain: setup
 # Random server-oracle workloads: SEEDS seeds in each binlog_row_metadata x binlog_row_image mode,
 # in batches of 20 that share a server (a database each) and the pipeline's runs; the batches take
 # delta-rs and delta-spark in turn, and about one in five SIGKILLs the job once and runs it again.
-# SOAK_JOBS processes run side by side, the modes dealt out among them (the same batches).
+# SOAK_JOBS processes run side by side, the modes dealt out among them (the same batches); each
+# holds a Spark session of about 5 GB, and a job beside it while a batch SIGKILLs (3 fit in 24 GB).
 # SOAK_ARGS: more options of tests/soak.py (--start, --batch, --mode, --backend, --kill, --steps, -v).
 SEEDS ?= 20
 SOAK_JOBS ?= 1

@@ -680,7 +680,8 @@ def _side_by_side(argv: list[str], modes: list[str], jobs: int, workdir: Path) -
     reproduce lines. Failed when any failed."""
     children = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *args])
                 for args in child_argvs(argv, modes, jobs, workdir)]
-    return max(child.wait() for child in children)
+    codes = [child.wait() for child in children]  # (a child killed by a signal: a negative code)
+    return 0 if all(code == 0 for code in codes) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -702,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-arrow", action="store_true", help="no batch does (they take the row path)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
     p.add_argument("--jobs", type=int, default=1,
-                   help="processes side by side, each taking some of the modes (the same batches as one process)")
+                   help="processes side by side, each taking some of the modes (the same batches as one process); "
+                        "each holds a Spark session (about 5 GB), and a batch that SIGKILLs its job has the job's beside it")
     p.add_argument("-v", "--verbose", action="store_true", help="print each seed's SQL")
     args = p.parse_args(argv)
     if args.jobs > 1 and args.seed is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
 from oracle import _diff, server_columns, server_rows, silver_rows
 from pipelines import bronze, delta_io
@@ -119,6 +119,7 @@ def test_a_bronze_with_spark_s_legacy_lists_is_read_by_spark_where_arrow_cannot(
     setting: lists laid out as ``bag.array``, where Arrow's leaf paths ``list.element`` name
     nothing), then silver on delta-rs: the shape counts and the big segments take Spark's read
     instead, and silver equals the server."""
+    require_delta_spark(spark)  # (bronze is landed by delta-spark, as a cluster lands it)
     srv = mariadb_factory(row_metadata="FULL")
     srv.sql(_WORKLOAD)
     srv.flush_logs()
