@@ -284,12 +284,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
                     spark.conf.set(k, v)
             stats.ended_at = _dt.datetime.now(_UTC)
             print(stats.summary(), file=sys.stdout, flush=True)
-            try:
-                pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
-            except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
-                if stats.status == "ok":
-                    raise
-                print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+            pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
     return stats
 
 
