@@ -3,7 +3,6 @@ reads it stands in for, on a real bronze: the same shape counts per table, shape
 and the same rows for each small segment."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -11,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
-from oracle import _diff, server_columns, server_rows, silver_rows
+from oracle import _diff, copy_binlogs, server_columns, server_rows, silver_rows
 from pipelines import bronze, delta_io
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import load_config
@@ -51,16 +50,20 @@ def _normalized(rows) -> list[dict]:
     return sorted(out, key=lambda r: tuple(str(r[k]) for k in ("db", "table", "_shape", "op", "_segment")))
 
 
+def _shipped(mariadb_factory, tmp_path):
+    """The workload on a server with FULL metadata (the table map's key: pk_idx), and the folder
+    its closed binlogs were shipped to."""
+    srv = mariadb_factory(row_metadata="FULL")
+    srv.sql(_WORKLOAD)
+    srv.flush_logs()
+    copy_binlogs(srv, tmp_path / "in")
+    return srv, tmp_path / "in"
+
+
 @pytest.fixture
 def landed(spark, tmp_path, mariadb_factory):  # noqa: F811
     """The workload in bronze (delta-rs): its path, and the ``_seq`` of table ``a``'s rows."""
-    srv = mariadb_factory(row_metadata="FULL")  # (the table map's key: pk_idx)
-    srv.sql(_WORKLOAD)
-    srv.flush_logs()
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for f in srv.binlog_files()[:-1]:
-        shutil.copy(f, folder / f.name)
+    _, folder = _shipped(mariadb_factory, tmp_path)
     cfg = load_config(None, {"input": str(folder), "warehouse": str(tmp_path / "wh"), "progress": False,
                              "delta.backend": "rs"})
     bronze.run(spark, cfg)
@@ -120,13 +123,8 @@ def test_a_bronze_with_spark_s_legacy_lists_is_read_by_spark_where_arrow_cannot(
     nothing), then silver on delta-rs: the shape counts and the big segments take Spark's read
     instead, and silver equals the server."""
     require_delta_spark(spark)  # (bronze is landed by delta-spark, as a cluster lands it)
-    srv = mariadb_factory(row_metadata="FULL")
-    srv.sql(_WORKLOAD)
-    srv.flush_logs()
-    folder, wh = tmp_path / "in", tmp_path / "wh"
-    folder.mkdir()
-    for f in srv.binlog_files()[:-1]:
-        shutil.copy(f, folder / f.name)
+    srv, folder = _shipped(mariadb_factory, tmp_path)
+    wh = tmp_path / "wh"
     settings = {"input": str(folder), "warehouse": str(wh), "progress": False}
     spark.conf.set("spark.sql.parquet.writeLegacyFormat", "true")
     try:

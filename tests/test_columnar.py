@@ -3,7 +3,6 @@ silver.driver and silver.typed_values, value for value and table for table; and 
 every keyed segment on that path against the server's SELECT."""
 from __future__ import annotations
 
-
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
