@@ -30,7 +30,6 @@ The summary line says what was removed and what was kept::
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -179,13 +178,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
         stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
         raise
     finally:
-
         stats.seconds = time.monotonic() - started
         print(stats.summary(), flush=True)
-        try:
-            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
-        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
-            if stats.status == "ok":
-                raise
-            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+        pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
     return stats

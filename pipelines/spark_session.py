@@ -20,6 +20,7 @@ builder never sets a master there (a master from the configuration is reported, 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import weakref
@@ -313,3 +314,28 @@ def _delta_classes_load(jvm) -> bool:
         return True
     except Py4JError:
         return False
+
+
+_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+@contextlib.contextmanager
+def job_description(spark: SparkSession, text: str, group: str | None = None):
+    """The Spark jobs this thread starts inside are described as ``text`` (the Spark UI's job
+    list, and a prefix to Delta's own descriptions), in job group ``group`` when given; the
+    thread's earlier description and group are back afterwards, so a step's label does not
+    stay on the next step's jobs. A Spark Connect session (no SparkContext) is left as it is."""
+    context = getattr(spark, "sparkContext", None) if getattr(spark, "_jvm", None) is not None else None
+    if context is None:
+        yield
+        return
+    before = {key: context.getLocalProperty(key) for key in _JOB_PROPERTIES}
+    if group is not None:
+        context.setJobGroup(group, text)
+    else:
+        context.setJobDescription(text)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            context.setLocalProperty(key, value)

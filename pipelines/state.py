@@ -19,6 +19,7 @@ table                     written by             one row per
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from pipelines import delta_io
@@ -121,6 +122,17 @@ def append(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple], *, app
            version: int | None = None) -> bool:
     """Append ``rows`` (in the table's layout); with ``app_id``/``version``, at most once."""
     return append_at(spark, cfg, LAYOUTS[table], path(cfg, table), rows, app_id=app_id, version=version)
+
+
+def log_run(spark, cfg: PipelineConfig, row: tuple, ok: bool) -> None:
+    """A step's ``row`` in :data:`RUNS`. When the run itself failed (``ok`` false), a failure to
+    write its row is printed as a warning instead of raised: it must not hide the run's own error."""
+    try:
+        append(spark, cfg, RUNS, [row])
+    except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
+        if ok:
+            raise
+        print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
 
 
 def append_at(spark, cfg: PipelineConfig, layout: str, table_path: str, rows: Sequence[tuple], *,

@@ -17,6 +17,8 @@ from pipelines.config import load_config
 from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, driver
 from pipelines.silver import step as silver_step
+from pipelines.silver.marks import above_marks
+from pipelines.silver.segments import SEG, with_segment
 from pipelines.silver.shapes import shape_rows_of, slim_image
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
@@ -79,8 +81,8 @@ def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F
              ({("scan", "a"): mid, ("scan", "b"): "", ("other", "x"): "9"}, []),  # watermarks
              ({("scan", "a"): mid}, [("scan", "a", "", late), ("scan", "a", late, None)])]  # a cut table
     for marks, cuts in cases:
-        want, want_written = shape_rows_of(silver_step._with_segment(
-            silver_step.above_marks(delta_io.read(spark, path, backend="rs"), marks), cuts), by=(silver_step._SEG,))
+        want, want_written = shape_rows_of(with_segment(
+            above_marks(delta_io.read(spark, path, backend="rs"), marks), cuts), by=(SEG,))
         got, got_written = bronze_scan.shape_rows(RsScan.open(path), marks, cuts)
         assert _normalized(got) == _normalized(want), (marks, cuts)
         assert got_written == want_written == {"_shape", "_zero_dates"}

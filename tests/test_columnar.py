@@ -51,7 +51,7 @@ def _typed_both_ways(specs, images, fixes=None):
                 columns, zeros = [], 0
                 for i, spec in enumerate(specs):
                     to = spark_type_to_arrow(spark_type(spec))
-                    values, z = columnar.typed_column(spec, to, *seg.images["after"].column(i, seg.n),
+                    values, z = columnar.typed_column(spec, to, seg.images["after"].column(i, seg.n),
                                                       fix=(fixes or {}).get(i))
                     columns.append(values.to_pylist())
                     zeros += z
@@ -59,6 +59,25 @@ def _typed_both_ways(specs, images, fixes=None):
         except NotCanonical:
             out[way] = "NotCanonical"
     return out
+
+
+_CELL_VALUE = st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.binary(max_size=3)),
+                        st.one_of(st.none(), st.sampled_from(["a", "b"])))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(images=st.lists(st.one_of(st.none(), st.dictionaries(st.integers(0, 3), _CELL_VALUE, max_size=4)), min_size=1,
+                       max_size=30), parts=st.integers(1, 4), ordinal=st.integers(0, 4))
+def test_a_cell_of_every_change_is_taken_from_cells_in_several_chunks(images, parts, ordinal):
+    """Cells.column: per change, the fields of its cell ``ordinal``, null where its image lacks
+    the cell or the change has no image, whatever the read's chunks."""
+    rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
+             "after": None if image is None else [{"idx": k, "name": v[2], "type": "T", "text": v[0], "bin": v[1]}
+                                                  for k, v in sorted(image.items())]}
+            for i, image in enumerate(images)]
+    column = _segment(rows, parts).images["after"].column(ordinal, len(rows))
+    want = [(None, None, None) if not image or ordinal not in image else image[ordinal] for image in images]
+    assert list(zip(column.text.to_pylist(), column.bin.to_pylist(), column.name.to_pylist())) == want
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow,

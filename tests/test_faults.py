@@ -513,7 +513,8 @@ CI_KILL = [
     ("append.manifest.before", 1),  # the write-ahead (pending) rows of batch 1
     ("append.manifest.after", 4),  # batch 2's committed rows
     ("merge.silver.before", 1),
-    ("merge.silver.after", 2),
+    ("merge.silver.after", 1),
+    ("append.silver.after", 1),  # a segment of new rows only, appended to silver, no watermark row yet
     ("create.silver.after", 2),  # a new silver table created with its rows (the driver path), no watermark row yet
     ("add_columns.silver.after", 1),  # ALTER TABLE ... ADD COLUMN reached silver
     ("overwrite.silver.after", 1),  # TRUNCATE applied, its watermark not yet written
@@ -549,7 +550,7 @@ def test_trace_lists_the_commit_points(trace):
            + ", ".join(f"{n} x{trace.count(n)}" for n in names))
     for needed in ("append.bronze.materialize", "append.bronze.before", "append.bronze.after",
                    "append.manifest.before", "append.manifest.after", "merge.silver.before",
-                   "merge.silver.after", "append.watermarks.after"):
+                   "merge.silver.after", "append.silver.after", "append.watermarks.after"):
         assert needed in names
     assert trace.count("append.bronze.before") == len(FILES), "one bronze batch per binlog file"
 

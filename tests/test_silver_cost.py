@@ -11,9 +11,11 @@ import pytest
 from spark_fixtures import delta_backend, spark  # noqa: F401  (the shared fixtures)
 
 from oracle import _diff, server_columns, server_rows, ship_and_run, silver_rows
-from pipelines import bronze
-from pipelines.silver import step as silver_step
+from pipelines import bronze, delta_io
 from pipelines.config import load_config
+from pipelines.paths import silver_table_path
+from pipelines.silver import step as silver_step
+from pipelines.silver.merge import read_watermark
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 
@@ -109,3 +111,87 @@ def test_small_tables_take_the_driver_path_on_both_backends_run_after_run(spark,
             cols = server_columns(srv, db, t)
             want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
             assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])
+
+
+def _descriptions(spark, since: int) -> dict[int, str]:
+    """The description of each job with an id from ``since`` on (Spark's status store: the
+    same list the Spark UI shows)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    out = {}
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        if job.jobId() >= since:
+            out[job.jobId()] = job.description().get() if job.description().isDefined() else None
+    return out
+
+
+def test_silver_s_jobs_are_described_by_their_table_not_by_bronze_s_last_batch(spark, mariadb_factory,  # noqa: F811
+                                                                               tmp_path):
+    """On delta-spark, where silver MERGEs with Spark jobs: each job is described in the Spark UI
+    as the silver run's and its table's; bronze's batch label is gone from the thread once
+    bronze ends."""
+    srv = mariadb_factory()
+    srv.sql(_workload(2))
+    srv.flush_logs()
+    folder, wh = tmp_path / "in", tmp_path / "wh"
+    folder.mkdir()
+    for f in srv.binlog_files()[:-1]:
+        shutil.copy(f, folder / f.name)
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False,
+                             "delta.backend": "spark"})
+    bronze.run(spark, cfg)
+    context = spark.sparkContext
+    assert [context.getLocalProperty(k) for k in ("spark.job.description", "spark.jobGroup.id")] == [None, None]
+    before = _jobs(spark)
+    stats = silver_step.run(spark, cfg)
+    assert stats.status == "ok", stats.summary()
+    described = _descriptions(spark, before)
+    # (delta-spark puts "Delta: " and its own words around the description it finds)
+    tables = {t: [d for d in described.values() if d and f"silver {stats.run_id} cost2.{t}" in d]
+              for t in ("t0", "t1", "log")}
+    assert all(tables.values()), described  # (each table's MERGE: jobs of its own)
+    assert [d for d in described.values() if not d or f"silver {stats.run_id}" not in d or "bronze" in d] == []
+    assert context.getLocalProperty("spark.job.description") is None
+
+
+@pytest.mark.parametrize("delete_mode", ["hard", "soft"])
+def test_a_run_that_only_inserts_new_rows_appends_them_on_both_backends(spark, delta_backend, mariadb_factory,  # noqa: F811
+                                                                        tmp_path, delete_mode):
+    """A run whose changes to a table are only new rows (a keyless log's inserts; a keyed table's
+    inserts of keys silver does not hold, where the stored keys are read first: delta-rs) appends
+    them in one commit that records the watermark, without a MERGE; a re-inserted key whose
+    tombstone silver keeps (soft deletes) is MERGEd; a run with nothing new changes nothing.
+    Silver equals the server after each run."""
+    srv = mariadb_factory()
+    db = "ins"
+    wh, folder = tmp_path / "wh", tmp_path / "in"
+    folder.mkdir()
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False,
+                             "delta.backend": delta_backend, "delete_mode": delete_mode})
+    first = (f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20));"
+             f"CREATE TABLE {db}.log (at INT, msg TEXT);"
+             f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b'); DELETE FROM {db}.t WHERE id = 2;"
+             f"INSERT INTO {db}.log VALUES (1, 'same'), (1, 'same');")
+    second = (f"INSERT INTO {db}.t VALUES (2, 'again'), (3, 'c'); INSERT INTO {db}.t VALUES (4, 'd');"
+              f"INSERT INTO {db}.log VALUES (1, 'same'), (2, 'other');")
+    # (delta-spark, hard deletes: the MERGE counts, the stored keys are not read; soft: key 2's
+    # tombstone is a stored row the insert updates)
+    appended = {"log"} if delta_backend == "spark" or delete_mode == "soft" else {"t", "log"}
+    for run, sql in enumerate((first, second, "")):
+        stats = ship_and_run(spark, srv, sql, folder, cfg)
+        for t in ("t", "log"):
+            cols = server_columns(srv, db, t)
+            want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
+            assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])
+        if run == 1:
+            for t in ("t", "log"):
+                path = silver_table_path(str(wh), db, t)
+                last = delta_io.history(path, backend=delta_backend, spark=spark, limit=1)[0]
+                assert (last.operation == "WRITE") == (t in appended), (t, last.operation)
+                newest = max(delta_io.read_arrow(path, ["_seq"]).column("_seq").to_pylist())
+                assert read_watermark(path, spark=spark, backend=delta_backend) == newest  # (the commit's own)
+            assert dict(inserted=stats.inserted, updated=stats.updated, deleted=stats.deleted) == \
+                dict(inserted=4 if delete_mode == "soft" else 5, updated=1 if delete_mode == "soft" else 0,
+                     deleted=0), stats.summary()
+        if run == 2:
+            assert stats.inserted == stats.updated == stats.deleted == 0, stats.summary()

@@ -181,6 +181,7 @@ from pipelines.bronze.state import (
 from pipelines.bronze.tasks import file_digests, ship_package, survey
 from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
+from pipelines.spark_session import job_description
 
 _UTC = _dt.timezone.utc
 
@@ -211,21 +212,17 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
     """
     now = _dt.datetime.now(_UTC)
     stats = BronzeStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
-    try:
-        _run(spark, cfg, stats, now)
-        stats.status = "ok"
-    except BaseException as e:
-        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        stats.ended_at = _dt.datetime.now(_UTC)
-        print(stats.summary(), file=sys.stdout, flush=True)
+    with job_description(spark, f"bronze {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
         try:
-            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
-        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
-            if stats.status == "ok":
-                raise
-            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+            _run(spark, cfg, stats, now)
+            stats.status = "ok"
+        except BaseException as e:
+            stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            stats.ended_at = _dt.datetime.now(_UTC)
+            print(stats.summary(), file=sys.stdout, flush=True)
+            pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
     return stats
 
 

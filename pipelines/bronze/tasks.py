@@ -3,6 +3,7 @@ driver (the survey, digests, prefix facts), a progress bar over a job group's ta
 shipping the ``pipelines`` package to the Python workers."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 import threading
@@ -11,6 +12,7 @@ import uuid
 from pipelines.bronze.files import quarantine_raw, sha256_prefixes, task_file
 from pipelines.bronze.plan import Survey, SurveyRequest, survey_file
 from pipelines.config import PipelineConfig
+from pipelines.spark_session import job_description
 
 _FILES_PER_SLOT = 4  # survey tasks per core when there are many files: one file each when few
 
@@ -67,13 +69,14 @@ class _TaskProgress:
     thread polling the status tracker."""
 
     def __init__(self, spark, group: str, total: int, enabled: bool, desc: str):
-        self.sc, self.group, self.total = spark.sparkContext, group, total
+        self.spark, self.sc, self.group, self.total = spark, spark.sparkContext, group, total
         self.enabled = enabled and total > 0
         self.desc = desc
         self._stop = threading.Event()
 
     def __enter__(self):
-        self.sc.setJobGroup(self.group, self.desc)
+        self._described = contextlib.ExitStack()
+        self._described.enter_context(job_description(self.spark, self.desc, group=self.group))
         if self.enabled:
             from tqdm import tqdm
 
@@ -107,7 +110,7 @@ class _TaskProgress:
             self.thread.join()
             self.bar.update(max(0, self.total - self.bar.n) if exc[0] is None else 0)
             self.bar.close()
-        self.sc.setLocalProperty("spark.jobGroup.id", None)
+        self._described.close()
 
 
 def _progress_enabled(cfg: PipelineConfig) -> bool:

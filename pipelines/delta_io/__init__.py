@@ -55,9 +55,9 @@ imports the backend it returns when it is called; callers use the names re-expor
 * ``upkeep``        compaction, checkpoints, log retention, VACUUM (the backend's), storage figures;
   imports ``backend``
 * ``spark_backend`` ``SparkBackend``: every delta-spark half, its session settings, log and snapshot,
-  feature enabling, :func:`merge_spark`, :func:`create_with_rows_spark`; imports the modules above
+  feature enabling, :func:`merge_spark`, :func:`create_with_rows_spark`, :func:`append_with_rows_spark`; imports the modules above
 * ``rs_backend``    ``RsBackend``: every delta-rs half, its commit properties, :func:`merge_rs` and its
-  chunks, :func:`read_arrow`, :func:`create_with_rows_rs`; imports the modules above but ``spark_backend``
+  chunks, :func:`read_arrow`, :func:`create_with_rows_rs`, :func:`append_with_rows_rs`; imports the modules above but ``spark_backend``
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
   ``arrow``, ``backend``, ``commits``, ``rs_backend``
 """
@@ -81,10 +81,10 @@ from pipelines.delta_io.writes import (
 )
 from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge
 from pipelines.delta_io.spark_backend import (
-    commit_session, create_with_rows_spark, merge_spark, spark_delta_log, spark_snapshot,
+    append_with_rows_spark, commit_session, create_with_rows_spark, merge_spark, spark_delta_log, spark_snapshot,
 )
 from pipelines.delta_io.rs_backend import (
-    MERGE_CHUNK_ROWS, create_with_rows_rs, deltalake_table_exists, merge_rs, read_arrow,
+    MERGE_CHUNK_ROWS, append_with_rows_rs, create_with_rows_rs, deltalake_table_exists, merge_rs, read_arrow,
 )
 from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
@@ -95,7 +95,8 @@ __all__ = [
     "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",
     "MERGE_CHUNK_ROWS",
     "MergeClause", "MergeKind", "MergeResult", "ParquetStager", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
-    "StagedFile", "add_columns", "append", "append_rows", "arrow_schema_to_spark", "arrow_to_spark",
+    "StagedFile", "add_columns", "append", "append_rows", "append_with_rows_rs", "append_with_rows_spark",
+    "arrow_schema_to_spark", "arrow_to_spark",
     "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
     "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",

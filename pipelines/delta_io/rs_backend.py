@@ -255,8 +255,22 @@ def _add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark:
         "jars; set delta.backend: spark, or --delta-backend spark)")
 
 
+def append_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
+                        user_metadata: str | None = None) -> bool:
+    """delta-rs: ``rows`` (in ``table_schema``, the table's columns) appended to the table at
+    ``path`` in one commit that records ``user_metadata``: the commit of a MERGE that inserts
+    every source row, without the MERGE's read of the stored rows.
+
+    >>> append_with_rows_rs(str(tmp_path / "t"), schema, [(2,)], user_metadata='{"w": "2"}')  # doctest: +SKIP
+    True
+    """
+    return _append_rs(path, as_arrow(rows, strip_mapping_metadata(table_schema)), None, None, False,
+                      user_metadata=user_metadata)
+
+
 def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: int | None,
-               schema_evolution: bool, spark: SparkSession | None = None) -> bool:
+               schema_evolution: bool, spark: SparkSession | None = None, *,
+               user_metadata: str | None = None) -> bool:
     from deltalake import write_deltalake
 
     def attempt_rs(n: int) -> bool:
@@ -267,7 +281,7 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
         if target is None and not deltalake_table_exists(path):
             if not needs_column_mapping(arrow_schema_to_spark(data.schema)):  # the write creates it
                 write_deltalake(str(path), rows, mode="append", schema_mode=mode,
-                                commit_properties=_rs_commit_properties(txn_app_id, txn_version, None))
+                                commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
                 return True
             _rs_create(path, data.schema)  # with column mapping, which its names need
         table = target if target is not None else _rs_table(path)
@@ -288,7 +302,7 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
             rows,
             mode="append",
             schema_mode=mode,
-            commit_properties=_rs_commit_properties(txn_app_id, txn_version, None),
+            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata),
         )
         return True
 

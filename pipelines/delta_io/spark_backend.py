@@ -149,6 +149,24 @@ def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
     return _commit("create", path, attempt)
 
 
+def append_with_rows_spark(spark: SparkSession, path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table,
+                           *, user_metadata: str | None = None) -> bool:
+    """delta-spark's :func:`~pipelines.delta_io.rs_backend.append_with_rows_rs`: ``rows`` (in
+    ``table_schema``, the table's columns) appended in one commit that records ``user_metadata``,
+    one Spark job, without a MERGE's scan of the stored rows."""
+    table_schema = strip_mapping_metadata(table_schema)
+    writer = (spark.createDataFrame(as_arrow(rows, table_schema), schema=table_schema).coalesce(1)
+              .write.format("delta").mode("append"))
+    if user_metadata is not None:
+        writer = writer.option("userMetadata", user_metadata)
+
+    def attempt(n: int) -> bool:
+        writer.save(str(path))
+        return True
+
+    return _commit("append", path, attempt)
+
+
 def _enable_features_spark(session: SparkSession, path: str, adding: Sequence[T.StructField]) -> None:
     """Enable the protocol features that ``adding`` needs and the table lacks (delta-spark does
     not enable them by itself when columns are added): column mapping for names that need it,

@@ -15,10 +15,18 @@ What each module holds (each imports only the ones above it in this list):
   (:func:`apply_changes`: reads the table, evolves its schema, plans, MERGEs); the rules.
 * :mod:`~pipelines.silver.driver`: small batches typed, folded and MERGEd on the driver with
   delta-rs, the same rules without a Spark job per table.
+* :mod:`~pipelines.silver.columnar`: big batches typed, folded and written in Arrow (delta-rs).
+* :mod:`~pipelines.silver.bronze_scan`: bronze's new rows read on the driver by delta-rs: shape
+  counts per segment, and the small segments' rows.
 * :mod:`~pipelines.silver.schema_events`: what schema events do to a silver table (CREATE, DROP,
   TRUNCATE, RENAME copies, ALTER TABLE's columns and their DEFAULTs, a new own-column prefix).
-* :mod:`~pipelines.silver.step`: the silver step of a run: which tables and segments, the lanes
-  that apply their schema events and changes, watermarks, quarantine and the run log.
+* :mod:`~pipelines.silver.stats`: what one run did: its summary and its row of ``_pipeline/runs``.
+* :mod:`~pipelines.silver.marks`: which bronze rows are new: watermarks, the read-through mark, and
+  the filters that keep the rows above them.
+* :mod:`~pipelines.silver.segments`: a run's plan: each table's segments, their rows' shapes, and
+  the lanes they run in.
+* :mod:`~pipelines.silver.step`: the silver step of a run: reads what is new, plans it, and runs the
+  lanes that apply schema events and changes; then watermarks, quarantine and the run log.
 
 >>> from pipelines.silver import apply_changes, changes_from_bronze  # doctest: +SKIP
 """

@@ -57,13 +57,69 @@ class Cells:
     name: pa.ChunkedArray
     present: np.ndarray
 
-    def column(self, ordinal: int, n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
-        """The ``(text, bin, name)`` of cell ``ordinal`` of every change (null where it has none)."""
-        at = np.flatnonzero(pc.equal(self.idx, ordinal).to_numpy(zero_copy_only=False))
-        where = np.full(n, -1, dtype=np.int64)
-        where[self.row[at]] = at
-        take = pa.array(where, mask=where < 0)
-        return self.text.take(take), self.bin.take(take), self.name.take(take)
+    def __post_init__(self) -> None:
+        self._by_ordinal: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _positions(self, ordinal: int) -> np.ndarray:
+        """The positions of the cells of ``ordinal``, ascending (the cells grouped by ordinal
+        once, a stable radix sort: then each column is a slice)."""
+        if self._by_ordinal is None:
+            idx = pc.fill_null(self.idx, -1).to_numpy()
+            if len(idx) and (idx.min() < 0 or idx.max() >= 1 << 15):  # (no column has such an ordinal)
+                idx = np.where((idx >= 0) & (idx < 1 << 15), idx, (1 << 15) - 1)
+            order = np.argsort(idx.astype(np.int16), kind="stable")
+            self._by_ordinal = order, np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=1 << 15))])
+        order, starts = self._by_ordinal
+        return order[starts[ordinal]:starts[ordinal + 1]] if 0 <= ordinal < (1 << 15) - 1 else order[:0]
+
+    def column(self, ordinal: int, n: int) -> CellColumn:
+        """Cell ``ordinal`` of every change (null where it has none)."""
+        at = self._positions(ordinal)
+        rows = self.row[at]
+        if len(at) == n and (rows == np.arange(n)).all():  # (every change has it: a full image)
+            return CellColumn(self, at, None)
+        slot = np.full(n, -1, dtype=np.int64)
+        slot[rows] = np.arange(len(at))
+        return CellColumn(self, at, pa.array(slot, mask=slot < 0))
+
+
+def _take_ascending(values: pa.ChunkedArray, at: np.ndarray) -> pa.Array:
+    """``values[at]`` for ascending positions ``at``, chunk by chunk: Arrow's take on a chunked
+    array of strings concatenates all its chunks first, at every call."""
+    bounds = np.cumsum([0, *(len(c) for c in values.chunks)])
+    cut = np.searchsorted(at, bounds)
+    parts = [chunk.take(pa.array(at[cut[i]:cut[i + 1]] - bounds[i]))
+             for i, chunk in enumerate(values.chunks) if cut[i + 1] > cut[i]]
+    return pa.concat_arrays(parts) if parts else pa.array([], values.type)
+
+
+class CellColumn:
+    """One cell of every change: its ``text``, ``bin`` and ``name``, each taken from the
+    segment's cells when first read (a take over all the segment's cells costs about as much as
+    typing the column, and most columns need only their texts)."""
+
+    def __init__(self, cells: Cells, at: np.ndarray, slot: pa.Array | None) -> None:
+        # (at: the cells' positions, ascending; slot: per change, its cell's place in them, None:
+        # each change has one, in order)
+        self._cells, self._at, self._slot, self._taken = cells, at, slot, {}
+
+    def _field(self, field: str) -> pa.Array:
+        if field not in self._taken:
+            values = _take_ascending(getattr(self._cells, field), self._at)
+            self._taken[field] = values if self._slot is None else values.take(self._slot)
+        return self._taken[field]
+
+    @property
+    def text(self) -> pa.Array:
+        return self._field("text")
+
+    @property
+    def bin(self) -> pa.Array:
+        return self._field("bin")
+
+    @property
+    def name(self) -> pa.Array:
+        return self._field("name")
 
 
 @dataclass
@@ -230,7 +286,9 @@ def _padded(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Array,
     return values, 0
 
 
-def _vectorized(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Array, int]:
+def _vectorized(spec: ColumnSpec, text: pa.Array, column: CellColumn) -> tuple[pa.Array, int]:
+    """``text`` (the column's texts, fixed) typed; the cells' bytes read from ``column`` only
+    by the types that take them."""
     name, rule = _rule(spec)
     if name in _INT_SILVER:
         signed, unsigned = _INT_SILVER[name]
@@ -249,24 +307,24 @@ def _vectorized(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Ar
     if name == "year":
         return _year(text)
     if name == "binary":
-        return _padded(spec, text, data)
+        return _padded(spec, text, column.bin)
     if name == "bit":
         raise _Fallback
-    return _blob(text, data) if rule.from_bin else (text, 0)
+    return _blob(text, column.bin) if rule.from_bin else (text, 0)
 
 
 _ASCII_DIGITS = "^[0-9]+$"
 
 
-def _fixed(fix: tuple, text: pa.Array, name: pa.Array) -> pa.Array:
-    """The texts completed by ``fix`` as :func:`pipelines.schema.resolve.apply_fix` completes them,
+def _fixed(fix: tuple, column: CellColumn) -> pa.Array:
+    """The column's texts completed by ``fix`` as :func:`pipelines.schema.resolve.apply_fix` completes them,
     for the fixes of ENUM numbers and of signedness; :class:`_Fallback` for the others, and for any
     text the two could read differently (value by value, the converter raises where it must)."""
     from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 
-    kind = fix[0]
+    kind, text = fix[0], column.text
     if kind == FIX_ENUM:  # (a cell with a name is a member already: FULL metadata)
-        unnamed = pc.is_null(name)
+        unnamed = pc.is_null(column.name)
         if not _all(pc.or_(pc.invert(unnamed), pc.fill_null(pc.string_is_ascii(text), True))):
             raise _Fallback  # (str.isdigit knows digits other than ASCII's: value by value)
         number = pc.and_(unnamed, pc.fill_null(pc.match_substring_regex(text, _ASCII_DIGITS), False))
@@ -285,22 +343,19 @@ def _fixed(fix: tuple, text: pa.Array, name: pa.Array) -> pa.Array:
     raise _Fallback
 
 
-def typed_column(spec: ColumnSpec, to: pa.DataType, text: pa.Array, data: pa.Array, name: pa.Array,
-                 fix: tuple | None = None) -> tuple[pa.Array, int]:
+def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tuple | None = None) -> tuple[pa.Array, int]:
     """One column's cells as silver's values of Arrow type ``to``, and the zero dates nulled:
     what :class:`~pipelines.silver.typed_values.ImageTyper` gives for them, value for value
     (``fix``: the resolution's value fix of the column). Raises :class:`NotCanonical` where it would."""
-    text_before_fix = text
     try:
-        if fix is not None:
-            text = _fixed(fix, text, name)
-        values, zeros = _vectorized(spec, text, data)
+        text = _fixed(fix, column) if fix is not None else column.text
+        values, zeros = _vectorized(spec, text, column)
         return (values if values.type == to else pc.cast(values, to, safe=not pa.types.is_floating(to))), zeros
     except _Fallback:
-        text = text if fix is None else text_before_fix
+        pass
     convert, complete = converter(spec), (cell_fix(fix) if fix is not None else None)
     out, zeros = [], 0
-    for t, b, named in zip(text.to_pylist(), data.to_pylist(), name.to_pylist()):
+    for t, b, named in zip(column.text.to_pylist(), column.bin.to_pylist(), column.name.to_pylist()):
         if complete is not None and (t is not None or b is not None):
             t, b = complete(t, b, named is not None)
         value, zero = convert(t, b)
@@ -341,7 +396,7 @@ def _typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
             spec = specs[i]
             ordinal = i if spec.ordinal is None else spec.ordinal
             to = arrow_types[t.value_idx.index(i)]
-            typed[image][i], z = typed_column(spec, to, *cells.column(ordinal, seg.n), fix=fixes.get(ordinal))
+            typed[image][i], z = typed_column(spec, to, cells.column(ordinal, seg.n), fix=fixes.get(ordinal))
             zeros += z
     seg.images.clear()  # (typed: released before the events are built)
     return typed, zeros

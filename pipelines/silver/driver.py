@@ -451,6 +451,16 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
         # an empty table: nothing matches, so only the insert clause can act (delta-spark then
         # takes its insert-only MERGE, a join fewer)
         clauses = [c for c in clauses if c.kind == "insert"]
+    if counts is not None and arrow.num_rows and counts.get("inserted") == arrow.num_rows:
+        # every source row is one the MERGE would insert (no stored row has its key, or its _seq):
+        # appended, in one commit with the watermark, without the MERGE's read of the stored rows
+        # (an append-only log's cost then follows its new rows, not the rows it holds)
+        rows = arrow.select(target.fieldNames())
+        if backend == "rs":
+            delta_io.append_with_rows_rs(path, target, rows, user_metadata=watermark_metadata(new_mark))
+        else:
+            delta_io.append_with_rows_spark(spark, path, target, rows, user_metadata=watermark_metadata(new_mark))
+        return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
     # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
     if backend == "rs":
         delta_io.merge_rs(path, arrow, on, clauses, user_metadata=watermark_metadata(new_mark))

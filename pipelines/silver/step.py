@@ -12,7 +12,7 @@ How a run goes
 2. **What is new**: per table, the largest ``_seq`` already applied is in
    ``_pipeline/silver_watermarks`` (layout :data:`pipelines.state.WATERMARKS_DDL`; append-only, the
    max per table counts). Only the bronze files ingested since the last run that finished are
-   read (:func:`read_through_key`: the older ones are never opened, so a run costs what is new,
+   read (:func:`pipelines.silver.marks.read_through_key`: the older ones are never opened, so a run costs what is new,
    not bronze's history). Bronze rows above their table's watermark are counted per segment
    (step 3) and image shape (:func:`shape_counts`: narrow columns only; one shape can hold rows
    on both sides of a segment), then each segment reads its own; rows
@@ -48,37 +48,39 @@ outside the warehouse).
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 import threading
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Iterable
+from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from pipelines import delta_io
 from pipelines import state as pipeline_state
-from pipelines.state import fold_watermarks, read_watermarks  # noqa: F401 (silver's API)
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
-from pipelines.schema import RENAME_FROM, UNPARSED, Resolution, SchemaHistory, SchemaVersion
+from pipelines.schema import UNPARSED, Resolution, SchemaVersion
 from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, columnar, driver, schema_events
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
+from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, read_through_key,
+                                    read_through_since, write_watermarks)
 from pipelines.silver.merge import apply_changes
+from pipelines.silver.segments import SEG, Step, lanes_of, plan_steps, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
+from pipelines.silver.stats import SilverStats
 from pipelines.silver.typed_values import NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
+from pipelines.spark_session import job_description
+from pipelines.state import read_watermarks
 
 _UTC = _dt.timezone.utc
 
@@ -95,165 +97,6 @@ _SESSION_CONF = {"spark.sql.constraintPropagation.enabled": "false"}
 
 
 
-
-@dataclass
-class SilverStats:
-    """What one run did; ``tables`` maps ``db.table`` to per-table details."""
-
-    run_id: str
-    started_at: _dt.datetime
-    ended_at: _dt.datetime | None = None
-    status: str = "running"
-    error: str | None = None
-    segments: int = 0
-    rows: Counter = field(default_factory=Counter)  # changes read, by op c/u/d
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    quarantined: int = 0
-    zero_dates: int = 0
-    missing_deletes: int = 0
-    resets: int = 0
-    copies: int = 0
-    schema_versions: int = 0
-    unparsed_ddl: list = field(default_factory=list)
-    tables: dict = field(default_factory=dict)
-
-    def summary(self) -> str:
-        r = self.rows
-        text = (
-            f"silver run {self.run_id} {self.status}: {len(self.tables)} table(s), {self.segments} segment(s); "
-            f"changes c={r['c']} u={r['u']} d={r['d']}; silver +{self.inserted} ~{self.updated} -{self.deleted}; "
-            f"{self.resets} reset(s), {self.copies} rename copy(ies); {self.quarantined} quarantined; "
-            f"{self.zero_dates} zero date(s) nulled; {self.schema_versions} new schema version(s)"
-        )
-        if self.missing_deletes:
-            text += f"; {self.missing_deletes} keyless delete(s) found no row"
-        for v in self.unparsed_ddl:
-            text += f"\n  unparsed DDL for {v}"
-        if self.error:
-            text += f"\n  error: {self.error}"
-        return text
-
-    def run_row(self) -> tuple:
-        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_DDL`)."""
-        end = self.ended_at or _dt.datetime.now(_UTC)
-        r = self.rows
-        return (
-            self.run_id, "silver", self.started_at, end, len(self.tables), None, None, self.segments,
-            r["c"], r["u"], r["d"], self.schema_versions, self.quarantined, None,
-            (end - self.started_at).total_seconds(), None, self.zero_dates, self.status, self.error,
-        )
-
-
-
-def above_marks(bronze: DataFrame, marks: dict[tuple[str, str], str]) -> DataFrame:
-    """Per table, only ``bronze``'s rows above its watermark in ``marks`` (a table without one: all)."""
-    if not marks:
-        return bronze
-    wm = bronze.sparkSession.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
-                                             "_wm_db STRING, _wm_table STRING, _wm STRING")
-    return (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]), "left")
-            .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
-            .drop("_wm_db", "_wm_table", "_wm"))
-
-
-def drop_rolled_back_xa(bronze: DataFrame, xa: DataFrame | None) -> DataFrame:
-    """Drop the rows of XA branches that were prepared and later rolled back (their rows
-    share the PREPARE's ``gtid``)."""
-    if xa is None:
-        return bronze
-    rolled = xa.where(F.col("kind") == "xa_rollback").select("xa_xid").distinct()
-    dead = (xa.where(F.col("kind") == "xa_prepare").join(rolled, "xa_xid", "inner")
-            .select(F.col("gtid").alias("_dead_gtid")).where(F.col("_dead_gtid").isNotNull()).distinct())
-    return bronze.join(F.broadcast(dead), bronze["gtid"] == dead["_dead_gtid"], "left_anti")
-
-
-# ---------------------------------------------------------------------------------------------
-# planning
-
-
-@dataclass
-class _Step:
-    """One segment of one table: the schema events at its start, its rows ``[start, end)``."""
-
-    db: str
-    table: str
-    start: str  # the events' valid_from, or the table's watermark for the first segment
-    end: str | None
-    events: list[SchemaVersion]
-    shapes: dict[str, int] = field(default_factory=dict)  # shape key -> rows
-    ops: Counter = field(default_factory=Counter)  # c/u/d -> rows
-    min_image: int | None = None  # fewest columns in an image: partial row images (MINIMAL / NOBLOB)
-    segment: str | None = None  # its rows' _SEG (the start of a segment after a schema event, "" for
-    # the first) when its table is cut by _SEG, else None: its rows are those in its _seq range
-
-    @property
-    def order(self) -> tuple:
-        # at one _seq: copies (rename_from) before the resets that empty their source
-        first = 0 if any(e.kind == RENAME_FROM for e in self.events) else 1
-        return (self.start, first, self.db, self.table)
-
-
-_SEG = bronze_scan.SEG  # the start of a bronze row's segment: its table's last schema event before it ("": none)
-
-
-def _segments_of(history: SchemaHistory, marks: dict) -> list[tuple[str, str, str, str | None]]:
-    """``(db, table, start, end)`` of every segment of the tables with a middle segment (two schema
-    events or more above their watermark), as :func:`_plan_steps` cuts them (the first one's
-    start is ``""``). With fewer, a shape whose ``_seq`` range overlaps a segment has rows in it."""
-    out = []
-    for db, table in sorted({(v.db, v.table) for v in history.all_versions() if v.table}):
-        starts = sorted({e.valid_from for e in history.events_between(db, table, marks.get((db, table), ""))})
-        if len(starts) < 2:
-            continue
-        bounds = [""] + starts
-        out += [(db, table, start, bounds[i + 1] if i + 1 < len(bounds) else None) for i, start in enumerate(bounds)]
-    return out
-
-
-def _with_segment(bronze: DataFrame, segments: list[tuple]) -> DataFrame:
-    """``bronze`` with each row's segment start (:data:`_SEG`; NULL: its table has one segment)."""
-    if not segments:
-        return bronze.withColumn(_SEG, F.lit(None).cast("string"))
-    segs = bronze.sparkSession.createDataFrame(segments, T.StructType([
-        T.StructField(n, T.StringType()) for n in ("_sg_db", "_sg_table", _SEG, "_sg_end")]))
-    inside = ((bronze["db"] == segs["_sg_db"]) & (bronze["table"] == segs["_sg_table"]) & (bronze["_seq"] > segs[_SEG])
-              & (segs["_sg_end"].isNull() | (bronze["_seq"] < segs["_sg_end"])))
-    return bronze.join(F.broadcast(segs), inside, "left").drop("_sg_db", "_sg_table", "_sg_end")
-
-
-def _plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list,
-                segmented: set = frozenset()) -> list[_Step]:
-    """Each table's segments and the shapes of their rows: by the rows' :data:`_SEG` for the
-    ``segmented`` tables (:func:`_segments_of`), else by ``_seq`` range."""
-    by_table: dict[tuple[str, str], list] = {}
-    for r in shape_rows:
-        by_table.setdefault((r["db"], r["table"]), []).append(r)
-    steps = []
-    for db, table in tables:
-        wm = marks.get((db, table), "")
-        events = history.events_between(db, table, wm)
-        starts = sorted({e.valid_from for e in events})
-        bounds = [wm] + starts
-        for i, start in enumerate(bounds):
-            end = bounds[i + 1] if i + 1 < len(bounds) else None
-            evs = [e for e in events if e.valid_from == start] if i > 0 else []
-            step = _Step(db, table, start, end, evs,
-                         segment=(start if i > 0 else "") if (db, table) in segmented else None)
-            for r in by_table.get((db, table), ()):
-                if ((r[_SEG] or "") == step.segment) if step.segment is not None else \
-                        (r["max_seq"] > start and (end is None or r["min_seq"] < end)):
-                    step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
-                    step.ops[r["op"]] += int(r["n"])
-                    sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
-                    if sizes:
-                        step.min_image = min(sizes + ([step.min_image] if step.min_image is not None else []))
-            if step.events or step.shapes:
-                steps.append(step)
-    return sorted(steps, key=lambda s: s.order)
-
-
 # ---------------------------------------------------------------------------------------------
 # the run
 
@@ -265,72 +108,27 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     """
     now = _dt.datetime.now(_UTC)
     stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
-    saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
-    try:
-        for k, v in _SESSION_CONF.items():
-            spark.conf.set(k, v)
-        _run(spark, cfg, stats)
-        stats.status = "ok"
-    except BaseException as e:
-        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-        stats.ended_at = _dt.datetime.now(_UTC)
-        print(stats.summary(), file=sys.stdout, flush=True)
+    with job_description(spark, f"silver {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
+        saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
         try:
-
-            pipeline_state.append(spark, cfg, pipeline_state.RUNS, [stats.run_row()])
-        except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
-            if stats.status == "ok":
-                raise
-            print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+            for k, v in _SESSION_CONF.items():
+                spark.conf.set(k, v)
+            _run(spark, cfg, stats)
+            stats.status = "ok"
+        except BaseException as e:
+            stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+            stats.ended_at = _dt.datetime.now(_UTC)
+            print(stats.summary(), file=sys.stdout, flush=True)
+            pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
     return stats
 
-
-READ_THROUGH_DB = ""  # no source database has an empty name: the rows of silver's read-through marks
-READ_THROUGH_MARGIN = _dt.timedelta(minutes=5)  # clocks of drivers on other hosts (Kerberos allows 5 min)
-
-
-def read_through_key(cfg: PipelineConfig) -> tuple[str, str]:
-    """The watermark row that says when a run that read bronze finished with no failed table.
-
-    Its ``max_seq`` holds that run's start (UTC, ISO text). Such a run dealt with every bronze
-    row ingested before it started (runs hold the warehouse lock, so bronze did not grow
-    meanwhile): applied it, quarantined it, or skipped its table by ``tables``. The next run
-    then reads only the bronze files ingested since (``_ingested_at`` statistics, less
-    :data:`READ_THROUGH_MARGIN`), so its cost follows the new changes, not bronze's history. A
-    late file (``accept_gaps``) is new by that measure too, whatever its ``_seq``. The mark
-    belongs to the ``tables`` setting it was made with: after a change of ``include``/
-    ``exclude`` a newly included table's old changes are behind it, so that setting has no mark
-    yet and bronze is read whole once.
-
-    >>> read_through_key(cfg)  # doctest: +SKIP
-    ('', 'read-through ["*"] ["*.tmp_*"]')
-    """
-    return (READ_THROUGH_DB, "read-through " + json.dumps(list(cfg.tables.include)) + " "
-            + json.dumps(list(cfg.tables.exclude)))
-
-
-def _read_through_since(mark: str | None) -> _dt.datetime | None:
-    if not mark:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(mark) - READ_THROUGH_MARGIN
-    except ValueError:
-        return None  # not a mark of ours: read bronze whole
-
-
-def _write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
-    if not marks:
-        return
-    now = _dt.datetime.now(_UTC)
-    data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
-    pipeline_state.append(spark, cfg, pipeline_state.WATERMARKS, data)
 
 
 def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
@@ -339,7 +137,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     stats.schema_versions = len(added)
     stats.unparsed_ddl = [f"{v.db}.{v.table or '*'} at {v.valid_from}: {v.reason}" for v in added if v.kind == UNPARSED]
     marks = read_watermarks(spark, cfg)
-    since = _read_through_since(marks.get(read_through_key(cfg)))
+    since = read_through_since(marks.get(read_through_key(cfg)))
     marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
 
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
@@ -357,7 +155,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         bronze = drop_rolled_back_xa(bronze, xa)
         # grouped by segment too: one shape may hold rows on both sides of a segment (an ALTER
         # that adds a column, then one that drops it), and each segment resolves its own shapes
-        cuts = _segments_of(history, marks)
+        cuts = segments_of(history, marks)
         segmented = {(db, table) for db, table, _, _ in cuts}
         # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
         # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
@@ -365,7 +163,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             if delta_io.resolve_backend(spark, backend) == "rs" and xa is None else None
         counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
         shape_rows, written = counted if counted is not None else \
-            shape_rows_of(_with_segment(bronze, cuts), by=(_SEG,))
+            shape_rows_of(with_segment(bronze, cuts), by=(SEG,))
         if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
             bronze, scan = with_shape(bronze), None
     else:
@@ -380,15 +178,15 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     pk_idx = {}  # per segment and shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
     for r in shape_rows:
         if r["pk_idx"]:
-            seg = (r[_SEG] or "") if (r["db"], r["table"]) in segmented else None
+            seg = (r[SEG] or "") if (r["db"], r["table"]) in segmented else None
             pk_idx.setdefault((r["db"], r["table"], seg, r["_shape"]), list(r["pk_idx"]))
 
-    steps = _plan_steps(history, tables, marks, shape_rows, segmented)
+    steps = plan_steps(history, tables, marks, shape_rows, segmented)
     state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
     state.scan = scan
     finished = False
     try:
-        lanes = _lanes(steps)
+        lanes = lanes_of(steps)
         if scan is not None:  # the small segments' rows, in one scan: they are folded on the driver
             segments, large = state.small_segments(lanes)
             state.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
@@ -427,7 +225,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
                 state.marks[key] = max(state.marks.get(key, ""), seq)
         if finished and bronze is not None and (shape_rows or since is None):  # with the tables' marks
             state.marks[read_through_key(cfg)] = stats.started_at.astimezone(_UTC).isoformat()
-        _write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
+        write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
 
 
 # The bronze columns a segment reads: the change itself, and where it came from (for quarantine).
@@ -435,27 +233,6 @@ _SEGMENT_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table
                     "after", "decoder_version")
 SILVER_THREADS = 2  # tables applied at once (Spark jobs of small MERGEs are CPU-bound on the driver)
 
-
-def _lanes(steps: list[_Step]) -> list[list[_Step]]:
-    """Steps grouped into lanes that can run side by side: tables linked by a rename share a
-    lane; each lane keeps the global ``_seq`` order."""
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def find(k):
-        while parent.setdefault(k, k) != k:
-            k = parent[k]
-        return k
-
-    for step in steps:
-        for e in step.events:
-            if e.peer_db is not None:
-                a, b = find((step.db, step.table)), find((e.peer_db, e.peer_table))
-                if a != b:
-                    parent[b] = a
-    lanes: dict[tuple[str, str], list[_Step]] = {}
-    for step in steps:
-        lanes.setdefault(find((step.db, step.table)), []).append(step)
-    return sorted(lanes.values(), key=lambda lane: -len(lane))
 
 
 class _Run:
@@ -482,15 +259,17 @@ class _Run:
         self.scan: RsScan | None = None
         self.big_lock = threading.Lock()
 
-    def lane(self, steps: list[_Step]) -> None:
+    def lane(self, steps: list[Step]) -> None:
         for step in steps:
             try:
-                self.step(step)
+                # (a thread's jobs: named by their table in the Spark UI, not by the run's last label)
+                with job_description(self.spark, f"silver {self.stats.run_id} {step.db}.{step.table}"):
+                    self.step(step)
             except Exception as e:
                 where = f"_seq {step.start or 'start'} .. {step.end or 'end'}"
                 raise SilverStepError(f"silver {step.db}.{step.table} ({where}): {type(e).__name__}: {e}") from e
 
-    def resolution_of(self, step: _Step) -> tuple[SchemaVersion | None, Resolution | None]:
+    def resolution_of(self, step: Step) -> tuple[SchemaVersion | None, Resolution | None]:
         """The schema version a step's rows follow, and how its image shapes map to columns."""
         key = (step.db, step.table)
         at = step.start if step.events else self.first_seq.get(key, step.start)
@@ -505,7 +284,7 @@ class _Run:
                 db_charset=self.history.db_charset(step.db))
         return version, resolution
 
-    def small_segments(self, lanes: list[list[_Step]]) -> tuple[list[tuple], list[tuple]]:
+    def small_segments(self, lanes: list[list[Step]]) -> tuple[list[tuple], list[tuple]]:
         """The segments that :mod:`pipelines.silver.driver` applies on the driver (the steps of a
         lane of one table, i.e. no rename links it to another, that :func:`driver.eligible`
         accepts), up to :data:`driver.FETCH_ROWS` changes in all. Their schema events are
@@ -523,7 +302,7 @@ class _Run:
         steps = {(step.db, step.table, step.start, step.end): step for lane in lanes for step in lane}
         return out, [s for s in out if driver.large_values(steps[s].shapes)]
 
-    def _small_segment(self, step: _Step, budget: int) -> tuple | None:
+    def _small_segment(self, step: Step, budget: int) -> tuple | None:
         if not step.shapes:
             return None
         version, resolution = self.resolution_of(step)
@@ -538,7 +317,7 @@ class _Run:
             return (step.db, step.table, step.start, step.end)
         return None
 
-    def apply_with_spark(self, step: _Step, path: str, resolution: Resolution, version: SchemaVersion | None,
+    def apply_with_spark(self, step: Step, path: str, resolution: Resolution, version: SchemaVersion | None,
                          good: list[str], partial: bool):
         """MERGE the segment's rows of the shapes ``good`` with Spark (:func:`_apply_segment`)."""
         segment = (F.col("db") == step.db) & (F.col("table") == step.table) & (F.col("_seq") > step.start)
@@ -571,7 +350,7 @@ class _Run:
         defaults = schema_events.insert_defaults(self.spark, version, resolution.specs) if partial else {}
         return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
 
-    def _big(self, step: _Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
+    def _big(self, step: Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
         """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table or inserts
         only (an append-only log without a key), nothing :func:`driver.eligible` refuses (its
         bytes are counted as it is read)."""
@@ -580,7 +359,7 @@ class _Run:
                                 rejected=resolution.rejected, partial=partial,
                                 scd2=self.cfg.is_scd2(step.db, step.table), rows=n_rows, limit=columnar.BIG_ROWS)
 
-    def apply_big(self, step: _Step, path: str, resolution: Resolution, n_rows: int):
+    def apply_big(self, step: Step, path: str, resolution: Resolution, n_rows: int):
         """Apply a segment with :func:`columnar.apply_big`; None when Spark's path must: bronze
         read otherwise than Spark reads it (e.g. another count of rows), or a value it must judge."""
         with self.big_lock:
@@ -596,7 +375,7 @@ class _Run:
             except NotCanonical:
                 return None
 
-    def step(self, step: _Step) -> None:
+    def step(self, step: Step) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
         key = (step.db, step.table)
         path = silver_table_path(cfg.warehouse, step.db, step.table)
@@ -614,7 +393,7 @@ class _Run:
                     stats.resets += done == "reset"
                     stats.copies += done == "copy"
                     # written at once: a replay must not empty or copy the table again
-                    _write_watermarks(spark, cfg, {key: step.start}, {}, stats.run_id)
+                    write_watermarks(spark, cfg, {key: step.start}, {}, stats.run_id)
         if resolution is None:
             return
         with self.lock:
@@ -681,7 +460,7 @@ def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None
     return replace(resolution, specs=tuple(({**by_idx, **added})[i] for i in sorted({**by_idx, **added})))
 
 
-def _apply_segment(spark, cfg: PipelineConfig, step: _Step, path: str, rows: DataFrame, resolution: Resolution,
+def _apply_segment(spark, cfg: PipelineConfig, step: Step, path: str, rows: DataFrame, resolution: Resolution,
                    defaults: dict | None = None, partial: bool = True):
     """MERGE one segment's rows (``defaults``: see :func:`schema_events.insert_defaults`; ``partial``: some
     image lacks columns); returns :class:`pipelines.silver.merge.ApplyStats`."""

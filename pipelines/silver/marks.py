@@ -1,0 +1,77 @@
+"""Which bronze rows are new to silver: the per-table watermarks (``_pipeline/silver_watermarks``),
+the read-through mark of the last run that finished, and the filters that keep bronze's rows above them."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipelines import state as pipeline_state
+from pipelines.config import PipelineConfig
+
+_UTC = _dt.timezone.utc
+
+
+def above_marks(bronze: DataFrame, marks: dict[tuple[str, str], str]) -> DataFrame:
+    """Per table, only ``bronze``'s rows above its watermark in ``marks`` (a table without one: all)."""
+    if not marks:
+        return bronze
+    wm = bronze.sparkSession.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
+                                             "_wm_db STRING, _wm_table STRING, _wm STRING")
+    return (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]), "left")
+            .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
+            .drop("_wm_db", "_wm_table", "_wm"))
+
+
+def drop_rolled_back_xa(bronze: DataFrame, xa: DataFrame | None) -> DataFrame:
+    """Drop the rows of XA branches that were prepared and later rolled back (their rows
+    share the PREPARE's ``gtid``)."""
+    if xa is None:
+        return bronze
+    rolled = xa.where(F.col("kind") == "xa_rollback").select("xa_xid").distinct()
+    dead = (xa.where(F.col("kind") == "xa_prepare").join(rolled, "xa_xid", "inner")
+            .select(F.col("gtid").alias("_dead_gtid")).where(F.col("_dead_gtid").isNotNull()).distinct())
+    return bronze.join(F.broadcast(dead), bronze["gtid"] == dead["_dead_gtid"], "left_anti")
+
+
+READ_THROUGH_DB = ""  # no source database has an empty name: the rows of silver's read-through marks
+READ_THROUGH_MARGIN = _dt.timedelta(minutes=5)  # clocks of drivers on other hosts (Kerberos allows 5 min)
+
+
+def read_through_key(cfg: PipelineConfig) -> tuple[str, str]:
+    """The watermark row that says when a run that read bronze finished with no failed table.
+
+    Its ``max_seq`` holds that run's start (UTC, ISO text). Such a run dealt with every bronze
+    row ingested before it started (runs hold the warehouse lock, so bronze did not grow
+    meanwhile): applied it, quarantined it, or skipped its table by ``tables``. The next run
+    then reads only the bronze files ingested since (``_ingested_at`` statistics, less
+    :data:`READ_THROUGH_MARGIN`), so its cost follows the new changes, not bronze's history. A
+    late file (``accept_gaps``) is new by that measure too, whatever its ``_seq``. The mark
+    belongs to the ``tables`` setting it was made with: after a change of ``include``/
+    ``exclude`` a newly included table's old changes are behind it, so that setting has no mark
+    yet and bronze is read whole once.
+
+    >>> read_through_key(cfg)  # doctest: +SKIP
+    ('', 'read-through ["*"] ["*.tmp_*"]')
+    """
+    return (READ_THROUGH_DB, "read-through " + json.dumps(list(cfg.tables.include)) + " "
+            + json.dumps(list(cfg.tables.exclude)))
+
+
+def read_through_since(mark: str | None) -> _dt.datetime | None:
+    if not mark:
+        return None
+    try:
+        return _dt.datetime.fromisoformat(mark) - READ_THROUGH_MARGIN
+    except ValueError:
+        return None  # not a mark of ours: read bronze whole
+
+
+def write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
+    if not marks:
+        return
+    now = _dt.datetime.now(_UTC)
+    data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
+    pipeline_state.append(spark, cfg, pipeline_state.WATERMARKS, data)

@@ -1,0 +1,119 @@
+"""A silver run's plan: each table's segments (its new rows cut at its schema events), the image
+shapes and ops of their rows, and the lanes the segments run in (tables a rename links share one).
+
+Plain values in and out, except :func:`with_segment`, a ``DataFrame -> DataFrame`` transform."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines.schema import RENAME_FROM, SchemaHistory, SchemaVersion
+from pipelines.silver import bronze_scan
+
+
+@dataclass
+class Step:
+    """One segment of one table: the schema events at its start, its rows ``[start, end)``."""
+
+    db: str
+    table: str
+    start: str  # the events' valid_from, or the table's watermark for the first segment
+    end: str | None
+    events: list[SchemaVersion]
+    shapes: dict[str, int] = field(default_factory=dict)  # shape key -> rows
+    ops: Counter = field(default_factory=Counter)  # c/u/d -> rows
+    min_image: int | None = None  # fewest columns in an image: partial row images (MINIMAL / NOBLOB)
+    segment: str | None = None  # its rows' SEG (the start of a segment after a schema event, "" for
+    # the first) when its table is cut by SEG, else None: its rows are those in its _seq range
+
+    @property
+    def order(self) -> tuple:
+        # at one _seq: copies (rename_from) before the resets that empty their source
+        first = 0 if any(e.kind == RENAME_FROM for e in self.events) else 1
+        return (self.start, first, self.db, self.table)
+
+
+SEG = bronze_scan.SEG  # the start of a bronze row's segment: its table's last schema event before it ("": none)
+
+
+def segments_of(history: SchemaHistory, marks: dict) -> list[tuple[str, str, str, str | None]]:
+    """``(db, table, start, end)`` of every segment of the tables with a middle segment (two schema
+    events or more above their watermark), as :func:`plan_steps` cuts them (the first one's
+    start is ``""``). With fewer, a shape whose ``_seq`` range overlaps a segment has rows in it."""
+    out = []
+    for db, table in sorted({(v.db, v.table) for v in history.all_versions() if v.table}):
+        starts = sorted({e.valid_from for e in history.events_between(db, table, marks.get((db, table), ""))})
+        if len(starts) < 2:
+            continue
+        bounds = [""] + starts
+        out += [(db, table, start, bounds[i + 1] if i + 1 < len(bounds) else None) for i, start in enumerate(bounds)]
+    return out
+
+
+def with_segment(bronze: DataFrame, segments: list[tuple]) -> DataFrame:
+    """``bronze`` with each row's segment start (:data:`SEG`; NULL: its table has one segment)."""
+    if not segments:
+        return bronze.withColumn(SEG, F.lit(None).cast("string"))
+    segs = bronze.sparkSession.createDataFrame(segments, T.StructType([
+        T.StructField(n, T.StringType()) for n in ("_sg_db", "_sg_table", SEG, "_sg_end")]))
+    inside = ((bronze["db"] == segs["_sg_db"]) & (bronze["table"] == segs["_sg_table"]) & (bronze["_seq"] > segs[SEG])
+              & (segs["_sg_end"].isNull() | (bronze["_seq"] < segs["_sg_end"])))
+    return bronze.join(F.broadcast(segs), inside, "left").drop("_sg_db", "_sg_table", "_sg_end")
+
+
+def plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list,
+                segmented: set = frozenset()) -> list[Step]:
+    """Each table's segments and the shapes of their rows: by the rows' :data:`SEG` for the
+    ``segmented`` tables (:func:`segments_of`), else by ``_seq`` range."""
+    by_table: dict[tuple[str, str], list] = {}
+    for r in shape_rows:
+        by_table.setdefault((r["db"], r["table"]), []).append(r)
+    steps = []
+    for db, table in tables:
+        wm = marks.get((db, table), "")
+        events = history.events_between(db, table, wm)
+        starts = sorted({e.valid_from for e in events})
+        bounds = [wm] + starts
+        for i, start in enumerate(bounds):
+            end = bounds[i + 1] if i + 1 < len(bounds) else None
+            evs = [e for e in events if e.valid_from == start] if i > 0 else []
+            step = Step(db, table, start, end, evs,
+                         segment=(start if i > 0 else "") if (db, table) in segmented else None)
+            for r in by_table.get((db, table), ()):
+                if ((r[SEG] or "") == step.segment) if step.segment is not None else \
+                        (r["max_seq"] > start and (end is None or r["min_seq"] < end)):
+                    step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
+                    step.ops[r["op"]] += int(r["n"])
+                    sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
+                    if sizes:
+                        step.min_image = min(sizes + ([step.min_image] if step.min_image is not None else []))
+            if step.events or step.shapes:
+                steps.append(step)
+    return sorted(steps, key=lambda s: s.order)
+
+
+def lanes_of(steps: list[Step]) -> list[list[Step]]:
+    """Steps grouped into lanes that can run side by side: tables linked by a rename share a
+    lane; each lane keeps the global ``_seq`` order."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(k):
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    for step in steps:
+        for e in step.events:
+            if e.peer_db is not None:
+                a, b = find((step.db, step.table)), find((e.peer_db, e.peer_table))
+                if a != b:
+                    parent[b] = a
+    lanes: dict[tuple[str, str], list[Step]] = {}
+    for step in steps:
+        lanes.setdefault(find((step.db, step.table)), []).append(step)
+    return sorted(lanes.values(), key=lambda lane: -len(lane))
