@@ -89,7 +89,7 @@ SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
 
 
 SCHEMA_HISTORY_DDL = ", ".join(f"`{n}` {t}" for n, t in SCHEMA_HISTORY_COLUMNS)
-# the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.step)
+# the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.marks)
 WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
 
 LAYOUTS = {MANIFEST: MANIFEST_DDL, QUARANTINE: QUARANTINE_DDL, DDL: DDL_TABLE_DDL, XA: XA_DDL, RUNS: RUNS_DDL,
@@ -169,7 +169,7 @@ def read_arrow(spark, cfg: PipelineConfig, table: str, columns: Sequence[str]):
 
 def read_watermarks(spark, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
     """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with silver's
-    read-through marks: :func:`pipelines.silver.step.read_through_key`). The table holds a row
+    read-through marks: :func:`pipelines.silver.marks.read_through_key`). The table holds a row
     per table per run until maintenance folds it (:func:`fold_watermarks`): the largest wins."""
     p, backend = path(cfg, WATERMARKS), cfg.delta.backend
     if not delta_io.table_exists(p, spark=spark, backend=backend):

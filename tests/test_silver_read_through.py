@@ -1,5 +1,5 @@
 """Silver reads only the bronze files ingested since its last finished run (the read-through
-mark, ``silver_step.read_through_key``), so a run's cost follows its new changes, not bronze's
+mark, ``pipelines.silver.marks.read_through_key``), so a run's cost follows its new changes, not bronze's
 history; and nothing is missed by that: a late file (``accept_gaps``) and a table newly let in by
 ``tables`` land whole. The server's SELECT is the oracle, on both backends."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from oracle import _diff, server_columns, server_rows, silver_rows
 from pipelines import bronze, delta_io
+from pipelines.silver import marks as silver_marks
 from pipelines.silver import step as silver_step
 from pipelines.config import load_config
 
@@ -45,7 +46,7 @@ def test_silver_reads_what_is_new_and_misses_nothing(spark, mariadb_factory, tmp
         from spark_fixtures import require_delta_spark
 
         require_delta_spark(spark)
-    monkeypatch.setattr(silver_step, "READ_THROUGH_MARGIN", _dt.timedelta(0))  # runs seconds apart here
+    monkeypatch.setattr(silver_marks, "READ_THROUGH_MARGIN", _dt.timedelta(0))  # runs seconds apart here
     srv = mariadb_factory(row_metadata="FULL")
     srv.flush_logs()
     first = len(srv.binlog_files()) - 1
