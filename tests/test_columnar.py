@@ -80,6 +80,40 @@ def test_a_cell_of_every_change_is_taken_from_cells_in_several_chunks(images, pa
     assert list(zip(column.text.to_pylist(), column.bin.to_pylist(), column.name.to_pylist())) == want
 
 
+@settings(max_examples=200, deadline=None)
+@given(block=st.lists(st.integers(-1, 6), min_size=1, max_size=5), repeats=st.integers(0, 6),
+       change=st.one_of(st.none(), st.tuples(st.integers(0, 40), st.integers(-1, 6))), width=st.integers(0, 6))
+def test_the_cells_of_an_ordinal_are_found_whether_or_not_the_images_repeat(block, repeats, change, width):
+    """by_ordinal: an ordinal's positions are those of its cells, ascending, on the stride path
+    (a block repeated: every image holds the same columns) and on the sorted path (anything else:
+    a changed cell, a repeated or missing ordinal, a width that is not the block's)."""
+    import numpy as np
+
+    idx = np.array(block * repeats, dtype=np.int64)
+    if change is not None and len(idx):
+        idx[change[0] % len(idx)] = change[1]
+    find = columnar.by_ordinal(idx, width if width else len(block))
+    for ordinal in range(-1, 8):
+        assert find(ordinal).tolist() == (np.flatnonzero(idx == ordinal).tolist() if ordinal >= 0 else [])
+
+
+def test_images_of_the_same_columns_take_each_column_as_a_stride():
+    """Whole images of the same columns (the common case): each column's cells, null where a
+    change has no image, without sorting the cells."""
+    images = [None if i % 3 == 0 else {0: (f"a{i}", None, None), 2: (None, b"b", "x"), 1: (str(i), None, None)}
+              for i in range(10)]
+    rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
+             "after": None if image is None else [{"idx": k, "name": v[2], "type": "T", "text": v[0], "bin": v[1]}
+                                                  for k, v in image.items()]}
+            for i, image in enumerate(images)]
+    cells = _segment(rows, 2).images["after"]
+    for ordinal in (0, 1, 2, 3):
+        column = cells.column(ordinal, len(rows))
+        want = [(None, None, None) if not image or ordinal not in image else image[ordinal] for image in images]
+        assert list(zip(column.text.to_pylist(), column.bin.to_pylist(), column.name.to_pylist())) == want
+    assert cells._positions(2).tolist() == [1, 4, 7, 10, 13, 16]  # (positions 3k + 1: the stride)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow,
                                                                  HealthCheck.data_too_large])
 @given(rows=st.lists(_row, min_size=1, max_size=40))
@@ -195,6 +229,58 @@ def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_
         columnar.apply_big(by_arrow, _segment(_bronze_rows([("006", "d", _img(1, "a"), None)])), SPECS, [])
 
 
+def _as_lists(seg: columnar.Segment) -> dict:
+    """A segment as plain values, its changes in ``_seq`` order (a read keeps bronze's order)."""
+    order = sorted(range(seg.n), key=seg.seq.to_pylist().__getitem__)
+    out = {"seq": [seg.seq.to_pylist()[i] for i in order], "op": [seg.op.to_pylist()[i] for i in order]}
+    for image, cells in seg.images.items():
+        rows = [[] for _ in range(seg.n)]
+        for r, i, t in zip(cells.row, cells.idx.to_pylist(), cells.text.to_pylist()):
+            rows[r].append((i, t))
+        out[image] = [rows[i] for i in order]
+    return out
+
+
+def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
+    """read_segments: the segments of tables whose changes share bronze's row groups, read in one
+    pass over them, are each what a read of that segment alone gives, its _seq bounds kept; none
+    when their cells take more than the bytes allowed together."""
+    from pyspark.sql import types as T
+
+    from pipelines.delta_io.rs_scan import RsScan
+    from pipelines.delta_io.staging import ParquetStager, commit_staged, prepare_staging
+
+    cell = T.StructType([T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()),
+                         T.StructField("type", T.StringType()), T.StructField("text", T.StringType()),
+                         T.StructField("bin", T.BinaryType())])
+    struct = T.StructType([T.StructField(c, T.StringType()) for c in ("db", "table", "_seq", "op")]
+                          + [T.StructField("commit_ts", T.TimestampType()), T.StructField("before", T.ArrayType(cell)),
+                             T.StructField("after", T.ArrayType(cell))])
+    changes = [(f"{i:03d}", "c" if i % 3 else "u", None if i % 3 else _img(i, "old"), _img(i, f"n{i}"))
+               for i in range(1, 31)]
+    path = str(tmp_path / "bronze")
+    # as bronze is staged (pyarrow's lists): several files of row groups that hold rows of both tables
+    stager = ParquetStager(path, prepare_staging(path, struct), stats_columns=["db", "table", "_seq", "op"],
+                           batch_rows=4, file_rows=12)
+    for i, r in enumerate(_bronze_rows(changes)):
+        stager.add(("shop", "orders" if i % 2 else "items", r["_seq"], r["op"], r["commit_ts"], r["before"], r["after"]))
+    commit_staged(path, stager.close(), struct)
+    scan = RsScan.open(path)
+    reads = [columnar.SegmentRead("shop", "orders", "004", None, with_name=False),
+             columnar.SegmentRead("shop", "items", "", "021"), columnar.SegmentRead("shop", "none", "")]
+    together = columnar.read_segments(scan, reads)
+    alone = {r: columnar.read_segment(scan, r.db, r.table, r.start, r.end, with_name=r.with_name) for r in reads}
+    assert {r: _as_lists(s) for r, s in together.items()} == {r: _as_lists(s) for r, s in alone.items()}
+    assert [s.n for s in together.values()] == [13, 10, 0]
+    assert _as_lists(together[reads[0]])["seq"][:2] == ["006", "008"]
+    assert _as_lists(together[reads[1]])["after"][0] == [(0, "1"), (1, "n1"), (2, "1.00"), (3, "2024-05-01 10:00:00"),
+                                                         (4, "2024-05-01")]
+    assert together[reads[1]].images["after"].name.null_count == 0  # (its names kept: with_name)
+    assert together[reads[0]].images["after"].name.null_count == len(together[reads[0]].images["after"].row)
+    assert columnar.read_segments(scan, reads, max_bytes=1_000) is None
+    assert columnar.read_segments(scan, []) == {}
+
+
 def test_a_value_only_spark_types_writes_nothing(tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a")), ("002", "c", None, _img(2, "b", amount="1e3"))])
@@ -263,16 +349,22 @@ def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_f
     if not ok:
         pytest.skip(why)
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
+    passes = []  # the big segments read together: one pass over bronze for all of them
+    read_segments = columnar.read_segments
+    monkeypatch.setattr(columnar, "read_segments",
+                        lambda scan, reads, *a, **k: passes.append(len(reads)) or read_segments(scan, reads, *a, **k))
     srv = mariadb_factory(row_metadata=metadata)
     db, folder, wh = "big", tmp_path / "in", tmp_path / "wh"
     folder.mkdir()
     cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False, "delta.backend": "rs",
                              "delete_mode": delete_mode})
     for run, sql in enumerate((_wide_workload(db), _second(db))):
+        passes.clear()
         stats = ship_and_run(spark, srv, sql, folder, cfg)
         assert {k: v["applied_by"] for k, v in stats.tables.items()} == \
             {f"{db}.w": ["arrow"], f"{db}.k": ["arrow"], f"{db}.log": ["arrow"],
              **({f"{db}.nokey": ["spark"]} if run == 0 else {})}
+        assert passes == [3]
         for t in ("w", "k", "nokey", "log"):
             cols = server_columns(srv, db, t)
             want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)

@@ -66,26 +66,31 @@ class RsScan:
         default dozens: the caller keeps only part of each)."""
         return self.dataset.to_batches(columns=list(columns), filter=where, batch_readahead=2, fragment_readahead=1)
 
-    def leaves(self, columns: Sequence[str], where: ds.Expression | None = None,
-               max_bytes: int | None = None) -> pa.Table | None:
-        """``columns`` of the rows ``where`` holds, where a column may be a path to leaves of a
-        nested one (``after.list.element.idx``: the lists, with only that field of their structs);
-        ``where``'s columns must be among them. Only the row groups whose statistics ``where``
-        may hold are read; None when the rows kept take more than ``max_bytes``. Raises when a
-        path names no column of the files (ArrowInvalid, KeyError)."""
-        parts, size = [], 0
+    def parts(self, columns: Sequence[str], where: ds.Expression | None = None) -> Iterator[pa.Table]:
+        """``columns`` of the rows ``where`` holds, a row group at a time (only the rows it keeps),
+        where a column may be a path to leaves of a nested one (``after.list.element.idx``: the
+        lists, with only that field of their structs); ``where``'s columns must be among them.
+        Only the row groups whose statistics ``where`` may hold are read. Raises when a path names
+        no column of the files (ArrowInvalid, KeyError)."""
         for fragment in self.dataset.get_fragments():
             groups = [rg.id for rg in (fragment.subset(filter=where) if where is not None else fragment).row_groups]
             with self.dataset.filesystem.open_input_file(fragment.path) as f:
                 file = pq.ParquetFile(f)
-                for group in groups:  # (one row group at a time: only its kept rows stay)
+                for group in groups:
                     part = file.read_row_group(group, columns=list(columns))
                     part = part.filter(where) if where is not None else part
                     if part.num_rows:
-                        parts.append(part)
-                        size += part.nbytes
-                    if max_bytes is not None and size > max_bytes:
-                        return None
+                        yield part
+
+    def leaves(self, columns: Sequence[str], where: ds.Expression | None = None,
+               max_bytes: int | None = None) -> pa.Table | None:
+        """:meth:`parts` as one table; None when the rows kept take more than ``max_bytes``."""
+        parts, size = [], 0
+        for part in self.parts(columns, where):
+            parts.append(part)
+            size += part.nbytes
+            if max_bytes is not None and size > max_bytes:
+                return None
         if not parts:
             return pa.Table.from_batches([], schema=self._leaf_schema(columns))
         return pa.concat_tables(parts)

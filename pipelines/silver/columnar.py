@@ -25,7 +25,7 @@ each other, value for value and table for table.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,16 +61,11 @@ class Cells:
         self._by_ordinal: tuple[np.ndarray, np.ndarray] | None = None
 
     def _positions(self, ordinal: int) -> np.ndarray:
-        """The positions of the cells of ``ordinal``, ascending (the cells grouped by ordinal
-        once, a stable radix sort: then each column is a slice)."""
+        """The positions of the cells of ``ordinal``, ascending (:func:`by_ordinal`, once)."""
         if self._by_ordinal is None:
             idx = pc.fill_null(self.idx, -1).to_numpy()
-            if len(idx) and (idx.min() < 0 or idx.max() >= 1 << 15):  # (no column has such an ordinal)
-                idx = np.where((idx >= 0) & (idx < 1 << 15), idx, (1 << 15) - 1)
-            order = np.argsort(idx.astype(np.int16), kind="stable")
-            self._by_ordinal = order, np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=1 << 15))])
-        order, starts = self._by_ordinal
-        return order[starts[ordinal]:starts[ordinal + 1]] if 0 <= ordinal < (1 << 15) - 1 else order[:0]
+            self._by_ordinal = by_ordinal(idx, int(np.searchsorted(self.row, self.row[0], "right")) if len(idx) else 0)
+        return self._by_ordinal(ordinal)
 
     def column(self, ordinal: int, n: int) -> CellColumn:
         """Cell ``ordinal`` of every change (null where it has none)."""
@@ -81,6 +76,36 @@ class Cells:
         slot = np.full(n, -1, dtype=np.int64)
         slot[rows] = np.arange(len(at))
         return CellColumn(self, at, pa.array(slot, mask=slot < 0))
+
+
+_NO_ORDINAL = (1 << 15) - 1  # ordinals are below it (a table has at most 4,096 columns)
+
+
+def by_ordinal(idx: np.ndarray, width: int) -> Callable[[int], np.ndarray]:
+    """``ordinal -> the positions in idx of its cells, ascending`` (``idx``: the cells' ordinals,
+    -1 for none; ``width``: how many cells the first image holds).
+
+    When ``idx`` repeats one block of ``width`` distinct ordinals (every image holds the same
+    columns in the same order: the common case), an ordinal's positions are a stride and nothing
+    is sorted; otherwise the cells are grouped by ordinal once, by a stable radix sort, and each
+    ordinal's positions are a slice of that order (1.4M images of 9 columns: 0.01 s against 0.45 s).
+
+    >>> [by_ordinal(np.array([3, 5, 3, 5]), 2)(o).tolist() for o in (3, 5, 4)]
+    [[0, 2], [1, 3], []]
+    >>> [by_ordinal(np.array([3, 5, 5, -1]), 2)(o).tolist() for o in (3, 5, -1)]
+    [[0], [1, 2], []]
+    """
+    block = idx[:width]
+    if 0 < width <= len(idx) and len(idx) % width == 0 and block.min() >= 0 and block.max() < _NO_ORDINAL \
+            and len(np.unique(block)) == width and (idx.reshape(-1, width) == block).all():
+        place = {int(o): k for k, o in enumerate(block)}
+        return lambda ordinal: np.arange(place[ordinal], len(idx), width) if ordinal in place \
+            else np.zeros(0, np.int64)
+    if len(idx) and (idx.min() < 0 or idx.max() >= _NO_ORDINAL):  # (no column has such an ordinal)
+        idx = np.where((idx >= 0) & (idx < _NO_ORDINAL), idx, _NO_ORDINAL)
+    order = np.argsort(idx.astype(np.int16), kind="stable")
+    starts = np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=_NO_ORDINAL + 1))])
+    return lambda ordinal: order[starts[ordinal]:starts[ordinal + 1]] if 0 <= ordinal < _NO_ORDINAL else order[:0]
 
 
 def _take_ascending(values: pa.ChunkedArray, at: np.ndarray) -> pa.Array:
@@ -170,24 +195,82 @@ class _ImageParts:
                      np.concatenate(self.present) if self.present else np.zeros(0, bool))
 
 
-def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
-                 max_bytes: int = BIG_BYTES, with_name: bool = True) -> Segment | None:
-    """The rows of ``scan`` (bronze as the silver step reads it) of ``db``.``table`` with ``_seq``
-    above ``start`` (and below ``end``), of their cells only the fields typing reads (``name``
-    only ``with_name``: for value fixes); None when they take more than ``max_bytes``: Spark's
-    path then."""
-    where = (pc.field("db") == db) & (pc.field("table") == table) & (pc.field("_seq") > start)
-    if end is not None:
-        where = where & (pc.field("_seq") < end)
-    fields = [f for f, _ in _CELL_FIELDS if with_name or f != "name"]
+@dataclass(frozen=True)
+class SegmentRead:
+    """Which rows of bronze a segment is: ``db``.``table``'s with ``_seq`` above ``start`` (and
+    below ``end``); ``with_name``: its cells' names are kept too (for value fixes)."""
+    db: str
+    table: str
+    start: str
+    end: str | None = None
+    with_name: bool = True
+
+    @property
+    def where(self) -> pc.Expression:
+        where = (pc.field("db") == self.db) & (pc.field("table") == self.table) & (pc.field("_seq") > self.start)
+        return where if self.end is None else where & (pc.field("_seq") < self.end)
+
+
+def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = BIG_BYTES) -> dict | None:
+    """``{read: Segment}``: the rows of ``scan`` (bronze as the silver step reads it) of each
+    segment, of their cells only the fields typing reads, in one pass over bronze's row groups:
+    a row group that holds rows of several segments (tables' changes interleave in a binlog) is
+    read once, not once per segment. None when their cells take more than ``max_bytes`` in all,
+    or the files lay the lists out otherwise: Spark's path then, or a read of fewer segments."""
+    if not reads:
+        return {}
+    where = reads[0].where
+    for r in reads[1:]:
+        where = where | r.where
+    fields = [f for f, _ in _CELL_FIELDS if f != "name" or any(r.with_name for r in reads)]
+    columns = ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
+    parts, size = {r: _SegmentParts(r.with_name) for r in reads}, 0
     try:
-        rows = scan.leaves(["db", "table", "_seq", "op", "commit_ts",
-                            *[f"{image}.list.element.{f}" for image in _IMAGES for f in fields]], where, max_bytes)
+        for part in scan.parts(columns, where):
+            if not set(_IMAGES) <= set(part.column_names):  # (a leaf path that names nothing is left out)
+                return None
+            for r, kept in parts.items():
+                mine = part.filter(r.where) if len(reads) > 1 else part
+                size += sum(kept.add(batch) for batch in mine.to_batches() if batch.num_rows)
+            if size > max_bytes:
+                return None
     except (KeyError, pa.ArrowInvalid):  # (lists laid out otherwise in the files)
         return None
-    if rows is None or not set(_IMAGES) <= set(rows.column_names):  # (a leaf path that names nothing is left out)
-        return None
-    return segment_of(rows.to_batches(), with_name=with_name)
+    return {r: kept.segment() for r, kept in parts.items()}
+
+
+def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
+                 max_bytes: int = BIG_BYTES, with_name: bool = True) -> Segment | None:
+    """One segment's :func:`read_segments`; None when its cells take more than ``max_bytes``."""
+    read = SegmentRead(db, table, start, end, with_name)
+    got = read_segments(scan, [read], max_bytes)
+    return None if got is None else got[read]
+
+
+class _SegmentParts:
+    """A segment's rows, batch by batch as they are read (see :func:`segment_of`)."""
+
+    def __init__(self, with_name: bool) -> None:
+        self.seqs: list[pa.Array] = []
+        self.ops: list[pa.Array] = []
+        self.stamps: list[pa.Array] = []
+        self.images = {i: _ImageParts(with_name) for i in _IMAGES}
+        self.n = 0
+
+    def add(self, batch: pa.RecordBatch) -> int:
+        """Take a batch of rows; the bytes kept."""
+        size = 0
+        for name, kept in (("_seq", self.seqs), ("op", self.ops), ("commit_ts", self.stamps)):
+            kept.append(batch.column(name))
+            size += kept[-1].nbytes
+        size += sum(self.images[i].add(batch.column(i), self.n) for i in _IMAGES)
+        self.n += batch.num_rows
+        return size
+
+    def segment(self) -> Segment:
+        return Segment(pa.chunked_array(self.seqs, pa.string()), pa.chunked_array(self.ops, pa.string()),
+                       pa.chunked_array(self.stamps, pa.timestamp("us", "UTC")),
+                       {i: self.images[i].cells() for i in _IMAGES})
 
 
 def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
@@ -195,20 +278,13 @@ def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True)
     ``before`` and ``after``, in any order (the fold orders changes by ``_seq`` itself), keeping
     of the cells ``idx``, ``text``, ``bin`` (and ``name``: ``with_name``, for value fixes); None
     when that takes more than ``max_bytes``."""
-    seqs, ops, stamps, n, size = [], [], [], 0, 0
-    images = {i: _ImageParts(with_name) for i in _IMAGES}
+    kept, size = _SegmentParts(with_name), 0
     for batch in batches:
-        if not batch.num_rows:
-            continue
-        for name, kept in (("_seq", seqs), ("op", ops), ("commit_ts", stamps)):
-            kept.append(batch.column(name))
-            size += kept[-1].nbytes
-        size += sum(images[i].add(batch.column(i), n) for i in _IMAGES)
-        n += batch.num_rows
-        if max_bytes is not None and size > max_bytes:
-            return None
-    return Segment(pa.chunked_array(seqs, pa.string()), pa.chunked_array(ops, pa.string()),
-                   pa.chunked_array(stamps, pa.timestamp("us", "UTC")), {i: images[i].cells() for i in _IMAGES})
+        if batch.num_rows:
+            size += kept.add(batch)
+            if max_bytes is not None and size > max_bytes:
+                return None
+    return kept.segment()
 
 
 # -- typing ------------------------------------------------------------------------------

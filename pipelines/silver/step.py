@@ -190,6 +190,10 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         if scan is not None:  # the small segments' rows, in one scan: they are folded on the driver
             segments, large = state.small_segments(lanes)
             state.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
+            reads = state.big_reads(lanes)
+            if len(reads) > 1:  # (over the bytes they may take together: each read by itself)
+                state.big = {(r.db, r.table, r.start, r.end): seg
+                             for r, seg in (columnar.read_segments(scan, reads) or {}).items()}
         elif bronze is not None:  # (in one Spark job)
             slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
                                                   for c in driver.COLUMNS])
@@ -255,9 +259,10 @@ class _Run:
         self.lock = threading.Lock()
         self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (driver.fetch)
         # bronze as delta-rs reads it (the delta-rs backend): big segments are read from it and
-        # folded in Arrow (silver.columnar), one at a time
+        # folded in Arrow (silver.columnar), one at a time (read in one pass first: big_reads)
         self.scan: RsScan | None = None
         self.big_lock = threading.Lock()
+        self.big: dict[tuple, columnar.Segment] = {}  # segment -> its rows, read together (big_reads)
 
     def lane(self, steps: list[Step]) -> None:
         for step in steps:
@@ -301,6 +306,20 @@ class _Run:
                     budget -= sum(step.shapes.values())
         steps = {(step.db, step.table, step.start, step.end): step for lane in lanes for step in lane}
         return out, [s for s in out if driver.large_values(steps[s].shapes)]
+
+    def big_reads(self, lanes: list[list[Step]]) -> list[columnar.SegmentRead]:
+        """The segments :meth:`apply_big` will read (those not fetched as small ones that
+        :meth:`_big` accepts): read in one pass first (:func:`columnar.read_segments`), as the
+        big tables' changes interleave in bronze's row groups."""
+        out = []
+        for step in (step for lane in lanes for step in lane):
+            if self.scan is None or not step.shapes or (step.db, step.table, step.start, step.end) in self.small:
+                continue
+            version, resolution = self.resolution_of(step)
+            applied = None if resolution is None else _applied(step, version, resolution)
+            if applied is not None and self._big(step, applied[1], applied[2], applied[3]):
+                out.append(columnar.SegmentRead(step.db, step.table, step.start, step.end, bool(applied[1].fixes)))
+        return out
 
     def _small_segment(self, step: Step, budget: int) -> tuple | None:
         if not step.shapes:
@@ -363,8 +382,10 @@ class _Run:
         """Apply a segment with :func:`columnar.apply_big`; None when Spark's path must: bronze
         read otherwise than Spark reads it (e.g. another count of rows), or a value it must judge."""
         with self.big_lock:
-            segment = columnar.read_segment(self.scan, step.db, step.table, step.start, step.end,
-                                            with_name=bool(resolution.fixes))
+            segment = self.big.pop((step.db, step.table, step.start, step.end), None)
+            if segment is None:
+                segment = columnar.read_segment(self.scan, step.db, step.table, step.start, step.end,
+                                                with_name=bool(resolution.fixes))
             if segment is None or segment.n != n_rows:
                 return None
             try:
@@ -399,13 +420,10 @@ class _Run:
         with self.lock:
             for shape, reason in resolution.rejected.items():
                 self.quarantine.append((step.db, step.table, step.start, step.end, shape_key(shape), reason))
-        good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
-        if not good or not resolution.specs:
+        applied = _applied(step, version, resolution)
+        if applied is None:
             return
-        n_rows = sum(step.shapes[s] for s in good)
-        resolution = _with_unlogged_columns(resolution, version)
-        ncols = len(resolution.specs)
-        partial = step.min_image is not None and step.min_image < ncols
+        good, resolution, n_rows, partial = applied
         retyped = schema_events.retype(spark, cfg, path, resolution.specs)
         result, applied_by = None, "spark"
         small = self.small.get((step.db, step.table, step.start, step.end))
@@ -441,6 +459,19 @@ class _Run:
             self.rows[key] += n_rows
             if result.watermark is not None:
                 self.marks[key] = max(self.marks.get(key, ""), result.watermark)
+
+
+def _applied(step: Step, version: SchemaVersion | None,
+             resolution: Resolution) -> tuple[list[str], Resolution, int, bool] | None:
+    """How a step's rows are applied: its shapes not rejected, the resolution (with the columns
+    its images do not log), their count of changes and whether their images are partial; None
+    when nothing of it is."""
+    good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
+    if not good or not resolution.specs:
+        return None
+    resolution = _with_unlogged_columns(resolution, version)
+    partial = step.min_image is not None and step.min_image < len(resolution.specs)
+    return good, resolution, sum(step.shapes[s] for s in good), partial
 
 
 def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None) -> Resolution:
