@@ -29,6 +29,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from pipelines.arrow_pool import ARROW_POOL_ENV, use_fast_pool
+
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DELTA_PROBE_CLASS = "io.delta.tables.DeltaTable"
@@ -129,6 +131,10 @@ def session_conf(
     if local is None:
         local = not _launched_by_spark_submit() and is_local_master(master)
     conf: dict[str, str] = dict(LOCAL_DEFAULTS if local else COMMON_DEFAULTS)
+    # Arrow's allocator in the Python workers (bronze's tasks build and write Arrow): jemalloc as
+    # on the driver, or the pool the user chose (pipelines.arrow_pool); PySpark gives a worker
+    # the executorEnv settings
+    conf[f"spark.executorEnv.{ARROW_POOL_ENV}"] = (os.environ if env is None else env).get(ARROW_POOL_ENV) or "jemalloc"
     extra = dict(extra_conf or {})
 
     jars = delta_jars_from_env(env)
@@ -174,6 +180,7 @@ def build_session(
         spark = build_session(delta_packages="io.delta:delta-spark_2.13:4.0.0")
         DELTA_JARS=/opt/jars/delta-spark_2.13-4.0.0.jar,/opt/jars/delta-storage-4.0.0.jar python job.py
     """
+    use_fast_pool()  # (before a local JVM starts: its Python workers inherit the choice)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

@@ -60,6 +60,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import delta_io
+from pipelines.arrow_pool import use_fast_pool
 from pipelines import state as pipeline_state
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
@@ -106,6 +107,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
 
     >>> run(spark, cfg).summary()  # doctest: +SKIP
     """
+    use_fast_pool()  # (big segments are typed and folded in Arrow on the driver)
     now = _dt.datetime.now(_UTC)
     stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
     with job_description(spark, f"silver {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
