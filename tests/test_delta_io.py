@@ -272,6 +272,26 @@ def _pipeline_table_rows():
     ]
 
 
+def test_ddl_of_our_tables_parses_here_as_spark_parses_it(spark):  # noqa: F811
+    """ddl_schema parses our tables' column lists in Python (no JVM call) into what Spark's
+    parser gives, and hands anything else to Spark's parser."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    from pipelines.bronze.schema import BRONZE_DDL
+    from pipelines.delta_io.arrow import parsed_here
+
+    ddls = [BRONZE_DDL, *(ddl for ddl, _ in _pipeline_table_rows()),
+            "`we``ird` STRING, m MAP<STRING, ARRAY<DECIMAL(38, 9)>>, s STRUCT<a: INT, `b c` TIMESTAMP_NTZ>",
+            "a tinyint, b smallint, c float, d date, e boolean, f long, g integer, h binary, i double"]
+    for ddl in ddls:
+        assert parsed_here(ddl) == _parse_datatype_string(ddl), ddl
+        assert delta_io.ddl_schema(ddl) == _parse_datatype_string(ddl), ddl
+    for other in ("a STRING NOT NULL", "a STRING COMMENT 'x'", "a VARCHAR(3)", "a INTERVAL DAY", "a STRING,"):
+        assert parsed_here(other) is None, other
+        if other != "a STRING,":
+            assert delta_io.ddl_schema(other) == _parse_datatype_string(other), other
+
+
 def test_rows_to_arrow_gives_what_spark_gives(spark):
     # The driver's small tables skip Spark with delta-rs: their Arrow must be the Spark path's.
     for ddl, rows in _pipeline_table_rows():

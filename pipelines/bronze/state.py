@@ -37,9 +37,9 @@ def _delta():
 
 
 def _bronze_struct():
-    from pyspark.sql.types import _parse_datatype_string
+    from pipelines.delta_io.arrow import ddl_schema
 
-    return _parse_datatype_string(BRONZE_DDL)
+    return ddl_schema(BRONZE_DDL)
 
 
 def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):
