@@ -18,7 +18,7 @@ from pipelines.config import load_config
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 from pipelines.schema.typemap import ColumnSpec, spark_type
-from pipelines.silver import columnar, driver
+from pipelines.silver import columnar, driver, segment_cells
 from pipelines.silver.typed_values import ImageTyper, NotCanonical
 
 _CELL = pa.struct([("idx", pa.int32()), ("name", pa.string()), ("type", pa.string()), ("text", pa.string()),
@@ -27,11 +27,11 @@ _BRONZE = pa.schema([("_seq", pa.string()), ("op", pa.string()), ("commit_ts", p
                      ("before", pa.list_(_CELL)), ("after", pa.list_(_CELL))])
 
 
-def _segment(rows: list[dict], parts: int = 1) -> columnar.Segment:
+def _segment(rows: list[dict], parts: int = 1) -> segment_cells.Segment:
     """Bronze-like rows (dicts, as driver.fetch gives them) as a segment, in ``parts`` batches."""
     table = pa.Table.from_pylist(rows, schema=_BRONZE)
     step = max(1, -(-len(rows) // parts))
-    return columnar.segment_of(b for at in range(0, len(rows), step) for b in table.slice(at, step).to_batches())
+    return segment_cells.segment_of(b for at in range(0, len(rows), step) for b in table.slice(at, step).to_batches())
 
 
 def _typed_both_ways(specs, images, fixes=None):
@@ -92,7 +92,7 @@ def test_the_cells_of_an_ordinal_are_found_whether_or_not_the_images_repeat(bloc
     idx = np.array(block * repeats, dtype=np.int64)
     if change is not None and len(idx):
         idx[change[0] % len(idx)] = change[1]
-    find = columnar.by_ordinal(idx, width if width else len(block))
+    find = segment_cells.by_ordinal(idx, width if width else len(block))
     for ordinal in range(-1, 8):
         assert find(ordinal).tolist() == (np.flatnonzero(idx == ordinal).tolist() if ordinal >= 0 else [])
 
@@ -229,7 +229,7 @@ def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_
         columnar.apply_big(by_arrow, _segment(_bronze_rows([("006", "d", _img(1, "a"), None)])), SPECS, [])
 
 
-def _as_lists(seg: columnar.Segment) -> dict:
+def _as_lists(seg: segment_cells.Segment) -> dict:
     """A segment as plain values, its changes in ``_seq`` order (a read keeps bronze's order)."""
     order = sorted(range(seg.n), key=seg.seq.to_pylist().__getitem__)
     out = {"seq": [seg.seq.to_pylist()[i] for i in order], "op": [seg.op.to_pylist()[i] for i in order]}
@@ -266,10 +266,10 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
         stager.add(("shop", "orders" if i % 2 else "items", r["_seq"], r["op"], r["commit_ts"], r["before"], r["after"]))
     commit_staged(path, stager.close(), struct)
     scan = RsScan.open(path)
-    reads = [columnar.SegmentRead("shop", "orders", "004", None, with_name=False),
-             columnar.SegmentRead("shop", "items", "", "021"), columnar.SegmentRead("shop", "none", "")]
-    together = columnar.read_segments(scan, reads)
-    alone = {r: columnar.read_segment(scan, r.db, r.table, r.start, r.end, with_name=r.with_name) for r in reads}
+    reads = [segment_cells.SegmentRead("shop", "orders", "004", None, with_name=False),
+             segment_cells.SegmentRead("shop", "items", "", "021"), segment_cells.SegmentRead("shop", "none", "")]
+    together = segment_cells.read_segments(scan, reads)
+    alone = {r: segment_cells.read_segment(scan, r.db, r.table, r.start, r.end, with_name=r.with_name) for r in reads}
     assert {r: _as_lists(s) for r, s in together.items()} == {r: _as_lists(s) for r, s in alone.items()}
     assert [s.n for s in together.values()] == [13, 10, 0]
     assert _as_lists(together[reads[0]])["seq"][:2] == ["006", "008"]
@@ -277,8 +277,8 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
                                                          (4, "2024-05-01")]
     assert together[reads[1]].images["after"].name.null_count == 0  # (its names kept: with_name)
     assert together[reads[0]].images["after"].name.null_count == len(together[reads[0]].images["after"].row)
-    assert columnar.read_segments(scan, reads, max_bytes=1_000) is None
-    assert columnar.read_segments(scan, []) == {}
+    assert segment_cells.read_segments(scan, reads, max_bytes=1_000) is None
+    assert segment_cells.read_segments(scan, []) == {}
 
 
 def test_a_value_only_spark_types_writes_nothing(tmp_path):
@@ -350,8 +350,8 @@ def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_f
         pytest.skip(why)
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
     passes = []  # the big segments read together: one pass over bronze for all of them
-    read_segments = columnar.read_segments
-    monkeypatch.setattr(columnar, "read_segments",
+    read_segments = segment_cells.read_segments
+    monkeypatch.setattr(segment_cells, "read_segments",
                         lambda scan, reads, *a, **k: passes.append(len(reads)) or read_segments(scan, reads, *a, **k))
     srv = mariadb_factory(row_metadata=metadata)
     db, folder, wh = "big", tmp_path / "in", tmp_path / "wh"

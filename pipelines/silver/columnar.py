@@ -5,9 +5,8 @@ A segment of hundreds of thousands of changes costs Spark's path several passes 
 events, latest per key, classification) and its MERGE; the row path of :mod:`pipelines.silver.driver`
 would type each value in Python. Here a segment is:
 
-* read from bronze by delta-rs and pyarrow, one scan and no Spark job (:func:`read_segment`): only
-  the cells' ``idx``, ``text``, ``bin`` (and ``name``, for value fixes) are read, kept as chunks
-  of the read buffers with each cell's row;
+* read from bronze by delta-rs and pyarrow, one scan and no Spark job, as flat cells
+  (:mod:`pipelines.silver.segment_cells`: the big segments of a run in one pass over bronze's row groups);
 * typed a column at a time (:func:`typed_column`) by Arrow's casts, where a cast gives exactly the
   value :mod:`pipelines.silver.typed_values` gives (ENUM numbers and signedness fixed first,
   :func:`_fixed`); a column Arrow cannot take that way (a SET number, BIT, a padded BINARY, a cast
@@ -25,16 +24,15 @@ each other, value for value and table for table.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.delta_io.arrow import spark_type_to_arrow
-from pipelines.delta_io.rs_scan import RsScan
 from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
+from pipelines.silver.segment_cells import CellColumn, Cells, Segment
 from pipelines.silver.columns import DELETE, INSERT, UPSERT
 from pipelines.silver.driver import Target, cell_fix, target_of, write
 from pipelines.silver.merge import ApplyStats
@@ -42,249 +40,6 @@ from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, 
     converter
 
 BIG_ROWS = 4_000_000  # changes of one segment at most, for this path
-BIG_BYTES = 768 * 2**20  # and the bytes of their cells as kept (more: Spark's path)
-_IMAGES = ("before", "after")
-
-
-@dataclass
-class Cells:
-    """One image's cells of a segment, flat: ``row`` (the change's position), ``idx``, ``text``,
-    ``bin``, ``name``; ``present``: per change, whether it has the image."""
-    row: np.ndarray
-    idx: pa.ChunkedArray
-    text: pa.ChunkedArray
-    bin: pa.ChunkedArray
-    name: pa.ChunkedArray
-    present: np.ndarray
-
-    def __post_init__(self) -> None:
-        self._by_ordinal: tuple[np.ndarray, np.ndarray] | None = None
-
-    def _positions(self, ordinal: int) -> np.ndarray:
-        """The positions of the cells of ``ordinal``, ascending (:func:`by_ordinal`, once)."""
-        if self._by_ordinal is None:
-            idx = pc.fill_null(self.idx, -1).to_numpy()
-            self._by_ordinal = by_ordinal(idx, int(np.searchsorted(self.row, self.row[0], "right")) if len(idx) else 0)
-        return self._by_ordinal(ordinal)
-
-    def column(self, ordinal: int, n: int) -> CellColumn:
-        """Cell ``ordinal`` of every change (null where it has none)."""
-        at = self._positions(ordinal)
-        rows = self.row[at]
-        if len(at) == n and (rows == np.arange(n)).all():  # (every change has it: a full image)
-            return CellColumn(self, at, None)
-        slot = np.full(n, -1, dtype=np.int64)
-        slot[rows] = np.arange(len(at))
-        return CellColumn(self, at, pa.array(slot, mask=slot < 0))
-
-
-_NO_ORDINAL = (1 << 15) - 1  # ordinals are below it (a table has at most 4,096 columns)
-
-
-def by_ordinal(idx: np.ndarray, width: int) -> Callable[[int], np.ndarray]:
-    """``ordinal -> the positions in idx of its cells, ascending`` (``idx``: the cells' ordinals,
-    -1 for none; ``width``: how many cells the first image holds).
-
-    When ``idx`` repeats one block of ``width`` distinct ordinals (every image holds the same
-    columns in the same order: the common case), an ordinal's positions are a stride and nothing
-    is sorted; otherwise the cells are grouped by ordinal once, by a stable radix sort, and each
-    ordinal's positions are a slice of that order (1.4M images of 9 columns: 0.01 s against 0.45 s).
-
-    >>> [by_ordinal(np.array([3, 5, 3, 5]), 2)(o).tolist() for o in (3, 5, 4)]
-    [[0, 2], [1, 3], []]
-    >>> [by_ordinal(np.array([3, 5, 5, -1]), 2)(o).tolist() for o in (3, 5, -1)]
-    [[0], [1, 2], []]
-    """
-    block = idx[:width]
-    if 0 < width <= len(idx) and len(idx) % width == 0 and block.min() >= 0 and block.max() < _NO_ORDINAL \
-            and len(np.unique(block)) == width and (idx.reshape(-1, width) == block).all():
-        place = {int(o): k for k, o in enumerate(block)}
-        return lambda ordinal: np.arange(place[ordinal], len(idx), width) if ordinal in place \
-            else np.zeros(0, np.int64)
-    if len(idx) and (idx.min() < 0 or idx.max() >= _NO_ORDINAL):  # (no column has such an ordinal)
-        idx = np.where((idx >= 0) & (idx < _NO_ORDINAL), idx, _NO_ORDINAL)
-    order = np.argsort(idx.astype(np.int16), kind="stable")
-    starts = np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=_NO_ORDINAL + 1))])
-    return lambda ordinal: order[starts[ordinal]:starts[ordinal + 1]] if 0 <= ordinal < _NO_ORDINAL else order[:0]
-
-
-def _take_ascending(values: pa.ChunkedArray, at: np.ndarray) -> pa.Array:
-    """``values[at]`` for ascending positions ``at``, chunk by chunk: Arrow's take on a chunked
-    array of strings concatenates all its chunks first, at every call."""
-    bounds = np.cumsum([0, *(len(c) for c in values.chunks)])
-    cut = np.searchsorted(at, bounds)
-    parts = [chunk.take(pa.array(at[cut[i]:cut[i + 1]] - bounds[i]))
-             for i, chunk in enumerate(values.chunks) if cut[i + 1] > cut[i]]
-    return pa.concat_arrays(parts) if parts else pa.array([], values.type)
-
-
-class CellColumn:
-    """One cell of every change: its ``text``, ``bin`` and ``name``, each taken from the
-    segment's cells when first read (a take over all the segment's cells costs about as much as
-    typing the column, and most columns need only their texts)."""
-
-    def __init__(self, cells: Cells, at: np.ndarray, slot: pa.Array | None) -> None:
-        # (at: the cells' positions, ascending; slot: per change, its cell's place in them, None:
-        # each change has one, in order)
-        self._cells, self._at, self._slot, self._taken = cells, at, slot, {}
-
-    def _field(self, field: str) -> pa.Array:
-        if field not in self._taken:
-            values = _take_ascending(getattr(self._cells, field), self._at)
-            self._taken[field] = values if self._slot is None else values.take(self._slot)
-        return self._taken[field]
-
-    @property
-    def text(self) -> pa.Array:
-        return self._field("text")
-
-    @property
-    def bin(self) -> pa.Array:
-        return self._field("bin")
-
-    @property
-    def name(self) -> pa.Array:
-        return self._field("name")
-
-
-@dataclass
-class Segment:
-    """A segment's bronze rows (:func:`read_segment`), in bronze's order (not always ``_seq``'s)."""
-    seq: pa.ChunkedArray
-    op: pa.ChunkedArray
-    commit_ts: pa.ChunkedArray
-    images: dict[str, Cells]
-
-    @property
-    def n(self) -> int:
-        return len(self.seq)
-
-
-_CELL_FIELDS = (("idx", pa.int32()), ("text", pa.string()), ("bin", pa.binary()), ("name", pa.string()))
-
-
-class _ImageParts:
-    """One image's cells of a segment, batch by batch as they are read: only the fields typing
-    reads are kept (not the cells' type texts; their names only ``with_name``), so a batch's
-    other buffers are freed as the next is read."""
-
-    def __init__(self, with_name: bool) -> None:
-        self.fields = [(f, t) for f, t in _CELL_FIELDS if with_name or f != "name"]
-        self.rows: list[np.ndarray] = []
-        self.present: list[np.ndarray] = []
-        self.parts: dict[str, list[pa.Array]] = {f: [] for f, _ in self.fields}
-
-    def add(self, images: pa.Array, base: int) -> int:
-        """Take a batch's images (its first row is change ``base``); the bytes kept."""
-        self.rows.append(pc.list_parent_indices(images).to_numpy() + base)
-        self.present.append(images.is_valid().to_numpy(zero_copy_only=False))
-        flat = pc.list_flatten(images)
-        kept = self.rows[-1].nbytes
-        for f, typ in self.fields:
-            part = flat.field(f) if flat.type.get_field_index(f) >= 0 else pa.nulls(len(flat), typ)
-            self.parts[f].append(part)
-            kept += part.nbytes
-        return kept
-
-    def cells(self) -> Cells:
-        """The cells read (chunks of the batches' buffers: nothing is copied)."""
-        columns = {f: pa.chunked_array(self.parts[f], type=t) for f, t in self.fields}
-        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
-        name = columns.get("name", pa.chunked_array([pa.nulls(len(rows), pa.string())]))
-        return Cells(rows, columns["idx"], columns["text"], columns["bin"], name,
-                     np.concatenate(self.present) if self.present else np.zeros(0, bool))
-
-
-@dataclass(frozen=True)
-class SegmentRead:
-    """Which rows of bronze a segment is: ``db``.``table``'s with ``_seq`` above ``start`` (and
-    below ``end``); ``with_name``: its cells' names are kept too (for value fixes)."""
-    db: str
-    table: str
-    start: str
-    end: str | None = None
-    with_name: bool = True
-
-    @property
-    def where(self) -> pc.Expression:
-        where = (pc.field("db") == self.db) & (pc.field("table") == self.table) & (pc.field("_seq") > self.start)
-        return where if self.end is None else where & (pc.field("_seq") < self.end)
-
-
-def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = BIG_BYTES) -> dict | None:
-    """``{read: Segment}``: the rows of ``scan`` (bronze as the silver step reads it) of each
-    segment, of their cells only the fields typing reads, in one pass over bronze's row groups:
-    a row group that holds rows of several segments (tables' changes interleave in a binlog) is
-    read once, not once per segment. None when their cells take more than ``max_bytes`` in all,
-    or the files lay the lists out otherwise: Spark's path then, or a read of fewer segments."""
-    if not reads:
-        return {}
-    where = reads[0].where
-    for r in reads[1:]:
-        where = where | r.where
-    fields = [f for f, _ in _CELL_FIELDS if f != "name" or any(r.with_name for r in reads)]
-    columns = ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
-    parts, size = {r: _SegmentParts(r.with_name) for r in reads}, 0
-    try:
-        for part in scan.parts(columns, where):
-            if not set(_IMAGES) <= set(part.column_names):  # (a leaf path that names nothing is left out)
-                return None
-            for r, kept in parts.items():
-                mine = part.filter(r.where) if len(reads) > 1 else part
-                size += sum(kept.add(batch) for batch in mine.to_batches() if batch.num_rows)
-            if size > max_bytes:
-                return None
-    except (KeyError, pa.ArrowInvalid):  # (lists laid out otherwise in the files)
-        return None
-    return {r: kept.segment() for r, kept in parts.items()}
-
-
-def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
-                 max_bytes: int = BIG_BYTES, with_name: bool = True) -> Segment | None:
-    """One segment's :func:`read_segments`; None when its cells take more than ``max_bytes``."""
-    read = SegmentRead(db, table, start, end, with_name)
-    got = read_segments(scan, [read], max_bytes)
-    return None if got is None else got[read]
-
-
-class _SegmentParts:
-    """A segment's rows, batch by batch as they are read (see :func:`segment_of`)."""
-
-    def __init__(self, with_name: bool) -> None:
-        self.seqs: list[pa.Array] = []
-        self.ops: list[pa.Array] = []
-        self.stamps: list[pa.Array] = []
-        self.images = {i: _ImageParts(with_name) for i in _IMAGES}
-        self.n = 0
-
-    def add(self, batch: pa.RecordBatch) -> int:
-        """Take a batch of rows; the bytes kept."""
-        size = 0
-        for name, kept in (("_seq", self.seqs), ("op", self.ops), ("commit_ts", self.stamps)):
-            kept.append(batch.column(name))
-            size += kept[-1].nbytes
-        size += sum(self.images[i].add(batch.column(i), self.n) for i in _IMAGES)
-        self.n += batch.num_rows
-        return size
-
-    def segment(self) -> Segment:
-        return Segment(pa.chunked_array(self.seqs, pa.string()), pa.chunked_array(self.ops, pa.string()),
-                       pa.chunked_array(self.stamps, pa.timestamp("us", "UTC")),
-                       {i: self.images[i].cells() for i in _IMAGES})
-
-
-def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
-    """A :class:`Segment` of record batches of bronze's ``_seq``, ``op``, ``commit_ts``,
-    ``before`` and ``after``, in any order (the fold orders changes by ``_seq`` itself), keeping
-    of the cells ``idx``, ``text``, ``bin`` (and ``name``: ``with_name``, for value fixes); None
-    when that takes more than ``max_bytes``."""
-    kept, size = _SegmentParts(with_name), 0
-    for batch in batches:
-        if batch.num_rows:
-            size += kept.add(batch)
-            if max_bytes is not None and size > max_bytes:
-                return None
-    return kept.segment()
 
 
 # -- typing ------------------------------------------------------------------------------

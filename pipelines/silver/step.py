@@ -69,7 +69,7 @@ from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import UNPARSED, Resolution, SchemaVersion
 from pipelines.delta_io.rs_scan import RsScan
-from pipelines.silver import bronze_scan, columnar, driver, schema_events
+from pipelines.silver import bronze_scan, columnar, driver, schema_events, segment_cells
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, read_through_key,
@@ -195,7 +195,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             reads = state.big_reads(lanes)
             if len(reads) > 1:  # (over the bytes they may take together: each read by itself)
                 state.big = {(r.db, r.table, r.start, r.end): seg
-                             for r, seg in (columnar.read_segments(scan, reads) or {}).items()}
+                             for r, seg in (segment_cells.read_segments(scan, reads) or {}).items()}
         elif bronze is not None:  # (in one Spark job)
             slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
                                                   for c in driver.COLUMNS])
@@ -264,7 +264,7 @@ class _Run:
         # folded in Arrow (silver.columnar), one at a time (read in one pass first: big_reads)
         self.scan: RsScan | None = None
         self.big_lock = threading.Lock()
-        self.big: dict[tuple, columnar.Segment] = {}  # segment -> its rows, read together (big_reads)
+        self.big: dict[tuple, segment_cells.Segment] = {}  # segment -> its rows, read together (big_reads)
 
     def lane(self, steps: list[Step]) -> None:
         for step in steps:
@@ -309,9 +309,9 @@ class _Run:
         steps = {(step.db, step.table, step.start, step.end): step for lane in lanes for step in lane}
         return out, [s for s in out if driver.large_values(steps[s].shapes)]
 
-    def big_reads(self, lanes: list[list[Step]]) -> list[columnar.SegmentRead]:
+    def big_reads(self, lanes: list[list[Step]]) -> list[segment_cells.SegmentRead]:
         """The segments :meth:`apply_big` will read (those not fetched as small ones that
-        :meth:`_big` accepts): read in one pass first (:func:`columnar.read_segments`), as the
+        :meth:`_big` accepts): read in one pass first (:func:`segment_cells.read_segments`), as the
         big tables' changes interleave in bronze's row groups."""
         out = []
         for step in (step for lane in lanes for step in lane):
@@ -320,7 +320,7 @@ class _Run:
             version, resolution = self.resolution_of(step)
             applied = None if resolution is None else _applied(step, version, resolution)
             if applied is not None and self._big(step, applied[1], applied[2], applied[3]):
-                out.append(columnar.SegmentRead(step.db, step.table, step.start, step.end, bool(applied[1].fixes)))
+                out.append(segment_cells.SegmentRead(step.db, step.table, step.start, step.end, bool(applied[1].fixes)))
         return out
 
     def _small_segment(self, step: Step, budget: int) -> tuple | None:
@@ -386,7 +386,7 @@ class _Run:
         with self.big_lock:
             segment = self.big.pop((step.db, step.table, step.start, step.end), None)
             if segment is None:
-                segment = columnar.read_segment(self.scan, step.db, step.table, step.start, step.end,
+                segment = segment_cells.read_segment(self.scan, step.db, step.table, step.start, step.end,
                                                 with_name=bool(resolution.fixes))
             if segment is None or segment.n != n_rows:
                 return None
