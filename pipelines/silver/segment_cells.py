@@ -39,7 +39,7 @@ class Cells:
     present: np.ndarray
 
     def __post_init__(self) -> None:
-        self._by_ordinal: tuple[np.ndarray, np.ndarray] | None = None
+        self._by_ordinal: Callable[[int], np.ndarray] | None = None  # (by_ordinal's, once)
 
     def _positions(self, ordinal: int) -> np.ndarray:
         """The positions of the cells of ``ordinal``, ascending (:func:`by_ordinal`, once)."""
@@ -79,9 +79,8 @@ def by_ordinal(idx: np.ndarray, width: int) -> Callable[[int], np.ndarray]:
     block = idx[:width]
     if 0 < width <= len(idx) and len(idx) % width == 0 and block.min() >= 0 and block.max() < _NO_ORDINAL \
             and len(np.unique(block)) == width and (idx.reshape(-1, width) == block).all():
-        place = {int(o): k for k, o in enumerate(block)}
-        return lambda ordinal: np.arange(place[ordinal], len(idx), width) if ordinal in place \
-            else np.zeros(0, np.int64)
+        place, n = {int(o): k for k, o in enumerate(block)}, len(idx)
+        return lambda ordinal: np.arange(place[ordinal], n, width) if ordinal in place else np.zeros(0, np.int64)
     if len(idx) and (idx.min() < 0 or idx.max() >= _NO_ORDINAL):  # (no column has such an ordinal)
         idx = np.where((idx >= 0) & (idx < _NO_ORDINAL), idx, _NO_ORDINAL)
     order = np.argsort(idx.astype(np.int16), kind="stable")
