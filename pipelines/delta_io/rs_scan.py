@@ -66,19 +66,21 @@ class RsScan:
         default dozens: the caller keeps only part of each)."""
         return self.dataset.to_batches(columns=list(columns), filter=where, batch_readahead=2, fragment_readahead=1)
 
-    def parts(self, columns: Sequence[str], where: ds.Expression | None = None) -> Iterator[pa.Table]:
+    def parts(self, columns: Sequence[str], where: ds.Expression | None = None, *,
+              rows: bool = True) -> Iterator[pa.Table]:
         """``columns`` of the rows ``where`` holds, a row group at a time (only the rows it keeps),
         where a column may be a path to leaves of a nested one (``after.list.element.idx``: the
         lists, with only that field of their structs); ``where``'s columns must be among them.
-        Only the row groups whose statistics ``where`` may hold are read. Raises when a path names
-        no column of the files (ArrowInvalid, KeyError)."""
+        Only the row groups whose statistics ``where`` may hold are read; ``rows=False``: their
+        rows are not filtered by it (the caller splits them). Raises when a path names no column
+        of the files (ArrowInvalid, KeyError)."""
         for fragment in self.dataset.get_fragments():
             groups = [rg.id for rg in (fragment.subset(filter=where) if where is not None else fragment).row_groups]
             with self.dataset.filesystem.open_input_file(fragment.path) as f:
                 file = pq.ParquetFile(f)
                 for group in groups:
                     part = file.read_row_group(group, columns=list(columns))
-                    part = part.filter(where) if where is not None else part
+                    part = part.filter(where) if where is not None and rows else part
                     if part.num_rows:
                         yield part
 

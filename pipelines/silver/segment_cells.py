@@ -206,7 +206,9 @@ def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = B
     columns = ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
     parts, size = {r: _SegmentParts(r.with_name) for r in reads}, 0
     try:
-        for part in scan.parts(columns, where):
+        # (several segments: the row groups are chosen by any of them, each segment's rows kept
+        # from them by its own filter, not by the union's first)
+        for part in scan.parts(columns, where, rows=len(reads) == 1):
             if not set(_IMAGES) <= set(part.column_names):  # (a leaf path that names nothing is left out)
                 return None
             for r, kept in parts.items():

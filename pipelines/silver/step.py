@@ -315,12 +315,15 @@ class _Run:
         big tables' changes interleave in bronze's row groups."""
         out = []
         for step in (step for lane in lanes for step in lane):
-            if self.scan is None or not step.shapes or (step.db, step.table, step.start, step.end) in self.small:
+            if not step.shapes or (step.db, step.table, step.start, step.end) in self.small:
                 continue
             version, resolution = self.resolution_of(step)
             applied = None if resolution is None else _applied(step, version, resolution)
-            if applied is not None and self._big(step, applied[1], applied[2], applied[3]):
-                out.append(segment_cells.SegmentRead(step.db, step.table, step.start, step.end, bool(applied[1].fixes)))
+            if applied is None:
+                continue
+            _, resolution, n_rows, partial = applied
+            if self._big(step, resolution, n_rows, partial):
+                out.append(segment_cells.SegmentRead(step.db, step.table, step.start, step.end, bool(resolution.fixes)))
         return out
 
     def _small_segment(self, step: Step, budget: int) -> tuple | None:
