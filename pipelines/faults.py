@@ -5,6 +5,8 @@ One environment variable arms them, read when this module is imported::
 
     BINLOG_DELTA_FAULT="<point>[#<n>]:kill"    # SIGKILL this process the n-th time (default 1st)
     BINLOG_DELTA_FAULT="<point>[#<n>]:raise"   # raise InjectedFault there instead
+    BINLOG_DELTA_FAULT="<point>[#<n>]:wait=<file>"  # stop there until <file> exists (at most
+                                               # WAIT_LIMIT s); <file>.waiting says it stopped
     BINLOG_DELTA_FAULT="trace:<file>"          # append every point reached to <file>:
                                                # "<point>\t<unix time>\t<pid>" per line
 
@@ -40,8 +42,9 @@ import time
 from dataclasses import dataclass
 
 ENV = "BINLOG_DELTA_FAULT"
-ACTIONS = ("kill", "raise")
-_FORMAT = "<point>[#<n>]:<kill|raise> or trace:<file>"
+ACTIONS = ("kill", "raise", "wait")
+_FORMAT = "<point>[#<n>]:<kill|raise|wait=<file>> or trace:<file>"
+WAIT_LIMIT = 600.0  # seconds a ``wait`` point waits for its file before it raises
 
 # ``_pipeline/<name>`` tables whose kind is spelled shorter than their folder
 _KIND_ALIASES = {"silver_watermarks": "watermarks"}
@@ -61,8 +64,8 @@ class FaultSpec:
 
     pattern: str | None
     nth: int
-    action: str  # kill | raise | trace
-    trace_file: str | None = None
+    action: str  # kill | raise | wait | trace
+    trace_file: str | None = None  # trace: the file written; wait: the file waited for
 
 
 def parse(text: str) -> FaultSpec:
@@ -72,6 +75,8 @@ def parse(text: str) -> FaultSpec:
     FaultSpec(pattern='append.bronze.before', nth=1, action='raise', trace_file=None)
     >>> parse("trace:/tmp/points.txt").trace_file
     '/tmp/points.txt'
+    >>> parse("merge.silver.before:wait=/tmp/go")
+    FaultSpec(pattern='merge.silver.before', nth=1, action='wait', trace_file='/tmp/go')
     """
     text = text.strip()
     if text.startswith("trace:"):
@@ -79,8 +84,14 @@ def parse(text: str) -> FaultSpec:
         if not path:
             raise FaultSpecError(f"{ENV}={text!r}: trace needs a file, expected {_FORMAT}")
         return FaultSpec(None, 0, "trace", path)
+    waited = None
+    if ":wait=" in text:
+        text, _, waited = text.partition(":wait=")
+        text += ":wait"
+        if not waited:
+            raise FaultSpecError(f"{ENV}={text!r}: wait needs a file, expected {_FORMAT}")
     where, sep, action = text.rpartition(":")
-    if not sep or not where or action not in ACTIONS:
+    if not sep or not where or action not in ACTIONS or (action == "wait") != (waited is not None):
         raise FaultSpecError(f"{ENV}={text!r}: expected {_FORMAT}")
     pattern, sep, count = where.partition("#")
     nth = 1
@@ -90,7 +101,7 @@ def parse(text: str) -> FaultSpec:
         nth = int(count)
     if not pattern:
         raise FaultSpecError(f"{ENV}={text!r}: the point name is empty, expected {_FORMAT}")
-    return FaultSpec(pattern, nth, action)
+    return FaultSpec(pattern, nth, action, waited)
 
 
 class _Armed:
@@ -118,11 +129,26 @@ class _Armed:
         if not hit:
             return
         where = f"{name} (#{spec.nth} of {spec.pattern})"
+        if spec.action == "wait":
+            _wait_for(spec.trace_file, where)
+            return
         if spec.action == "kill":
             print(f"fault: SIGKILL at {where}", file=sys.stderr, flush=True)
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
         raise InjectedFault(f"injected fault at {where}")
+
+
+def _wait_for(path: str, where: str) -> None:
+    """Stop here until ``path`` exists; ``<path>.waiting`` tells the test that this point was reached."""
+    print(f"fault: waiting at {where} for {path}", file=sys.stderr, flush=True)
+    with open(path + ".waiting", "w", encoding="utf-8") as f:
+        f.write(f"{where}\t{os.getpid()}\n")
+    deadline = time.monotonic() + WAIT_LIMIT
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise InjectedFault(f"injected wait at {where}: {path} did not appear in {WAIT_LIMIT:g} s")
+        time.sleep(0.05)
 
 
 def _from_env() -> _Armed | None:

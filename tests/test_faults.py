@@ -55,6 +55,7 @@ from pipelines import faults
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.paths import silver_table_path
+from pipelines.delta_io import read_arrow
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "jobs" / "run_pipeline.py"
@@ -173,6 +174,8 @@ UPDATE {DB}.orders SET note = 'later' WHERE id = 1;
 UPDATE {DB}.orders SET id = 3, note = 'back to 3' WHERE id = 30;
 INSERT INTO {DB}.events VALUES ('click',1,'2024-01-01 00:00:01'),('buy',8,'2024-01-08 17:00:00');
 UPDATE {DB}.counters SET v = v + 5;
+ALTER TABLE {DB}.orders ADD COLUMN region CHAR(2) NOT NULL DEFAULT 'eu';
+UPDATE {DB}.orders SET region = 'us' WHERE id = 2;
 """,
     f"""
 TRUNCATE TABLE {DB}.counters;
@@ -186,7 +189,7 @@ DELETE FROM {DB}.events WHERE kind IS NULL;
 
 # what is compared: table -> (columns, order by); every value as the server's text
 COMPARE = {
-    "orders": (["id", "customer", "amount", "created", "qty", "note"], "id"),
+    "orders": (["id", "customer", "amount", "created", "qty", "note", "region"], "id"),
     "events": (["kind", "n", "at"], "kind, n, at"),
     "counters": (["k", "v"], "k"),
 }
@@ -320,7 +323,7 @@ def _silver_rows(warehouse: Path, table: str) -> list[tuple]:
     path = silver_table_path(str(warehouse), DB, table)
     if not deltalake.DeltaTable.is_deltatable(path):
         return []
-    data = deltalake.DeltaTable(path).to_pyarrow_table()
+    data = read_arrow(path)  # (delta-rs, whichever backend wrote it: deletion vectors too)
     present = {c.lower(): c for c in data.column_names}
     out = []
     for r in data.to_pylist():

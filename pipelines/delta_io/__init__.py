@@ -45,8 +45,10 @@ imports the backend it returns when it is called; callers use the names re-expor
   zone), pure functions; imports none
 * ``arrow``         types across the Arrow hop: Spark schemas <-> Arrow, the driver's rows -> Arrow;
   imports ``backend``
-* ``reads``         existence, schema, DataFrames, small tables' rows, history: checks, then the
-  backend; imports ``backend``
+* ``pins``          commits conditional on the version a writer read (:func:`pinned`,
+  :class:`StaleRead`): plain values and a context variable; imports ``backend``
+* ``reads``         existence, schema, DataFrames, small tables' rows, history, versions and pins:
+  checks, then the backend; imports ``backend``, ``pins``
 * ``commits``       transaction ids, the retried commit with its fault points
   (:func:`~pipelines.delta_io.commits._commit`); imports ``backend``, ``reads``
 * ``writes``        create, add columns, append, append rows, overwrite: checks, column checks, retried
@@ -70,8 +72,9 @@ from pipelines.delta_io.arrow import (
     arrow_schema_to_spark, arrow_to_spark, ddl_schema, delta_schema_to_spark, rows_to_arrow,
     spark_field_to_arrow, spark_schema_to_arrow, spark_to_arrow, spark_type_to_arrow,
 )
+from pipelines.delta_io.pins import PIN_APP_ID, StaleRead
 from pipelines.delta_io.reads import (
-    Commit, history, nothing_above, read, read_rows, schema, table_exists,
+    Commit, history, nothing_above, pinned, read, read_rows, schema, table_exists, version,
 )
 from pipelines.delta_io.commits import (
     COMMIT_ATTEMPTS, check_txn, conflict_retries, is_commit_conflict, last_txn_version,
@@ -94,13 +97,13 @@ from pipelines.delta_io.staging import (
 __all__ = [
     "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",
     "MERGE_CHUNK_ROWS",
-    "MergeClause", "MergeKind", "MergeResult", "ParquetStager", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
+    "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager", "StaleRead", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
     "StagedFile", "add_columns", "append", "append_rows", "append_with_rows_rs", "append_with_rows_spark",
     "arrow_schema_to_spark", "arrow_to_spark",
     "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
     "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
-    "overwrite", "overwrite_rows", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",
+    "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",
     "read_rows", "resolve_backend", "rows_to_arrow", "schema", "spark_delta_log", "spark_field_to_arrow",
-    "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists",
+    "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists", "version",
 ]

@@ -120,6 +120,9 @@ class DeltaBackend(Protocol):
 
     def schema(self, spark: SparkSession | None, path: str) -> T.StructType: ...
 
+    def version(self, spark: SparkSession | None, path: str) -> int:
+        """The current version of an existing table."""
+
     def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
              above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
         """The table's rows (``columns`` of them), those that ``keep`` keeps (``above`` may skip files)."""
@@ -153,7 +156,8 @@ class DeltaBackend(Protocol):
     def append_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType, path: str,
                     txn_app_id: str | None, txn_version: int | None, schema_evolution: bool) -> bool: ...
 
-    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool) -> None: ...
+    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool,
+                  user_metadata: str | None = None) -> None: ...
 
     def overwrite_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType,
                        path: str) -> None: ...

@@ -14,6 +14,7 @@ from typing import TypeVar
 from pyspark.sql import SparkSession
 
 from pipelines import faults
+from pipelines.delta_io import pins
 from pipelines.delta_io.backend import DeltaIOError, backend_for
 from pipelines.delta_io.reads import table_exists
 
@@ -95,11 +96,25 @@ def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
     ``<op>.<kind>.before`` and ``.after``, trying again after commit conflicts.
 
     ``attempt`` must be safe to call again after a conflict: on a retry (``n > 0``) it looks at
-    the table again before writing.
+    the table again before writing. A table this thread pinned (:mod:`pipelines.delta_io.pins`)
+    gets one try: a conflict there means the plan is stale, and raises
+    :class:`~pipelines.delta_io.pins.StaleRead` for the caller to plan again.
     """
     global _retry_count
     kind = faults.table_kind(path)
     faults.point(f"{op}.{kind}.before")
+    pin = pins.pin_of(path)
+    if pin is not None:
+        try:
+            result = attempt(0)
+        except pins.StaleRead:
+            raise
+        except Exception as e:  # noqa: BLE001 - only conflicts mean a stale plan
+            if not is_commit_conflict(e):
+                raise
+            raise pin.stale(op, _first_line(e)) from e
+        faults.point(f"{op}.{kind}.after")
+        return result
     for n in range(COMMIT_ATTEMPTS):
         try:
             result = attempt(n)
@@ -112,14 +127,21 @@ def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
                     f"{op} {path}: lost {COMMIT_ATTEMPTS} commit races in a row to other writers; last: {e}"
                 ) from e
             pause = _BACKOFF_S * (2 ** n) * (0.5 + random.random())
-            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            print(f"warning: delta_io: {op} {path}: commit conflict ({first_line}); trying again in "
+            print(f"warning: delta_io: {op} {path}: commit conflict ({_first_line(e)}); trying again in "
                   f"{pause:.2f} s ({n + 2}/{COMMIT_ATTEMPTS})", file=sys.stderr, flush=True)
             with _retry_lock:
                 _retry_count += 1
             time.sleep(pause)
     faults.point(f"{op}.{kind}.after")
     return result
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of what ``error`` says (of a Java exception's own text for a Py4JJavaError,
+    whose text starts with the py4j call, e.g. ``An error occurred while calling o42.save``)."""
+    java = getattr(error, "java_exception", None)
+    text = (str(java) if java is not None else str(error)).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _txn_recorded(path: str, txn_app_id: str | None, txn_version: int | None, spark, backend: str) -> bool:

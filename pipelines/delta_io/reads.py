@@ -3,22 +3,50 @@ and the commit history. The argument checks and what both backends share are her
 the backend's (:func:`~pipelines.delta_io.backend.backend_for`)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pipelines.delta_io import pins
 from pipelines.delta_io.backend import backend_for, quote_ident
 
 
 def table_exists(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> bool:
-    """True when ``path`` holds a Delta table.
+    """True when ``path`` holds a Delta table (inside :func:`pinned`: when it did at the pinned version).
 
     >>> table_exists(str(tmp_path / "nothing"))  # doctest: +SKIP
     False
     """
+    pin = pins.pin_of(path)
+    if pin is not None:
+        return pin.version is not None
     return backend_for(spark, backend).table_exists(spark, path)
+
+
+def version(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> int | None:
+    """The table's current version; None when ``path`` holds no Delta table.
+
+    >>> version(str(tmp_path / "t"))  # doctest: +SKIP
+    3
+    """
+    impl = backend_for(spark, backend)
+    return impl.version(spark, path) if impl.table_exists(spark, path) else None
+
+
+@contextlib.contextmanager
+def pinned(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> Iterator[pins.Pin]:
+    """Make every commit to ``path`` in the ``with`` block (this thread) conditional on the table's
+    version now (:mod:`pipelines.delta_io.pins`): one that finds it moved raises
+    :class:`~pipelines.delta_io.pins.StaleRead` and lands nothing.
+
+    >>> with pinned(path, spark=spark) as pin:  # doctest: +SKIP
+    ...     merge(spark, path, source, on, clauses)
+    """
+    with pins.pinned(path, version(path, spark=spark, backend=backend)) as pin:
+        yield pin
 
 
 def schema(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> T.StructType:

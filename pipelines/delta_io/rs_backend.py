@@ -22,6 +22,7 @@ from pipelines.delta_io.arrow import (
     _check_columns, _delta_field_json, _fit_columns, arrow_schema_to_spark, arrow_to_spark, delta_schema_to_spark,
     as_arrow, rows_to_arrow, spark_to_arrow,
 )
+from pipelines.delta_io import pins
 from pipelines.delta_io.backend import DeltaIOError, quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
@@ -29,15 +30,45 @@ from pipelines.delta_io.features import (
     uses_column_mapping,
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
-from pipelines.delta_io.reads import Commit, schema
+from pipelines.delta_io.reads import Commit, schema, table_exists
 from pipelines.delta_io.upkeep import LOG_RETENTION
 from pipelines.delta_io.writes import _new_fields, add_columns
 
 
 def _rs_table(path: str):
+    """The table at ``path`` as delta-rs loads it: at the version this thread pinned, else the latest."""
     import deltalake
 
-    return deltalake.DeltaTable(str(path))
+    pin = pins.pin_of(path)
+    if pin is None:
+        return deltalake.DeltaTable(str(path))
+    if pin.version is None:  # (pinned as missing: whoever reads it now reads another writer's table)
+        raise pin.stale("read", "the table was created meanwhile")
+    return deltalake.DeltaTable(str(path), version=pin.version)
+
+
+def _rs_landed(path: str) -> None:
+    """A commit of ours to ``path`` landed: a pin on it moves to the next version."""
+    pin = pins.pin_of(path)
+    if pin is not None:
+        pin.landed()
+
+
+def _rs_create_mode(path: str, default: str) -> str:
+    """The write mode of a write that may create the table: ``"error"`` when this thread pinned it
+    as missing (another writer's table must not be written into), else ``default``."""
+    pin = pins.pin_of(path)
+    if pin is not None and pin.version is not None:
+        raise pin.stale("create", "it was planned as a new table")
+    return "error" if pin is not None else default
+
+
+def _rs_created_meanwhile(path: str, error: Exception) -> None:
+    """Turn a failed creating write into :class:`~pipelines.delta_io.pins.StaleRead` when this thread
+    pinned the table as missing and another writer made it; else let ``error`` stand."""
+    pin = pins.pin_of(path)
+    if pin is not None and deltalake_table_exists(path):
+        raise pin.stale("create", "another writer created it") from error
 
 
 def deltalake_table_exists(path: str) -> bool:
@@ -122,15 +153,19 @@ def _rs_query(dt, columns: Sequence[str]) -> pa.Table:
 
 
 def _rs_commit_properties(
-    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None
+    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None, path: str | None = None
 ):
+    """delta-rs commit properties: the transaction id, the user metadata, and for a table this thread
+    pinned (``path``), no retry: the commit lands on the pinned version or fails."""
     from deltalake import CommitProperties, Transaction
 
-    if txn_app_id is None and user_metadata is None:
+    pinned = path is not None and pins.pin_of(path) is not None
+    if txn_app_id is None and user_metadata is None and not pinned:
         return None
     return CommitProperties(
         custom_metadata=None if user_metadata is None else {"userMetadata": user_metadata},
         app_transactions=None if txn_app_id is None else [Transaction(txn_app_id, txn_version)],
+        max_commit_retries=0 if pinned else None,
     )
 
 
@@ -142,8 +177,8 @@ def _rs_txn_recorded(table, txn_app_id: str | None, txn_version: int | None) -> 
     return last is not None and last >= txn_version
 
 
-def _rs_properties(user_metadata: str | None):
-    return _rs_commit_properties(None, None, user_metadata)
+def _rs_properties(user_metadata: str | None, path: str | None = None):
+    return _rs_commit_properties(None, None, user_metadata, path)
 
 
 # -- writes
@@ -172,7 +207,13 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
         table_schema = arrow_schema_to_spark(table_schema)
     nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
     properties = {**create_properties(nullable), **(extra or {})}
-    DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode="ignore", configuration=properties or None)
+    mode = _rs_create_mode(path, "ignore")
+    try:
+        DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode=mode, configuration=properties or None)
+    except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+        _rs_created_meanwhile(path, e)
+        raise
+    _rs_landed(path)
     if properties:
         _rs_ensure_mapping_feature(path)
 
@@ -195,8 +236,14 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
     data = as_arrow(rows, table_schema)
 
     def attempt(n: int) -> bool:
-        write_deltalake(str(path), data, mode="error",
-                        commit_properties=_rs_commit_properties(None, None, user_metadata))
+        _rs_create_mode(path, "error")
+        try:
+            write_deltalake(str(path), data, mode="error",
+                            commit_properties=_rs_commit_properties(None, None, user_metadata))
+        except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+            _rs_created_meanwhile(path, e)
+            raise
+        _rs_landed(path)
         return True
 
     return _commit("create", path, attempt)
@@ -215,7 +262,9 @@ def _rs_ensure_mapping_feature(path: str) -> None:
     if not uses_column_mapping(dt.metadata().configuration):
         return
     if protocol.min_writer_version >= 7 and "columnMapping" not in (protocol.writer_features or ()):
-        dt.alter.add_feature(TableFeatures.ColumnMapping, allow_protocol_versions_increase=True)
+        dt.alter.add_feature(TableFeatures.ColumnMapping, allow_protocol_versions_increase=True,
+                             commit_properties=_rs_commit_properties(None, None, None, path))
+        _rs_landed(path)
 
 
 def _rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
@@ -278,10 +327,15 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
         if target is not None and _rs_txn_recorded(target, txn_app_id, txn_version):
             return False
         rows, mode = data, "merge" if schema_evolution else None
-        if target is None and not deltalake_table_exists(path):
+        if target is None and not table_exists(path, backend="rs"):
             if not needs_column_mapping(arrow_schema_to_spark(data.schema)):  # the write creates it
-                write_deltalake(str(path), rows, mode="append", schema_mode=mode,
-                                commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
+                try:
+                    write_deltalake(str(path), rows, mode=_rs_create_mode(path, "append"), schema_mode=mode,
+                                    commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
+                except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+                    _rs_created_meanwhile(path, e)
+                    raise
+                _rs_landed(path)
                 return True
             _rs_create(path, data.schema)  # with column mapping, which its names need
         table = target if target is not None else _rs_table(path)
@@ -302,8 +356,9 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
             rows,
             mode="append",
             schema_mode=mode,
-            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata),
+            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
         )
+        _rs_landed(path)
         return True
 
     return _commit("append", path, attempt_rs)
@@ -345,7 +400,7 @@ def merge_rs(
             on,
             source_alias=source_alias,
             target_alias=target_alias,
-            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata),
+            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
         )
         for clause in clauses:
             updates = (
@@ -359,7 +414,9 @@ def merge_rs(
                 builder = builder.when_matched_delete(predicate=clause.condition)
             else:
                 builder = builder.when_not_matched_insert(updates, predicate=clause.condition)
-        return builder.execute()
+        metrics = builder.execute()
+        _rs_landed(path)
+        return metrics
 
     metrics = _commit("merge", path, attempt) or {}
     return MergeResult(
@@ -386,6 +443,9 @@ class RsBackend:
 
     def schema(self, spark: SparkSession | None, path: str) -> T.StructType:
         return strip_mapping_metadata(delta_schema_to_spark(_rs_table(path).schema().to_json()))
+
+    def version(self, spark: SparkSession | None, path: str) -> int:
+        return int(_rs_table(path).version())
 
     def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
              above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
@@ -458,7 +518,9 @@ class RsBackend:
     def add_columns(self, spark: SparkSession | None, path: str, adding: Sequence[T.StructField]) -> None:
         from deltalake import Field
 
-        _rs_table(path).alter.add_columns([Field.from_json(_delta_field_json(f)) for f in adding])
+        _rs_table(path).alter.add_columns([Field.from_json(_delta_field_json(f)) for f in adding],
+                                          commit_properties=_rs_commit_properties(None, None, None, path))
+        _rs_landed(path)
 
     def append(self, spark: SparkSession, df: DataFrame, path: str, txn_app_id: str | None,
                txn_version: int | None, schema_evolution: bool) -> bool:
@@ -471,18 +533,28 @@ class RsBackend:
         faults.point(f"append.{faults.table_kind(path)}.materialize")
         return _append_rs(path, rows_to_arrow(rows, struct), txn_app_id, txn_version, schema_evolution, spark)
 
-    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool) -> None:
+    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool,
+                  user_metadata: str | None = None) -> None:
         from deltalake import write_deltalake
 
         data = spark_to_arrow(df)
 
         def attempt(n: int) -> None:
-            if overwrite_schema and deltalake_table_exists(path) and \
-                    uses_column_mapping(_rs_table(path).metadata().configuration):
+            exists = table_exists(path, backend="rs")
+            if overwrite_schema and exists and uses_column_mapping(_rs_table(path).metadata().configuration):
                 from pipelines.delta_io.rs_reshape import reshape_rs
 
-                return reshape_rs(path, data)  # (which delta-rs's write cannot do)
-            write_deltalake(str(path), data, mode="overwrite", schema_mode="overwrite" if overwrite_schema else None)
+                return reshape_rs(path, data, user_metadata)  # (which delta-rs's write cannot do)
+            try:
+                write_deltalake(_rs_table(path) if exists else str(path), data,
+                                mode="overwrite" if exists else _rs_create_mode(path, "overwrite"),
+                                schema_mode="overwrite" if overwrite_schema else None,
+                                commit_properties=_rs_commit_properties(None, None, user_metadata, path))
+            except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+                if not exists:
+                    _rs_created_meanwhile(path, e)
+                raise
+            _rs_landed(path)
 
         _commit("overwrite", path, attempt)
 

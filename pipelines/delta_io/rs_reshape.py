@@ -73,25 +73,29 @@ def max_column_id(schema_json: str) -> int:
     return max(ids(json.loads(schema_json)["fields"]), default=0)
 
 
-def reshape_rs(path: str, data: pa.Table) -> None:
+def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> None:
     """Replace the rows and the schema of the column-mapped table at ``path`` with ``data`` in one
-    commit (see the module's docstring)."""
+    commit (see the module's docstring) that records ``user_metadata``; each commit made against
+    the table's pinned version when this thread pinned it (:mod:`pipelines.delta_io.pins`)."""
     from deltalake import DeltaTable, TableFeatures, write_deltalake
 
-    from pipelines.delta_io.rs_backend import _rs_create, _rs_ensure_mapping_feature
+    from pipelines.delta_io.rs_backend import (_rs_commit_properties, _rs_create, _rs_ensure_mapping_feature,
+                                               _rs_landed, _rs_table)
 
     folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage = f"{str(path).rstrip('/')}/{folder}"
     _rs_create(stage, data.schema, {COLUMN_MAPPING_MODE: "name"})
     write_deltalake(DeltaTable(stage), data, mode="append")
     staged = DeltaTable(stage)
-    table = DeltaTable(str(path))
+    table = _rs_table(path)
     # the staged schema's ids count from 1: the table's largest id must cover them (set first:
     # on a table-features protocol, delta-rs 1.6 also lists every feature it knows in the commit)
     top = max_column_id(staged.schema().to_json())
     if top > int(table.metadata().configuration.get(MAX_COLUMN_ID, "0")):
-        table.alter.set_table_properties({MAX_COLUMN_ID: str(top)}, raise_if_not_exists=False)
-        table = DeltaTable(str(path))
+        table.alter.set_table_properties({MAX_COLUMN_ID: str(top)}, raise_if_not_exists=False,
+                                         commit_properties=_rs_commit_properties(None, None, None, path))
+        _rs_landed(path)
+        table = _rs_table(path)
     # features the new schema needs (a TIMESTAMP_NTZ column) that the table does not have yet
     named = {"timestampNtz": TableFeatures.TimestampWithoutTimezone, "columnMapping": TableFeatures.ColumnMapping}
     # (the staged table's own features: a legacy protocol lists none, and only allows the ones
@@ -102,11 +106,16 @@ def reshape_rs(path: str, data: pa.Table) -> None:
         if feature not in named:
             raise DeltaIOError(f"overwrite({path}): the new schema needs the Delta feature {feature!r}, "
                                "which delta-rs cannot add to this table")
-        table.alter.add_feature(named[feature], allow_protocol_versions_increase=True)
+        table.alter.add_feature(named[feature], allow_protocol_versions_increase=True,
+                                commit_properties=_rs_commit_properties(None, None, None, path))
+        _rs_landed(path)
+        table = _rs_table(path)
     if missing:
         _rs_ensure_mapping_feature(str(path))
-        table = DeltaTable(str(path))
-    table.create_write_transaction(_staged_adds(stage, staged, folder), "overwrite", staged.schema())
+        table = _rs_table(path)
+    table.create_write_transaction(_staged_adds(stage, staged, folder), "overwrite", staged.schema(),
+                                   commit_properties=_rs_commit_properties(None, None, user_metadata, path))
+    _rs_landed(path)
     local = local_dir(stage)
     if local is not None:  # the staged table's log: its files now belong to the table
         shutil.rmtree(os.path.join(local, "_delta_log"), ignore_errors=True)

@@ -16,8 +16,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.delta_io import pins
 from pipelines.delta_io.arrow import _check_columns, as_arrow
-from pipelines.delta_io.backend import quote_ident
+from pipelines.delta_io.backend import DeltaIOError, quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
@@ -92,6 +93,80 @@ def _table_bytes(spark: SparkSession, path: str) -> int:
 _COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
 
 
+# -- pinned commits (pipelines.delta_io.pins): checked before, and found in the history after
+
+
+_PIN_LOOKBACK = 20  # commits of the history searched for a pinned commit's token
+
+
+def _pin_before(spark: SparkSession, path: str, what: str) -> "pins.Pin | None":
+    """The pin this thread holds on ``path``, checked against the table as it is now: a table that
+    moved since raises :class:`~pipelines.delta_io.pins.StaleRead` before anything is written."""
+    pin = pins.pin_of(path)
+    if pin is None:
+        return None
+    from delta.tables import DeltaTable
+
+    exists = bool(DeltaTable.isDeltaTable(spark, str(path)))
+    now = spark_snapshot(spark, path).version() if exists else None
+    if now != pin.version:
+        raise pin.stale(what, "it is at " + ("no table" if now is None else f"version {now}") + " now")
+    return pin
+
+
+def _pin_txn(pin: "pins.Pin | None", txn_app_id: str | None, txn_version: int | None) -> tuple[str | None, int | None]:
+    """The transaction id a commit records: a pinned one records :data:`pins.PIN_APP_ID` at the version
+    it must make, which delta-spark checks against any writer committing the same id meanwhile."""
+    if pin is None or pin.version is None:
+        return txn_app_id, txn_version
+    if txn_app_id is not None:
+        raise DeltaIOError(f"{pin.path}: a pinned commit records its own transaction id; got {txn_app_id!r}")
+    return pins.PIN_APP_ID, pin.version + 1
+
+
+def _pin_after(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, *, guarded: bool) -> None:
+    """Find the pinned commit just made (its token in the user metadata) and move the pin to it.
+    Not found: delta-spark skipped it, another writer's commit having recorded the pin's transaction
+    id first. Found after commits of others: allowed only for a commit ``guarded`` by the transaction
+    id (delta-spark let through only commits that change neither rows nor schema); an unguarded
+    one (ALTER TABLE) is stale then."""
+    if pin is None:
+        return
+    from delta.tables import DeltaTable
+
+    rows = (DeltaTable.forPath(spark, str(path)).history(_PIN_LOOKBACK).select("version", "userMetadata").collect())
+    found = [int(r["version"]) for r in rows if pins.token_of(r["userMetadata"]) == pin.token]
+    if not found:
+        raise pin.stale(what, "delta-spark skipped it: another writer's commit came first")
+    at = max(found)
+    first = 0 if pin.version is None else pin.version + 1
+    if at != first and not guarded:
+        raise pin.stale(what, f"it landed at version {at}, after another writer's version {first}")
+    pin.landed(at)
+
+
+def _pin_created_meanwhile(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, error: Exception) -> None:
+    from delta.tables import DeltaTable
+
+    if pin is not None and DeltaTable.isDeltaTable(spark, str(path)):
+        raise pin.stale(what, "another writer created it") from error
+
+
+def _pinned_writer(writer, pin: "pins.Pin | None", user_metadata: str | None, txn_app_id: str | None = None,
+                   txn_version: int | None = None):
+    """A DataFrameWriter with the commit's identity: its transaction id and user metadata, the pin's
+    (a table pinned as missing is created, never written into: ``errorifexists``)."""
+    app, version = _pin_txn(pin, txn_app_id, txn_version)
+    if app is not None:
+        writer = writer.option("txnAppId", app).option("txnVersion", str(version))
+    meta = pin.tag(user_metadata) if pin is not None else user_metadata
+    if meta is not None:
+        writer = writer.option("userMetadata", meta)
+    if pin is not None and pin.version is None:
+        writer = writer.mode("errorifexists")
+    return writer
+
+
 def commit_session(spark: SparkSession, settings: Mapping[str, str | None] | None = None) -> SparkSession:
     """A session of its own for one delta-spark command: ``spark.newSession()`` (same SparkContext,
     its own SQL conf) with the caller's runtime settings copied over and ``settings`` on top.
@@ -137,13 +212,17 @@ def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
     # (the rows are the driver's, a small table's: one file, not one per core)
     writer = (spark.createDataFrame(as_arrow(rows, table_schema), schema=table_schema).coalesce(1)
               .write.format("delta").mode("errorifexists"))
-    if user_metadata is not None:
-        writer = writer.option("userMetadata", user_metadata)
     for key, value in (properties or {}).items():  # (delta-spark takes a new table's properties as options)
         writer = writer.option(key, value)
 
     def attempt(n: int) -> bool:
-        writer.save(str(path))
+        pin = _pin_before(spark, path, "create")
+        try:
+            _pinned_writer(writer, pin, user_metadata).save(str(path))
+        except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+            _pin_created_meanwhile(spark, path, pin, "create", e)
+            raise
+        _pin_after(spark, path, pin, "create", guarded=True)
         return True
 
     return _commit("create", path, attempt)
@@ -157,11 +236,11 @@ def append_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
     table_schema = strip_mapping_metadata(table_schema)
     writer = (spark.createDataFrame(as_arrow(rows, table_schema), schema=table_schema).coalesce(1)
               .write.format("delta").mode("append"))
-    if user_metadata is not None:
-        writer = writer.option("userMetadata", user_metadata)
 
     def attempt(n: int) -> bool:
-        writer.save(str(path))
+        pin = _pin_before(spark, path, "append")
+        _pinned_writer(writer, pin, user_metadata).save(str(path))
+        _pin_after(spark, path, pin, "append", guarded=True)
         return True
 
     return _commit("append", path, attempt)
@@ -185,7 +264,18 @@ def _enable_features_spark(session: SparkSession, path: str, adding: Sequence[T.
         wanted[TIMESTAMP_NTZ_FEATURE] = "supported"
     if wanted:
         pairs = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
-        session.sql(f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ({pairs})")
+        _alter(session, path, f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ({pairs})")
+
+
+def _alter(spark: SparkSession, path: str, sql: str) -> None:
+    """Run one ALTER TABLE on ``path``; pinned, it must land on the pinned version (no transaction
+    id guards an ALTER: one that lands after another writer's commit is stale)."""
+    pin = _pin_before(spark, path, "alter")
+    if pin is None:
+        spark.sql(sql)
+        return
+    commit_session(spark, {_SPARK_USER_METADATA: pin.tag(None)}).sql(sql)
+    _pin_after(spark, path, pin, "alter", guarded=False)
 
 
 def merge_spark(
@@ -231,10 +321,16 @@ def merge_spark(
         _SPARK_USER_METADATA: user_metadata,
         _SPARK_MERGE_MATERIALIZE: "none" if local_source else None,
     }
+    pin = pins.pin_of(path)
 
     def attempt(n: int) -> DataFrame | None:
         if n and _txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
             return None
+        if pin is not None:  # (on the pinned version, recording the pin's id and token)
+            _pin_before(spark, path, "merge")
+            app, version = _pin_txn(pin, txn_app_id, txn_version)
+            settings.update({_SPARK_TXN_APP_ID: app, _SPARK_TXN_VERSION: str(version),
+                             _SPARK_USER_METADATA: pin.tag(user_metadata)})
         if _table_bytes(spark, path) <= REWRITE_BELOW_BYTES:
             settings[_SPARK_MERGE_PERSISTENT_DVS] = "false"
         builder = (
@@ -254,7 +350,9 @@ def merge_spark(
                 builder = builder.whenMatchedDelete(condition=clause.condition)
             else:
                 builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
-        return builder.execute()
+        metrics = builder.execute()
+        _pin_after(spark, path, pin, "merge", guarded=True)
+        return metrics
 
     metrics_df = _commit("merge", path, attempt)
     counts = {"inserted": 0, "updated": 0, "deleted": 0}
@@ -285,6 +383,9 @@ class SparkBackend:
 
     def schema(self, spark: SparkSession, path: str) -> T.StructType:
         return strip_mapping_metadata(spark.read.format("delta").load(str(path)).schema)
+
+    def version(self, spark: SparkSession, path: str) -> int:
+        return int(spark_snapshot(spark, path).version())
 
     def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
              above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
@@ -344,8 +445,16 @@ class SparkBackend:
         cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
         wanted = {**create_properties(table_schema), **(properties or {})}
         props = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
-        commit_session(spark).sql(f"CREATE TABLE IF NOT EXISTS delta.{quote_ident(str(path))} ({cols}) USING delta"
-                                  + (f" TBLPROPERTIES ({props})" if props else ""))
+        pin = _pin_before(spark, path, "create")
+        # (pinned: a plain CREATE TABLE, which fails when another writer made the table meanwhile)
+        sql = (f"CREATE TABLE {'' if pin is not None else 'IF NOT EXISTS '}delta.{quote_ident(str(path))} ({cols}) "
+               "USING delta" + (f" TBLPROPERTIES ({props})" if props else ""))
+        try:
+            commit_session(spark, {_SPARK_USER_METADATA: None if pin is None else pin.tag(None)}).sql(sql)
+        except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+            _pin_created_meanwhile(spark, path, pin, "create", e)
+            raise
+        _pin_after(spark, path, pin, "create", guarded=False)
 
     def add_columns_elsewhere(self, spark: SparkSession, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:
@@ -356,7 +465,7 @@ class SparkBackend:
         _enable_features_spark(session, path, adding)
         target = "delta." + quote_ident(str(path))
         cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in adding)
-        session.sql(f"ALTER TABLE {target} ADD COLUMNS ({cols})")
+        _alter(session, path, f"ALTER TABLE {target} ADD COLUMNS ({cols})")
 
     def append(self, spark: SparkSession, df: DataFrame, path: str, txn_app_id: str | None,
                txn_version: int | None, schema_evolution: bool) -> bool:
@@ -372,13 +481,18 @@ class SparkBackend:
         writer = df.write.format("delta").mode("append")
         if schema_evolution:
             writer = writer.option("mergeSchema", "true")
-        if txn_app_id is not None:
-            writer = writer.option("txnAppId", txn_app_id).option("txnVersion", str(txn_version))
 
         def attempt(n: int) -> bool:
             if n and _txn_recorded(path, txn_app_id, txn_version, spark, which):
                 return False
-            writer.save(str(path))
+            pin = _pin_before(spark, path, "append")
+            try:
+                _pinned_writer(writer, pin, None, txn_app_id, txn_version).save(str(path))
+            except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+                if pin is not None and pin.version is None:
+                    _pin_created_meanwhile(spark, path, pin, "append", e)
+                raise
+            _pin_after(spark, path, pin, "append", guarded=True)
             return True
 
         return _commit("append", path, attempt)
@@ -388,13 +502,25 @@ class SparkBackend:
         return append(spark, spark.createDataFrame(list(rows), struct), path, txn_app_id=txn_app_id,
                       txn_version=txn_version, schema_evolution=schema_evolution, backend=self.name)
 
-    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool) -> None:
+    def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool,
+                  user_metadata: str | None = None) -> None:
         writer = df.write.format("delta").mode("overwrite")
         if overwrite_schema:
             writer = writer.option("overwriteSchema", "true")
             if table_exists(path, spark=spark, backend="spark"):  # the new names' features first
                 _enable_features_spark(commit_session(spark), path, df.schema.fields)
-        _commit("overwrite", path, lambda n: writer.save(str(path)))
+
+        def attempt(n: int) -> None:
+            pin = _pin_before(spark, path, "overwrite")
+            try:
+                _pinned_writer(writer, pin, user_metadata).save(str(path))
+            except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
+                if pin is not None and pin.version is None:
+                    _pin_created_meanwhile(spark, path, pin, "overwrite", e)
+                raise
+            _pin_after(spark, path, pin, "overwrite", guarded=True)
+
+        _commit("overwrite", path, attempt)
 
     def overwrite_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str) -> None:
         overwrite(spark, spark.createDataFrame(list(rows), struct), path, backend="spark")

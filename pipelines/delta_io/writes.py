@@ -185,11 +185,13 @@ def overwrite(
     *,
     overwrite_schema: bool = False,
     backend: str = "auto",
+    user_metadata: str | None = None,
 ) -> None:
-    """Replace the table's rows with ``df`` (its schema too when ``overwrite_schema``).
+    """Replace the table's rows with ``df`` (its schema too when ``overwrite_schema``), in a commit
+    that records ``user_metadata``.
 
     >>> overwrite(spark, df, str(tmp_path / "t"))  # doctest: +SKIP
     """
     if df is None:
         raise ValueError("'df' in overwrite cannot be None")
-    backend_for(spark, backend).overwrite(spark, df, path, overwrite_schema)
+    backend_for(spark, backend).overwrite(spark, df, path, overwrite_schema, user_metadata)

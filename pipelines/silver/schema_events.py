@@ -18,7 +18,7 @@ from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, R
                               SchemaHistory, SchemaVersion, alter_effects)
 from pipelines.schema import resolve as schema_resolve
 from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
-from pipelines.silver.merge import _check_reserved, read_watermark, silver_table_schema
+from pipelines.silver.merge import _check_reserved, read_watermark, silver_table_schema, watermark_metadata
 
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
 _IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
@@ -30,8 +30,11 @@ def apply_events(spark, cfg: PipelineConfig, step, path: str, resolution: Resolu
                  version: SchemaVersion | None, history: SchemaHistory) -> str | None:
     """Empty / replace / copy / alter the silver table for the schema events at ``step.start``
     (``step``: the silver step's table step, with ``db``, ``table``, ``start`` and ``events``),
-    once; returns ``"reset"``, ``"copy"``, ``"create"``, ``"alter"`` (what was written) or None."""
+    once; returns ``"reset"``, ``"copy"``, ``"create"``, ``"alter"`` (what was written) or None.
+    What it writes records ``step.start`` as the table's watermark: a run that reads the table
+    afterwards knows these events are done."""
     backend = cfg.delta.backend
+    done = watermark_metadata(step.start)
     kinds = {e.kind for e in step.events}
     exists = delta_io.table_exists(path, spark=spark, backend=backend)
     mark = read_watermark(path, spark=spark, backend=backend) if exists else None
@@ -47,7 +50,7 @@ def apply_events(spark, cfg: PipelineConfig, step, path: str, resolution: Resolu
                 # need it (a space, a comma), deletion vectors on delta-spark; then the rows
                 delta_io.create_if_missing(path, rows.schema, spark=spark, backend=backend,
                                            properties=_new_table_properties(spark, cfg))
-            delta_io.overwrite(spark, rows, path, overwrite_schema=exists, backend=backend)
+            delta_io.overwrite(spark, rows, path, overwrite_schema=exists, backend=backend, user_metadata=done)
             return "copy"
     if CREATE in kinds:
         specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
@@ -63,18 +66,18 @@ def apply_events(spark, cfg: PipelineConfig, step, path: str, resolution: Resolu
             # (the same schema, e.g. the CREATE again after a crash: not reshaped, which delta-rs
             # cannot do to a table with column mapping)
             delta_io.overwrite(spark, spark.createDataFrame([], schema), path, backend=backend,
-                               overwrite_schema=_shape_of(current) != _shape_of(schema))
+                               overwrite_schema=_shape_of(current) != _shape_of(schema), user_metadata=done)
             return "reset"
         if not exists:
             return None  # apply_changes creates it with the first rows
     if exists and kinds & _RESETS:
         empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
-        delta_io.overwrite(spark, empty, path, backend=backend)
+        delta_io.overwrite(spark, empty, path, backend=backend, user_metadata=done)
         return "reset"
     alters = [e for e in step.events if e.kind == ALTER]
     if exists and alters:
         before = history.schema_before(step.db, step.table, step.start)
-        if _alter_silver(spark, cfg, path, before, alters[-1]):
+        if _alter_silver(spark, cfg, path, before, alters[-1], done):
             return "alter"
     return None
 
@@ -106,7 +109,8 @@ def _new_table_properties(spark, cfg: PipelineConfig) -> dict | None:
     return {DELETION_VECTORS: "true"} if on else None
 
 
-def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: SchemaVersion) -> bool:
+def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: SchemaVersion,
+                  user_metadata: str | None = None) -> bool:
     """What ``ALTER TABLE`` did to the rows the server already had, done to silver too (the
     server logs none of it): a renamed column keeps its values under the new name; an added
     column gets its DEFAULT (MySQL's implicit default when NOT NULL without one; expression
@@ -164,7 +168,8 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     df = delta_io.read(spark, path, backend=backend).select(*cols).localCheckpoint(eager=True)
     # (only values changed, e.g. a column added again: the schema stays, which delta-rs can also
     # write to a table with column mapping; it cannot change such a table's schema)
-    delta_io.overwrite(spark, df, path, overwrite_schema=_shape_of(df.schema) != _shape_of(current), backend=backend)
+    delta_io.overwrite(spark, df, path, overwrite_schema=_shape_of(df.schema) != _shape_of(current), backend=backend,
+                       user_metadata=user_metadata)
     return True
 
 

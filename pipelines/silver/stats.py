@@ -28,6 +28,7 @@ class SilverStats:
     missing_deletes: int = 0
     resets: int = 0
     copies: int = 0
+    replans: int = 0  # segments planned again after another run's commit made their plan stale
     schema_versions: int = 0
     unparsed_ddl: list = field(default_factory=list)
     tables: dict = field(default_factory=dict)
@@ -42,6 +43,8 @@ class SilverStats:
         )
         if self.missing_deletes:
             text += f"; {self.missing_deletes} keyless delete(s) found no row"
+        if self.replans:
+            text += f"; {self.replans} segment(s) planned again after another run's commit"
         for v in self.unparsed_ddl:
             text += f"\n  unparsed DDL for {v}"
         if self.error:

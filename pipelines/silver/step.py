@@ -225,7 +225,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         finished = True
     finally:
         if state.quarantine or state.set_aside:
-            n, handled = _write_quarantine(spark, cfg, bronze, state.quarantine, state.set_aside, stats.run_id)
+            n, handled = _write_quarantine(spark, cfg, bronze, state.quarantine, list(state.set_aside.values()),
+                                           stats.run_id)
             stats.quarantined += n
             for key, seq in handled.items():  # quarantined rows are dealt with: not again next run
                 state.marks[key] = max(state.marks.get(key, ""), seq)
@@ -238,6 +239,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
 _SEGMENT_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "commit_ts", "before",
                     "after", "decoder_version")
 SILVER_THREADS = 2  # tables applied at once (Spark jobs of small MERGEs are CPU-bound on the driver)
+REPLANS = 8  # plans of one segment, each made stale by another run's commit to its table (see _Run.step)
 
 
 
@@ -257,7 +259,7 @@ class _Run:
         self.marks: dict[tuple[str, str], str] = {}
         self.rows: Counter = Counter()
         self.quarantine: list[tuple] = []  # (db, table, start, end, shape key, reason)
-        self.set_aside: list[DataFrame] = []  # bronze rows + _q_reason
+        self.set_aside: dict[tuple, DataFrame] = {}  # segment -> its bronze rows + _q_reason
         self.lock = threading.Lock()
         self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (driver.fetch)
         # bronze as delta-rs reads it (the delta-rs backend): big segments are read from it and
@@ -364,12 +366,12 @@ class _Run:
             # their values, so an update or delete that lacks columns matches no row: set aside, loudly.
             lacks = (((F.col("op") == "u") & (F.size("after") < ncols))
                      | ((F.col("op") != "c") & (F.size("before") < ncols)))
-            with self.lock:
-                self.set_aside.append(rows.where(lacks).withColumns({
+            with self.lock:  # (by segment: once, whatever its plans)
+                self.set_aside[(step.db, step.table, step.start, step.end)] = rows.where(lacks).withColumns({
                     "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB) on a table "
                                        f"without a key: the change lacks some of the {ncols} columns, and a "
                                        f"keyless row is identified by all of them"),
-                    "_q_class": F.lit("PartialRowImage")}))
+                    "_q_class": F.lit("PartialRowImage")})
             rows = rows.where(~lacks)
         defaults = schema_events.insert_defaults(self.spark, version, resolution.specs) if partial else {}
         return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
@@ -402,12 +404,30 @@ class _Run:
                 return None
 
     def step(self, step: Step) -> None:
+        """Apply one segment, planned from the silver table as it is and committed only on that
+        version (:func:`delta_io.pinned`): when another run commits to the table first, the plan
+        is stale; the segment is planned again from the table as that run left it (its watermark
+        then says what is still to do), up to :data:`REPLANS` times."""
+        path = silver_table_path(self.cfg.warehouse, step.db, step.table)
+        with self.lock:
+            first = f"{step.db}.{step.table}" not in self.stats.tables  # (the table's first step this run)
+            info = self.stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
+        for attempt in range(1, REPLANS + 1):
+            try:
+                with delta_io.pinned(path, spark=self.spark, backend=self.backend):
+                    return self._step(step, path, first, info)
+            except delta_io.StaleRead as e:
+                if attempt == REPLANS:
+                    raise SilverStepError(f"{step.db}.{step.table}: {REPLANS} plans in a row were made stale by "
+                                          f"other writers' commits; last: {e}") from e
+                print(f"silver: {step.db}.{step.table}: another run committed to the table first ({e}); "
+                      f"planning the segment again ({attempt + 1}/{REPLANS})", file=sys.stderr, flush=True)
+                with self.lock:
+                    self.stats.replans += 1
+
+    def _step(self, step: Step, path: str, first: bool, info: dict) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
         key = (step.db, step.table)
-        path = silver_table_path(cfg.warehouse, step.db, step.table)
-        with self.lock:
-            first = f"{step.db}.{step.table}" not in stats.tables  # (the table's first step this run)
-            info = stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
         version, resolution = self.resolution_of(step)
         if first and (cfg.silver.column_prefix != DEFAULT_PREFIX or cfg.silver.table_column_prefix):
             schema_events.give_own_columns_their_prefix(spark, cfg, step, path)
@@ -422,9 +442,11 @@ class _Run:
                     write_watermarks(spark, cfg, {key: step.start}, {}, stats.run_id)
         if resolution is None:
             return
-        with self.lock:
+        with self.lock:  # (once, whatever the plans of the segment)
             for shape, reason in resolution.rejected.items():
-                self.quarantine.append((step.db, step.table, step.start, step.end, shape_key(shape), reason))
+                item = (step.db, step.table, step.start, step.end, shape_key(shape), reason)
+                if item not in self.quarantine:
+                    self.quarantine.append(item)
         applied = _applied(step, version, resolution)
         if applied is None:
             return
