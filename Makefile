@@ -7,12 +7,12 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps delta-jars jvm-archive test test-fast run bench sql fuzz clean package
+.PHONY: setup system-deps jars jvm-archive test test-fast run bench sql fuzz clean package
 
-setup: system-deps $(STAMP) $(AIRFLOW_STAMP) delta-jars jvm-archive
+setup: system-deps $(STAMP) $(AIRFLOW_STAMP) jars jvm-archive
 
 # Java 17 (Spark 4), mariadb-server (the test suite's private server) and the Maven client
-# (the Delta jars), via apt when missing.
+# (the jars below), via apt when missing.
 system-deps:
 	@need=""; \
 	if ! java -version 2>&1 | grep -q 'version "17'; then need="$$need openjdk-17-jdk-headless"; fi; \
@@ -23,15 +23,17 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
 	else echo "system packages present (java 17, mariadb-server, maven)"; fi
 
-# delta-spark and delta-storage jars at the version of the pinned delta-spark package, fetched
-# once with the Maven client into jars/ (git-ignored); skipped when they are there.
-delta-jars: $(STAMP)
+# Fetched once with the Maven client into jars/ (git-ignored), skipped when they are there
+# (pipelines/delta_jars.py): delta-spark and delta-storage at the version of the pinned delta-spark
+# package; for s3a:// paths, hadoop-aws at PySpark's Hadoop version and the AWS SDK bundle its POM
+# declares (about 560 MB).
+jars: $(STAMP)
 	$(PY) -m pipelines.delta_jars fetch
 
 # The driver JVM's class-data archive (pipelines/jvm_archive.py): a local job's Spark starts in
 # about half the time. Made once per JDK and Spark version by a training run on the samples
 # (about 30 s); without it jobs start as before, so a failed training run does not stop set-up.
-jvm-archive: delta-jars
+jvm-archive: jars
 	-$(PY) -m pipelines.jvm_archive create
 
 $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
@@ -106,9 +108,12 @@ soak: setup
 sql: setup
 	$(PY) -m pipelines.sql "$(Q)"
 
-# dist/binlog_delta.zip for spark-submit --py-files (pipelines/ + jobs/_bootstrap.py), and a wheel.
-package: $(STAMP)
+# dist/binlog_delta.zip for spark-submit --py-files (pipelines/ + jobs/_bootstrap.py), a wheel, and
+# dist/jars.txt: the Maven coordinates of the jars a cluster needs (Delta, and hadoop-aws + the AWS
+# SDK for s3a://), one a line, as fetched into jars/ (docs/deploy.md: --packages or --jars).
+package: $(STAMP) jars
 	mkdir -p dist
+	$(PY) -m pipelines.delta_jars list --out dist/jars.txt
 	rm -f dist/binlog_delta.zip
 	$(PY) -c 'import pathlib, zipfile; \
 	files = [p for p in sorted(pathlib.Path("pipelines").rglob("*")) if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]; \

@@ -106,12 +106,15 @@ def session(cfg):
     ``delta.packages``, or the ones ``make setup`` fetched): it costs no measurable start-up time,
     and the delta-rs backend hands it the few changes delta-rs cannot make (adding a column to a
     column-mapped table). Which backend writes is ``delta.backend``: ``auto`` keeps delta-rs on a
-    local master, the faster one on one machine. Under spark-submit the submit command decides.
+    local master, the faster one on one machine. hadoop-aws and its AWS SDK go on it when ``input``
+    or ``warehouse`` is an ``s3a://`` path (``S3A_JARS``, or the ones ``make setup`` fetched): the
+    SDK is large, so other runs go without. Under spark-submit the submit command decides.
     """
-    from pipelines.spark_session import build_session
+    from pipelines.spark_session import build_session, uses_s3a
 
     packages = ",".join(cfg.delta.packages) if cfg.delta.backend != "rs" else ""
-    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf), delta=True)
+    return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf), delta=True,
+                         s3a=uses_s3a(cfg.input, cfg.warehouse))
 
 
 def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Callable,

@@ -14,6 +14,10 @@ Java's class-data sharing (AppCDS) maps a dump of the classes a training run loa
   Clusters and ``spark-submit`` jobs are not touched: their JVM is started by the submit command.
 * The archive's name holds a digest of the Java build and of PySpark's jars: another JDK or Spark
   version looks for another file, and without one the JVM starts as before.
+* The JVM maps an archive only when the classpath it was made with starts the session's. Jars in
+  ``spark.jars`` (delta-spark's) are not on that classpath; the S3A jars a session asked for
+  ``s3a://`` gets go at its end (:func:`pipelines.spark_session.local_classpath_env`), after
+  PySpark's: the training run goes without them, and sessions with or without them map the archive.
 
 The archive is about 190 MB, in ``<venv>/share/binlog-delta/`` (``BINLOG_DELTA_JVM_ARCHIVE_DIR``
 overrides it; ``make clean`` removes the venv). Measured in BENCHMARKS.md ("Start-up").

@@ -13,6 +13,17 @@ Four ways to get Delta Lake support on the JVM, tried in this order:
 In cases 1 to 3 the Delta SQL extension and catalog are configured as well.  Whether delta-spark
 really is loadable is answered by :func:`delta_spark_available`, not by the configuration.
 
+``s3a://`` paths need hadoop-aws and its AWS SDK bundle on the JVM. A session asked for them
+(``s3a=True``; the jobs ask when ``input`` or ``warehouse`` is an ``s3a://`` path,
+:func:`uses_s3a`) gets ``S3A_JARS`` (environment: comma-separated local jar paths) when set, else
+the ones ``make setup`` fetched into ``jars/`` (:func:`pipelines.delta_jars.find_s3a_jars`). A local
+session puts them at the end of the driver JVM's own classpath (:func:`local_classpath_env`), not
+in ``spark.jars``: a local executor copies every ``spark.jars`` jar into its work folder when it
+starts, and the SDK bundle is 560 MB (3 s of CPU and 230 MB of memory more per session, measured
+in BENCHMARKS.md); the end of the classpath also keeps the class-data archive
+(:mod:`pipelines.jvm_archive`) usable. A session on a cluster master (not under ``spark-submit``)
+gets them in ``spark.jars``, which ships them to the executors. Sessions not asked pay nothing.
+
 A session that is already active (``spark-submit``, notebooks, a test fixture) is reused as it is:
 static settings (jars, driver memory, master) cannot change once the JVM runs. Under
 ``spark-submit`` the submit command's ``--master``, ``--jars`` and ``--packages`` decide: the
@@ -26,6 +37,7 @@ import sys
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
@@ -35,6 +47,10 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DELTA_PROBE_CLASS = "io.delta.tables.DeltaTable"
 DELTA_JARS_ENV = "DELTA_JARS"
+S3A_JARS_ENV = "S3A_JARS"
+# jars Spark's launcher puts at the end of the JVM's classpath (Spark's "Hadoop free" builds name
+# Hadoop's jars there); read when the launcher starts the JVM
+LAUNCH_CLASSPATH_ENV = "SPARK_DIST_CLASSPATH"
 DEFAULT_MASTER = "local[2]"
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
@@ -93,17 +109,77 @@ def delta_jars_from_env(env: Mapping[str, str] | None = None) -> list[str]:
     >>> delta_jars_from_env({})
     []
     """
+    return _jars_from_env(DELTA_JARS_ENV, env)
+
+
+def _jars_from_env(name: str, env: Mapping[str, str] | None) -> list[str]:
     env = os.environ if env is None else env
-    raw = env.get(DELTA_JARS_ENV, "").strip()
+    raw = env.get(name, "").strip()
     if not raw:
         return []
     jars = [p.strip() for p in raw.split(",") if p.strip()]
     missing = [p for p in jars if not Path(p).is_file()]
     if missing:
-        raise FileNotFoundError(
-            f"{DELTA_JARS_ENV} names jars that do not exist: {missing} (all named: {jars})"
-        )
+        raise FileNotFoundError(f"{name} names jars that do not exist: {missing} (all named: {jars})")
     return jars
+
+
+def uses_s3a(*paths) -> bool:
+    """True when any of ``paths`` is an ``s3a://`` path (the JVM then needs hadoop-aws).
+
+    >>> uses_s3a("/data/binlogs", "s3a://bucket/wh"), uses_s3a("hdfs://nn/wh", None)
+    (True, False)
+    """
+    return any(urlparse(str(p)).scheme.lower() == "s3a" for p in paths if p)
+
+
+def s3a_jars(env: Mapping[str, str] | None = None, fetched: list[str] | None = None) -> list[str]:
+    """The jars ``s3a://`` paths need: ``S3A_JARS`` when set (every one must exist), else
+    ``fetched`` (default: the ones ``make setup`` fetched, :func:`pipelines.delta_jars.find_s3a_jars`);
+    ``[]`` when there are none.
+
+    >>> s3a_jars({}, fetched=[])
+    []
+    """
+    named = _jars_from_env(S3A_JARS_ENV, env)
+    if named:
+        return named
+    if fetched is None:
+        from pipelines.delta_jars import find_s3a_jars
+
+        fetched = find_s3a_jars()
+    return list(fetched or [])
+
+
+def local_classpath_env(jars: list[str], env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The launcher environment that puts ``jars`` at the end of a local driver JVM's classpath
+    (after any the environment already names there); ``{}`` for no jars.
+
+    >>> local_classpath_env(["/j/a.jar", "/j/b.jar"], {})
+    {'SPARK_DIST_CLASSPATH': '/j/a.jar:/j/b.jar'}
+    >>> local_classpath_env(["/j/a.jar"], {"SPARK_DIST_CLASSPATH": "/opt/hadoop/*"})
+    {'SPARK_DIST_CLASSPATH': '/opt/hadoop/*:/j/a.jar'}
+    """
+    if not jars:
+        return {}
+    before = [p for p in (os.environ if env is None else env).get(LAUNCH_CLASSPATH_ENV, "").split(os.pathsep) if p]
+    return {LAUNCH_CLASSPATH_ENV: os.pathsep.join(before + [j for j in jars if j not in before])}
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]):
+    """``values`` in ``os.environ`` inside the block (the JVM Spark's launcher starts inherits them),
+    the earlier values after it."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def session_conf(
@@ -115,12 +191,17 @@ def session_conf(
     local: bool | None = None,
     delta: bool = False,
     fetched_jars: list[str] | None = None,
+    s3a: bool = False,
+    fetched_s3a_jars: list[str] | None = None,
 ) -> dict[str, str]:
     """The Spark settings :func:`build_session` applies (a pure function, for tests and logs).
 
     ``local`` defaults to "not launched by spark-submit and no non-local master given".
     ``delta``: put delta-spark on the classpath even when neither ``DELTA_JARS`` nor
     ``delta_packages`` names it, from ``fetched_jars`` (default: :func:`pipelines.delta_jars.find_jars`).
+    ``s3a``: a session that is not local gets :func:`s3a_jars` (``S3A_JARS``, else
+    ``fetched_s3a_jars``) in ``spark.jars``; a local one gets them on the driver's classpath from
+    :func:`build_session` (:func:`local_classpath_env`), not here.
 
     >>> conf = session_conf(env={}, local=True)
     >>> conf["spark.sql.session.timeZone"], conf["spark.ui.enabled"], "spark.sql.extensions" in conf
@@ -144,10 +225,11 @@ def session_conf(
 
             fetched_jars = find_jars()
         jars = list(fetched_jars or [])
-    if jars:
+    shipped = s3a_jars(env, fetched_s3a_jars) if s3a and not local else []
+    if jars or shipped:
         existing = [j for j in extra.pop("spark.jars", "").split(",") if j]
-        conf["spark.jars"] = ",".join(existing + [j for j in jars if j not in existing])
-    elif delta_packages:
+        conf["spark.jars"] = ",".join(existing + [j for j in jars + shipped if j not in existing])
+    if delta_packages and not jars:
         existing = [p for p in extra.pop("spark.jars.packages", "").split(",") if p]
         wanted = [p.strip() for p in delta_packages.split(",") if p.strip()]
         conf["spark.jars.packages"] = ",".join(existing + [p for p in wanted if p not in existing])
@@ -165,19 +247,23 @@ def build_session(
     extra_conf: dict | None = None,
     *,
     delta: bool = False,
+    s3a: bool = False,
     log_level: str | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build one for this pipeline.
 
     Locally (not under ``spark-submit``) the master is ``master``, default ``local[2]``; under
     ``spark-submit`` the master and resources come from the submit command and ``master`` is
-    not applied (a warning names it when it differs). ``delta`` asks for delta-spark (see the
-    module's docstring). ``log_level`` overrides the JVM's log level (``spark.log.level``, WARN).
+    not applied (a warning names it when it differs). ``delta`` asks for delta-spark, ``s3a`` for
+    what ``s3a://`` paths need (see the module's docstring; under ``spark-submit`` the submit
+    command's ``--jars``/``--packages`` decide both). ``log_level`` overrides the JVM's log level
+    (``spark.log.level``, WARN).
 
     Example::
 
         spark = build_session()                                   # plain Spark, delta-rs backend
         spark = build_session(delta_packages="io.delta:delta-spark_2.13:4.0.0")
+        spark = build_session(delta=True, s3a=True)               # the jars make setup fetched
         DELTA_JARS=/opt/jars/delta-spark_2.13-4.0.0.jar,/opt/jars/delta-storage-4.0.0.jar python job.py
     """
     use_fast_pool()  # (before a local JVM starts: its Python workers inherit the choice)
@@ -199,7 +285,8 @@ def build_session(
         builder = builder.master(master)
     elif local:
         builder = builder.master(DEFAULT_MASTER)
-    conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta)
+    conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta, s3a=s3a and not submitted)
+    launch_env = _local_s3a_classpath() if s3a and local else {}
     if submitted:
         conf.pop("spark.master", None)  # the submit command's master decides
         if delta:
@@ -207,20 +294,32 @@ def build_session(
     archive = _with_jvm_archive(conf) if local else None
     for key, value in conf.items():
         builder = builder.config(key, value)
-    try:
-        session = builder.getOrCreate()
-    except Exception as e:
-        if archive is None or "JAVA_GATEWAY_EXITED" not in str(e):
-            raise
-        # an archive the JVM cannot map (written by another build, damaged): start without it
-        print(f"warning: the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
-              f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
-              f"create --force", file=sys.stderr, flush=True)
-        builder = builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip())
-        session = builder.getOrCreate()
+    with _environment(launch_env):
+        try:
+            session = builder.getOrCreate()
+        except Exception as e:
+            if archive is None or "JAVA_GATEWAY_EXITED" not in str(e):
+                raise
+            # an archive the JVM cannot map (written by another build, damaged): start without it
+            print(f"warning: the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
+                  f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
+                  f"create --force", file=sys.stderr, flush=True)
+            builder = builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip())
+            session = builder.getOrCreate()
     if log_level:
         session.sparkContext.setLogLevel(log_level.upper())
     return session
+
+
+def _local_s3a_classpath() -> dict[str, str]:
+    """The launcher environment of a local session asked for ``s3a://``: :func:`s3a_jars` at the end
+    of the driver's classpath; a warning, and nothing, when there are none."""
+    jars = s3a_jars()
+    if not jars:
+        print(f"warning: s3a:// paths need hadoop-aws and the AWS SDK bundle on the JVM, and none were "
+              f"found: run make setup (python -m pipelines.delta_jars fetch), or set {S3A_JARS_ENV} to "
+              f"their local paths", file=sys.stderr, flush=True)
+    return local_classpath_env(jars)
 
 
 def _with_jvm_archive(conf: dict[str, str]) -> str | None:

@@ -18,16 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # a local session built as the jobs build theirs; prints the driver JVM's options and a query's result
 _SESSION = textwrap.dedent("""
     from pipelines.spark_session import build_session
-    spark = build_session("jvm-archive-test", "local[1]", extra_conf=EXTRA)
+    spark = build_session("jvm-archive-test", "local[1]", extra_conf=EXTRA, s3a=S3A)
     args = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     print("ARGS", " ".join(str(a) for a in args))
+    print("CLASSPATH", spark.sparkContext._jvm.java.lang.System.getProperty("java.class.path"))
     print("SUM", spark.range(10).selectExpr("sum(id)").collect()[0][0])
     spark.stop()
 """)
 
 
-def _session(tmp_path: Path, env: dict | None = None, extra: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", f"EXTRA = {extra or {}!r}\n{_SESSION}"], cwd=tmp_path,
+def _session(tmp_path: Path, env: dict | None = None, extra: dict | None = None,
+             s3a: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", f"EXTRA = {extra or {}!r}\nS3A = {s3a!r}\n{_SESSION}"], cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                           capture_output=True, text=True, timeout=300)
 
@@ -49,6 +51,23 @@ def test_make_setup_made_the_archive_and_a_local_session_maps_it(tmp_path):
     done = _session(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"-XX:SharedArchiveFile={path}" in _args(done)
+    assert "SUM 45" in done.stdout
+
+
+def test_a_session_with_the_s3a_jars_still_maps_the_archive(tmp_path):
+    # hadoop-aws and the AWS SDK go at the end of the driver's classpath: the archive's classpath
+    # (PySpark's jars) stays its prefix, so the JVM maps it (-Xshare:on: or refuses to start)
+    from pipelines.delta_jars import find_s3a_jars
+
+    path = jvm_archive.archive_path()
+    assert path is not None and path.is_file(), "make setup makes the archive"
+    jars = find_s3a_jars()
+    assert jars, "make setup fetches hadoop-aws and the AWS SDK bundle into jars/"
+    done = _session(tmp_path, s3a=True, extra={"spark.driver.extraJavaOptions":
+                                               f"-Duser.timezone=UTC -XX:SharedArchiveFile={path} -Xshare:on"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    classpath = next(line for line in done.stdout.splitlines() if line.startswith("CLASSPATH ")).split()[1].split(os.pathsep)
+    assert classpath[-len(jars):] == jars
     assert "SUM 45" in done.stdout
 
 
