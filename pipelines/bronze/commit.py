@@ -18,6 +18,8 @@ from pipelines.bronze.state import (
 )
 from pipelines.bronze.tasks import _TaskProgress, _progress_enabled, prefix_facts
 from pipelines import state as pipeline_state
+from pipelines import storage
+from pipelines.lock import check_held
 from pipelines.config import PipelineConfig
 
 if TYPE_CHECKING:
@@ -101,8 +103,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
 
     run_id = stats.run_id
     precision = _precision_for(history(), plans) if any(p.ranges for p in plans) else None
+    settings = storage.current()  # shipped to the tasks with their work
     work = [
-        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision)
+        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision, settings)
         for p in plans for s, e in p.ranges
     ]
     by_name = {p.file.name: p for p in plans}
@@ -115,7 +118,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     bronze_struct = _bronze_struct()
     if work:
         if staged:
-            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct))
+            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct), settings)
             job = _task_records(spark, cfg, plans, work, target)
         else:
             rdd = _task_records(spark, cfg, plans, work, None).persist(StorageLevel.MEMORY_AND_DISK)
@@ -202,7 +205,8 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
             quar_rows.append((p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
                               DECODER_VERSION, p.error_raw or b"", batch, run_id, now))
 
-    # a. write-ahead manifest rows
+    # a. write-ahead manifest rows (not when this run lost its remote warehouse lock)
+    check_held()
     _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), pipeline_state.MANIFEST_DDL,
                  pipeline_state.path(cfg, pipeline_state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)

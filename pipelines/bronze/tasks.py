@@ -9,6 +9,7 @@ import tempfile
 import threading
 import uuid
 
+from pipelines import storage
 from pipelines.bronze.files import quarantine_raw, sha256_prefixes, task_file
 from pipelines.bronze.plan import Survey, SurveyRequest, survey_file
 from pipelines.config import PipelineConfig
@@ -23,19 +24,20 @@ def _slices(spark, n: int) -> int:
 
 def survey(spark, cfg: PipelineConfig, requests: list[SurveyRequest]) -> dict[str, Survey]:
     """One Spark job: every requested file is read whole by a task (:func:`survey_file`), side
-    by side, and only the small findings come back to the driver, by file name."""
+    by side, and only the small findings come back to the driver, by file name. The tasks read
+    with the driver's storage settings (:func:`pipelines.storage.current`), in their closure."""
     if not requests:
         return {}
-    strict, target = cfg.strict, cfg.parallelism.target_bytes_per_task
+    strict, target, settings = cfg.strict, cfg.parallelism.target_bytes_per_task, storage.current()
     rdd = spark.sparkContext.parallelize(requests, _slices(spark, len(requests)))
     with _TaskProgress(spark, f"bronze-survey-{uuid.uuid4().hex[:8]}", rdd.getNumPartitions(),
                        _progress_enabled(cfg), "bronze: read new files"):
-        found = rdd.map(lambda r: survey_file(r, strict, target)).collect()
+        found = rdd.map(lambda r: survey_file(r, strict, target, settings)).collect()
     return {sv.name: sv for sv in found}
 
 
-def _digest(uri: str, size: int) -> str:
-    with task_file(uri) as buf:
+def _digest(uri: str, size: int, settings: storage.StorageSettings) -> str:
+    with task_file(uri, settings) as buf:
         return sha256_prefixes(buf, [min(size, len(buf))])[min(size, len(buf))]
 
 
@@ -43,13 +45,14 @@ def file_digests(spark, files: list) -> dict[str, str]:
     """sha256 of each file's listed bytes (``SourceFile``), by uri, computed in tasks."""
     if not files:
         return {}
-    items = [(f.uri, f.size) for f in files]
-    got = spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: (t[0], _digest(*t)))
+    items, settings = [(f.uri, f.size) for f in files], storage.current()
+    got = spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: (t[0], _digest(*t, settings)))
     return dict(got.collect())
 
 
-def _facts(uri: str, cut: int, error_class: str | None, error_offset: int | None) -> tuple[str, bytes | None]:
-    with task_file(uri) as buf:
+def _facts(uri: str, cut: int, error_class: str | None, error_offset: int | None,
+           settings: storage.StorageSettings) -> tuple[str, bytes | None]:
+    with task_file(uri, settings) as buf:
         sha = sha256_prefixes(buf, [cut])[cut]
         raw = quarantine_raw(buf, error_class, error_offset) if error_offset is not None else None
     return sha, raw
@@ -61,7 +64,8 @@ def prefix_facts(spark, items: list[tuple[str, int, str | None, int | None]]) ->
     tasks met a bad event moves the file's end back to it)."""
     if not items:
         return []
-    return spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: _facts(*t)).collect()
+    settings = storage.current()
+    return spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: _facts(*t, settings)).collect()
 
 
 class _TaskProgress:

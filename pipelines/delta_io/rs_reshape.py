@@ -12,15 +12,13 @@ no commit names (VACUUM removes them).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 
 import pyarrow as pa
 
+from pipelines import storage
 from pipelines.delta_io.backend import DeltaIOError
 from pipelines.delta_io.features import COLUMN_MAPPING_ID, COLUMN_MAPPING_MODE
-from pipelines.lock import local_dir
 
 MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
 STAGE_PREFIX = "reshape-"
@@ -76,22 +74,22 @@ def max_column_id(schema_json: str) -> int:
 def reshape_rs(path: str, data: pa.Table) -> None:
     """Replace the rows and the schema of the column-mapped table at ``path`` with ``data`` in one
     commit (see the module's docstring)."""
-    from deltalake import DeltaTable, TableFeatures, write_deltalake
+    from deltalake import TableFeatures, write_deltalake
 
-    from pipelines.delta_io.rs_backend import _rs_create, _rs_ensure_mapping_feature
+    from pipelines.delta_io.rs_backend import _rs_create, _rs_ensure_mapping_feature, _rs_table
 
     folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage = f"{str(path).rstrip('/')}/{folder}"
     _rs_create(stage, data.schema, {COLUMN_MAPPING_MODE: "name"})
-    write_deltalake(DeltaTable(stage), data, mode="append")
-    staged = DeltaTable(stage)
-    table = DeltaTable(str(path))
+    write_deltalake(_rs_table(stage), data, mode="append")
+    staged = _rs_table(stage)
+    table = _rs_table(path)
     # the staged schema's ids count from 1: the table's largest id must cover them (set first:
     # on a table-features protocol, delta-rs 1.6 also lists every feature it knows in the commit)
     top = max_column_id(staged.schema().to_json())
     if top > int(table.metadata().configuration.get(MAX_COLUMN_ID, "0")):
         table.alter.set_table_properties({MAX_COLUMN_ID: str(top)}, raise_if_not_exists=False)
-        table = DeltaTable(str(path))
+        table = _rs_table(path)
     # features the new schema needs (a TIMESTAMP_NTZ column) that the table does not have yet
     named = {"timestampNtz": TableFeatures.TimestampWithoutTimezone, "columnMapping": TableFeatures.ColumnMapping}
     # (the staged table's own features: a legacy protocol lists none, and only allows the ones
@@ -105,30 +103,31 @@ def reshape_rs(path: str, data: pa.Table) -> None:
         table.alter.add_feature(named[feature], allow_protocol_versions_increase=True)
     if missing:
         _rs_ensure_mapping_feature(str(path))
-        table = DeltaTable(str(path))
+        table = _rs_table(path)
     table.create_write_transaction(_staged_adds(stage, staged, folder), "overwrite", staged.schema())
-    local = local_dir(stage)
-    if local is not None:  # the staged table's log: its files now belong to the table
-        shutil.rmtree(os.path.join(local, "_delta_log"), ignore_errors=True)
+    fs, root = storage.arrow_filesystem(stage)  # the staged table's log: its files now belong to the table
+    try:
+        fs.delete_dir(f"{root}/_delta_log")
+    except (FileNotFoundError, OSError):
+        pass
 
 
 def _staged_adds(stage: str, staged, folder: str) -> list:
     """The staged table's files as add actions of the table around it (paths under ``folder``),
-    with the staged table's statistics as delta-rs wrote them (read from its log when it is
-    local; elsewhere only the row counts)."""
+    with the staged table's statistics as delta-rs wrote them (read from its log, wherever the
+    table is: :func:`pipelines.storage.arrow_filesystem`)."""
     from deltalake.transaction import AddAction
+    from pyarrow import fs as pafs
 
     stats: dict[str, str] = {}
-    local = local_dir(stage)
-    if local is not None:
-        log = os.path.join(local, "_delta_log")
-        for name in sorted(os.listdir(log)):
-            if name.endswith(".json"):
-                with open(os.path.join(log, name), encoding="utf-8") as f:
-                    for line in f:
-                        add = json.loads(line).get("add")
-                        if add is not None and add.get("stats"):
-                            stats[add["path"]] = add["stats"]
+    fs, root = storage.arrow_filesystem(stage)
+    for info in sorted(fs.get_file_info(pafs.FileSelector(f"{root}/_delta_log")), key=lambda i: i.base_name):
+        if info.base_name.endswith(".json"):
+            with fs.open_input_stream(info.path) as f:
+                for line in f.read().decode("utf-8").splitlines():
+                    add = json.loads(line).get("add") if line.strip() else None
+                    if add is not None and add.get("stats"):
+                        stats[add["path"]] = add["stats"]
     adds = pa.table(staged.get_add_actions(flatten=True)).to_pylist()
     return [AddAction(f"{folder}/{a['path']}", a["size_bytes"], {}, int(a["modification_time"]), True,
                       stats.get(a["path"], json.dumps({"numRecords": a["num_records"]})))
