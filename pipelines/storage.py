@@ -75,11 +75,16 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 HDFS_SCHEMES = ("hdfs",)
 SPARK_HADOOP_PREFIX = "spark.hadoop."
 
-# The Hadoop options kept in the settings: S3A's, and those the HDFS client needs to find the
-# namenode(s) and talk to them. (A Java regex for getValByRegex, and a Python one.)
-HADOOP_OPTIONS = (r"^(fs\.s3a\..+|fs\.defaultFS|dfs\.nameservices|dfs\.ha\.namenodes\..+"
-                  r"|dfs\.namenode\.rpc-address(\..+)?|dfs\.client\.failover\..+|hadoop\.security\.authentication"
-                  r"|hadoop\.rpc\.protection|dfs\.data\.transfer\.protection)$")
+# The S3A options read here (each also as fs.s3a.bucket.<bucket>.<option>), and the HDFS client
+# options that find the namenode(s) and talk to them: the settings keep only these, not the
+# hundred defaults of core-default.xml. (A Java regex for getValByRegex, and a Python one.)
+S3A_OPTIONS = ("access.key", "secret.key", "session.token", "endpoint", "connection.ssl.enabled",
+               "endpoint.region", "region", "path.style.access", "aws.credentials.provider")
+HDFS_OPTIONS = r"fs\.defaultFS|dfs\.nameservices|dfs\.ha\.namenodes\..+|dfs\.namenode\.rpc-address(\..+)?" \
+               r"|dfs\.client\.failover\..+|hadoop\.security\.authentication|hadoop\.rpc\.protection" \
+               r"|dfs\.data\.transfer\.protection"
+HADOOP_OPTIONS = (r"^(fs\.s3a\.(bucket\..+\.)?(" + "|".join(re.escape(o) for o in S3A_OPTIONS) + ")|"
+                  + HDFS_OPTIONS + ")$")
 _KEPT = re.compile(HADOOP_OPTIONS)
 _SECRET = re.compile(r"(secret|token|access\.key|password)", re.I)
 _ANONYMOUS_PROVIDER = "AnonymousAWSCredentialsProvider"
@@ -278,10 +283,11 @@ def _virtual_host_endpoint(endpoint: str, bucket: str) -> str:
 def hdfs_config(settings: StorageSettings | None = None) -> dict[str, str]:
     """The HDFS client options among the settings (for hdfs-native: delta-rs and pyarrow).
 
-    >>> hdfs_config(StorageSettings.of({"dfs.nameservices": "ns", "fs.s3a.endpoint": "x"}))
+    >>> hdfs_config(StorageSettings.of({"dfs.nameservices": "ns", "fs.s3a.endpoint": "x", "fs.defaultFS": "file:///"}))
     {'dfs.nameservices': 'ns'}
     """
-    return {k: v for k, v in (settings or current()).hadoop if not k.startswith("fs.s3a.")}
+    return {k: v for k, v in (settings or current()).hadoop
+            if not k.startswith("fs.s3a.") and not (k == "fs.defaultFS" and not v.startswith("hdfs:"))}
 
 
 def delta_storage_options(uri: str, settings: StorageSettings | None = None) -> dict[str, str] | None:
