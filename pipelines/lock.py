@@ -18,11 +18,14 @@ get a *lease*: the object ``<warehouse>/_pipeline/.lock`` holds the same owner r
 * is created only where none exists: S3 ``If-None-Match: *`` (obstore ``put(mode="create")``);
   HDFS a file written beside it, then renamed onto the name without overwriting (atomic);
 * is renewed by a daemon thread every ``Lease.renew_every`` seconds while the run lives, each
-  time a conditional update of the version it wrote last (S3 ``If-Match: <e_tag>``; HDFS the
-  record moved aside under a name that holds its token, checked, then replaced);
+  time a conditional update of the version it wrote last (S3 ``If-Match: <e_tag>``; HDFS, which
+  has no conditional update, a check that the file still holds the holder's token, then a new
+  record renamed over it: nobody else writes a lease that has not expired);
 * is taken over by another run only once its lease has expired (its holder died, or lost the
-  network, for ``Lease.seconds``), with the same conditional update against the stale version:
-  of two runs racing for a dead holder's lease one wins;
+  network, for ``Lease.seconds``), with a conditional update against the stale version (S3
+  ``If-Match``; HDFS the file moved aside under a name that holds the stale token, which two
+  runs cannot both do, checked, then a new record renamed in without overwriting): of two runs
+  racing for a dead holder's lease one wins;
 * is deleted on release (when it is still the version the holder wrote).
 
 A holder whose renewal finds the lock changed, or that could not renew it before its lease ran
@@ -311,6 +314,7 @@ class _ObjectLease:
             return None
 
     def replace(self, data: bytes, version: str) -> str | None:
+        """``data`` in place of ``version`` (``If-Match``); None when the object is another version."""
         import obstore
         from obstore.exceptions import PreconditionError
 
@@ -318,6 +322,8 @@ class _ObjectLease:
             return obstore.put(self.store, self.path, data, mode={"e_tag": version})["e_tag"]
         except (PreconditionError, FileNotFoundError):
             return None
+
+    renew = take_over = replace
 
     def delete(self, version: str) -> None:
         import obstore
@@ -332,9 +338,11 @@ class _ObjectLease:
 class _HdfsLease:
     """The lease file on HDFS, through hdfs-native; a version is the token in the record. HDFS
     renames without overwriting are atomic, and fail when the target exists: a record is
-    written beside the lock and renamed onto it (create), and a version is replaced by moving
-    the lock aside under a name that holds the version's token (two runs replacing the same
-    version collide on that name), checking what was moved, then renaming the new record in."""
+    written beside the lock and renamed onto it (create); an expired version is taken over by
+    moving the lock aside under a name that holds its token (two runs taking over the same
+    version collide on that name), checking what was moved, then renaming the new record in;
+    the holder renews by checking its token, then renaming its new record over the lock (the
+    lock never goes missing while it is held)."""
 
     def __init__(self, uri: str, settings: storage.StorageSettings | None):
         self.client = storage.hdfs_client(uri, settings)
@@ -375,7 +383,21 @@ class _HdfsLease:
         modified = _dt.datetime.fromtimestamp(status.modification_time / 1000, _dt.timezone.utc)
         return data, _field(data, "token") or "", modified
 
-    def replace(self, data: bytes, version: str) -> str | None:
+    def renew(self, data: bytes, version: str) -> str | None:
+        """The holder's ``data`` over its ``version``; None when the file holds another version."""
+        from hdfs_native import WriteOptions
+
+        found = self.read()
+        if found is None or found[1] != version:
+            return None
+        tmp = f"{self.path}.{uuid.uuid4().hex}.new"
+        with self.client.create(tmp, WriteOptions(overwrite=False)) as w:
+            w.write(data)
+        self.client.rename(tmp, self.path, overwrite=True)
+        return _field(data, "token")
+
+    def take_over(self, data: bytes, version: str) -> str | None:
+        """``data`` in place of the expired ``version``; None when another run was first."""
         aside = f"{self.path}.{version or 'unreadable'}.old"
         try:
             self.client.rename(self.path, aside, overwrite=False)
@@ -435,7 +457,7 @@ class RemoteLock:
         if self.lost:
             return False
         try:
-            version = self._store.replace(_record(self.owner, self.lease), self._version)
+            version = self._store.renew(_record(self.owner, self.lease), self._version)
         except Exception as e:  # noqa: BLE001 - a network error: try again, until the lease runs out
             if time.monotonic() - self._renewed > self.lease.seconds:
                 self._lose(f"its lease could not be renewed for {self.lease.seconds:g} s ({type(e).__name__}: {e})")
@@ -493,7 +515,7 @@ def _acquire(warehouse: str, store, lease: Lease, timeout: float, poll: float) -
         data, stale, modified = found
         holder = LockOwner.parse(data.decode("utf-8", "replace"))
         if _expired(data, modified, lease):
-            version = store.replace(_record(owner, lease), stale)
+            version = store.take_over(_record(owner, lease), stale)
             if version is not None:
                 who = f"pid {holder.pid} on host {holder.host}" if holder else "an unknown holder"
                 print(f"warehouse {warehouse}: took over the lock of {who}, whose lease expired at "

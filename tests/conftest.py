@@ -96,3 +96,18 @@ def no_aws_env(monkeypatch):
     code is given can reach S3."""
     for key in [k for k in os.environ if k.startswith("AWS_")]:
         monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def hdfs_server(tmp_path_factory):
+    """One private HDFS (Hadoop's MiniDFSCluster, about 10 s to start) for the session; give each
+    test its own folder, ``hdfs_server.uri(f"/{name}")`` (see hdfs_server.py)."""
+    from hdfs_server import HdfsServer, missing_tools
+
+    why = missing_tools()
+    if why is not None:
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI=true: no MiniDFSCluster: {why}")
+        pytest.skip(why)
+    with HdfsServer(tmp_path_factory.mktemp("hdfs")) as srv:
+        yield srv
