@@ -39,7 +39,9 @@ two runs apart; it is not the only guarantee.
 The S3 and HDFS settings come from the Spark session (:mod:`pipelines.storage`), so the jobs take
 a remote lock right after building it (a local one before). Lease times are :class:`Lease`
 (defaults: :data:`DEFAULT_LEASE`). Machines that share a remote warehouse must agree on the time
-(NTP): an expiry is judged by the waiting run's clock against the time the holder wrote.
+(NTP): an expiry is judged by the waiting run's clock against the time the holder wrote. The S3
+service must honour conditional writes (AWS S3 does since 2024, MinIO does; one that ignored
+``If-None-Match`` would let two runs both create the lock).
 
 Other warehouses (``abfss://``, ``gs://``, ...) get no lock: a warning says so, and two runs
 there rest on what Delta gives (transaction ids, commits retried after a conflict). Schedule
@@ -285,7 +287,7 @@ def _expired(data: bytes, modified: _dt.datetime, lease: Lease) -> bool:
         expires = _dt.datetime.fromisoformat(_field(data, "lease_expires") or "")
     except ValueError:
         expires = modified + _dt.timedelta(seconds=lease.seconds)
-    return now > expires
+    return now > (expires if expires.tzinfo is not None else expires.replace(tzinfo=_dt.timezone.utc))
 
 
 class _ObjectLease:

@@ -45,8 +45,9 @@ has it inside, pyarrow gets it wrapped as a filesystem. The HDFS client options 
 configuration (``fs.defaultFS``, ``dfs.nameservices``, ``dfs.ha.namenodes.*``, ...) go to it, and
 hdfs-native also reads ``$HADOOP_CONF_DIR`` itself.
 
-URIs keep their scheme: delta-rs takes ``s3a://`` and ``s3n://`` as ``s3://`` (and gives its file
-URIs back in the scheme it was given, which Spark then reads); pyarrow gets ``bucket/key`` paths.
+URIs keep their scheme: deltalake 1.6 opens ``s3a://`` itself, as ``s3://``, and gives its file
+URIs back as ``s3a://``, which Spark's S3A then reads; pyarrow and obstore get the bucket and key.
+(``s3n://``, which Hadoop 3 removed, is read as S3 by pyarrow and obstore; delta-rs refuses it.)
 
 >>> s = StorageSettings.of({"fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK",
 ...                         "fs.s3a.endpoint": "127.0.0.1:9000", "fs.s3a.path.style.access": "true",

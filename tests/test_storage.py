@@ -273,3 +273,15 @@ def test_settings_from_a_live_session_reach_s3_in_its_tasks(s3, spark):  # noqa:
 
 
 from spark_fixtures import spark  # noqa: E402,F401  (the shared session fixture)
+
+
+def test_storage_imports_no_spark_and_the_decoder_imports_no_storage():
+    import subprocess
+    import sys
+
+    code = ("import sys; import pipelines.binlog.stream, pipelines.binlog.changes; "
+            "assert 'pipelines.storage' not in sys.modules, 'the decoder imported storage'; "
+            "import pipelines.storage; assert 'pyspark' not in sys.modules, 'storage imported pyspark'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
