@@ -260,6 +260,9 @@ def test_settings_from_a_live_session_reach_s3_in_its_tasks(s3, spark):  # noqa:
         uri = f"s3a://{bucket}/binlogs/binlog.000002"
         assert delta_storage_options(uri, settings) == delta_storage_options(uri, StorageSettings.of(options))
         assert "fs.s3a.attempts.maximum" not in dict(settings.hadoop)  # (only the options read are kept)
+        from pipelines.spark_session import build_session
+
+        assert build_session() is spark and storage.current() == settings  # the builder makes them the process's
 
         def read(u):
             with task_file(u, settings) as buf:  # in a Python worker: the settings came in the closure

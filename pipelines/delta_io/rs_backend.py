@@ -176,8 +176,6 @@ def _rs_snapshot_for_txn(path: str, txn_app_id: str | None, arrow_schema: pa.Sch
     two racing creating writes against each other. None when there is no txn id."""
     if txn_app_id is None:
         return None
-    import deltalake
-
     if not deltalake_table_exists(path):
         _rs_create(path, arrow_schema)
     return _rs_table(path)
