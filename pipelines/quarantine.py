@@ -269,9 +269,12 @@ def _is_folder(warehouse: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    _use_storage_of(args.config, args.warehouse)
     try:
+        _use_storage_of(args.config, args.warehouse)
         found = _is_folder(args.warehouse)
+    except storage.StorageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"error: warehouse {args.warehouse} cannot be reached: {e}", file=sys.stderr)
         return 2

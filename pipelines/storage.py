@@ -10,7 +10,7 @@ from here, so one configuration serves every component:
   (``fs.s3a.*``, with the per-bucket ``fs.s3a.bucket.<bucket>.*`` overrides, and the HDFS client
   options). Built from a live SparkSession (:func:`from_spark`: the JVM's Hadoop configuration,
   so ``core-site.xml`` and ``spark.hadoop.*`` both count) or from the configuration file's
-  ``spark.conf`` (:func:`from_spark_conf`, for tools that start no session).
+  ``spark.conf`` and ``$HADOOP_CONF_DIR`` (:func:`from_spark_conf`, for tools that start no session).
 * :func:`current` / :func:`use`: the process's settings. :func:`pipelines.spark_session.build_session`
   sets them from the session it returns; ``pipelines.sql`` and ``pipelines.quarantine`` from the
   configuration. Spark tasks run in other processes: the bronze tasks get the value in their
@@ -163,15 +163,35 @@ def from_spark(spark) -> StorageSettings:
     return StorageSettings.of({str(k): str(v) for k, v in dict(found).items()})
 
 
-def from_spark_conf(conf: Mapping[str, str]) -> StorageSettings:
-    """The settings in Spark settings (``spark.hadoop.<option>``, e.g. a configuration file's
-    ``spark.conf``), for tools that start no session.
+def from_spark_conf(conf: Mapping[str, str], hadoop_conf_dir: str | None = None) -> StorageSettings:
+    """The settings a session built with Spark settings ``conf`` would have, for tools that start
+    no session: ``core-site.xml`` and ``hdfs-site.xml`` of ``hadoop_conf_dir`` (default:
+    ``$HADOOP_CONF_DIR``, as Spark finds them), then ``spark.hadoop.<option>`` of ``conf`` (e.g. a
+    configuration file's ``spark.conf``), which win.
 
-    >>> from_spark_conf({"spark.hadoop.fs.s3a.endpoint": "minio:9000", "spark.ui.enabled": "false"}).hadoop
+    >>> from_spark_conf({"spark.hadoop.fs.s3a.endpoint": "minio:9000", "spark.ui.enabled": "false"}, "").hadoop
     (('fs.s3a.endpoint', 'minio:9000'),)
     """
-    return StorageSettings.of({k[len(SPARK_HADOOP_PREFIX):]: v for k, v in conf.items()
-                               if k.startswith(SPARK_HADOOP_PREFIX)})
+    folder = os.environ.get("HADOOP_CONF_DIR", "") if hadoop_conf_dir is None else hadoop_conf_dir
+    options: dict[str, str] = {}
+    for name in ("core-site.xml", "hdfs-site.xml"):
+        options.update(_hadoop_xml(os.path.join(folder, name)) if folder else {})
+    options.update({k[len(SPARK_HADOOP_PREFIX):]: v for k, v in conf.items() if k.startswith(SPARK_HADOOP_PREFIX)})
+    return StorageSettings.of(options)
+
+
+def _hadoop_xml(path: str) -> dict[str, str]:
+    """The ``<property><name>/<value>`` pairs of a Hadoop configuration file (none when it is
+    missing; a file that is not XML raises :class:`StorageError` naming it)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except FileNotFoundError:
+        return {}
+    except ET.ParseError as e:
+        raise StorageError(f"{path}: not a Hadoop configuration file: {e}") from None
+    return {p.findtext("name", "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")}
 
 
 # -- URIs -----------------------------------------------------------------------------------

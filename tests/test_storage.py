@@ -46,7 +46,23 @@ def test_only_storage_options_are_kept_and_empty_ones_dropped():
 def test_spark_conf_gives_the_hadoop_options_without_their_prefix():
     conf = {"spark.hadoop.fs.s3a.access.key": "AK", "spark.hadoop.fs.s3a.endpoint": "h:1",
             "spark.sql.shuffle.partitions": "4", "fs.s3a.secret.key": "not a spark setting"}
-    assert from_spark_conf(conf) == StorageSettings.of({"fs.s3a.access.key": "AK", "fs.s3a.endpoint": "h:1"})
+    assert from_spark_conf(conf, "") == StorageSettings.of({"fs.s3a.access.key": "AK", "fs.s3a.endpoint": "h:1"})
+
+
+def test_tools_read_hadoop_conf_dir_then_the_spark_conf(tmp_path, monkeypatch):
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.s3a.endpoint</name><value> site:9000 </value></property>"
+        "<property><name>fs.s3a.access.key</name><value>SITE</value></property>"
+        "<property><name>hadoop.tmp.dir</name><value>/x</value></property></configuration>")
+    (tmp_path / "hdfs-site.xml").write_text(
+        "<configuration><property><name>dfs.nameservices</name><value>ns1</value></property></configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    s = from_spark_conf({"spark.hadoop.fs.s3a.access.key": "SPARK"})
+    assert s.hadoop == (("dfs.nameservices", "ns1"), ("fs.s3a.access.key", "SPARK"), ("fs.s3a.endpoint", "site:9000"))
+    assert from_spark_conf({}, hadoop_conf_dir=str(tmp_path / "none")) == StorageSettings()
+    (tmp_path / "core-site.xml").write_text("not xml")
+    with pytest.raises(storage.StorageError, match="core-site.xml: not a Hadoop configuration file"):
+        from_spark_conf({})
 
 
 def test_keys_endpoint_without_scheme_ssl_off_path_style():
