@@ -338,31 +338,43 @@ class _ObjectLease:
 
 
 class _HdfsLease:
-    """The lease file on HDFS, through hdfs-native; a version is the token in the record. HDFS
-    renames without overwriting are atomic, and fail when the target exists: a record is
-    written beside the lock and renamed onto it (create); an expired version is taken over by
-    moving the lock aside under a name that holds its token (two runs taking over the same
-    version collide on that name), checking what was moved, then renaming the new record in;
-    the holder renews by checking its token, then renaming its new record over the lock (the
-    lock never goes missing while it is held)."""
+    """The lease file on HDFS, through hdfs-native; a version is the token in the record (for a
+    record without one, its modification time). HDFS renames without overwriting are atomic, and
+    fail when the target exists: a record is written beside the lock and renamed onto it
+    (create); an expired version is taken over by moving the lock aside under a name that holds
+    the version (``.lock.<version>.old``: a second run taking over the same version collides
+    with it, so the name stays until the new holder releases), checking what was moved, then
+    renaming the new record in; the holder renews by checking its token, then renaming its new
+    record over the lock (the lock never goes missing while it is held)."""
+
+    LEFTOVER_SECONDS = 3600  # moved-aside and half-written files older than this are removed on release
 
     def __init__(self, uri: str, settings: storage.StorageSettings | None):
         self.client = storage.hdfs_client(uri, settings)
         self.path = unquote(urlparse(uri).path)
+        self._aside: str | None = None  # the expired version this process moved aside
 
-    def _put_new(self, data: bytes) -> bool:
+    def _written(self, data: bytes) -> str:
+        """``data`` in a new file beside the lock (its path)."""
         from hdfs_native import WriteOptions
 
         tmp = f"{self.path}.{uuid.uuid4().hex}.new"
         self.client.mkdirs(os.path.dirname(self.path), create_parent=True)
         with self.client.create(tmp, WriteOptions(overwrite=False)) as w:
             w.write(data)
+        return tmp
+
+    def _renamed_in(self, tmp: str) -> bool:
+        """``tmp`` renamed onto the lock unless one exists (then deleted)."""
         try:
             self.client.rename(tmp, self.path, overwrite=False)
             return True
         except (FileExistsError, FileNotFoundError, OSError):
             self.client.delete(tmp)
             return False
+
+    def _put_new(self, data: bytes) -> bool:
+        return self._renamed_in(self._written(data))
 
     def _read(self, path: str) -> bytes | None:
         try:
@@ -383,7 +395,7 @@ class _HdfsLease:
         if data is None:
             return None
         modified = _dt.datetime.fromtimestamp(status.modification_time / 1000, _dt.timezone.utc)
-        return data, _field(data, "token") or "", modified
+        return data, _hdfs_version(data, status.modification_time), modified
 
     def renew(self, data: bytes, version: str) -> str | None:
         """The holder's ``data`` over its ``version``; None when the file holds another version."""
@@ -400,26 +412,44 @@ class _HdfsLease:
 
     def take_over(self, data: bytes, version: str) -> str | None:
         """``data`` in place of the expired ``version``; None when another run was first."""
-        aside = f"{self.path}.{version or 'unreadable'}.old"
-        try:
+        aside, tmp = f"{self.path}.{version}.old", self._written(data)  # (written first: the lock is
+        try:                                                                 # missing for a moment only)
             self.client.rename(self.path, aside, overwrite=False)
         except (FileExistsError, FileNotFoundError, OSError):
-            return None  # gone, or another run is replacing this same version
+            self.client.delete(tmp)
+            return None  # gone, or another run took this same version over
         moved = self._read(aside) or b""
-        if (_field(moved, "token") or "") != version:  # changed since it was read: put it back
-            try:
+        if _hdfs_version(moved, self.client.get_file_info(aside).modification_time) != version:
+            try:  # changed since it was read (its holder renewed it late): put it back
                 self.client.rename(aside, self.path, overwrite=False)
             except (FileExistsError, FileNotFoundError, OSError):
                 pass
+            self.client.delete(tmp)
             return None
-        won = self._put_new(data)
-        self.client.delete(aside)
-        return _field(data, "token") if won else None
+        self._aside = aside
+        return _field(data, "token") if self._renamed_in(tmp) else None
 
     def delete(self, version: str) -> None:
         found = self.read()
         if found is not None and found[1] == version:
             self.client.delete(self.path)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """The version this process moved aside, and moved-aside or half-written files of the
+        lock older than :attr:`LEFTOVER_SECONDS` (crashed runs')."""
+        folder, base = os.path.dirname(self.path), os.path.basename(self.path)
+        old = (time.time() - self.LEFTOVER_SECONDS) * 1000
+        for status in self.client.list_status(folder):
+            name = os.path.basename(status.path)
+            mine = os.path.join(folder, name) == self._aside
+            if name.startswith(base + ".") and name.endswith((".old", ".new")) and (mine or status.modification_time < old):
+                self.client.delete(os.path.join(folder, name))
+
+
+def _hdfs_version(data: bytes, modified_ms: int) -> str:
+    """An HDFS lock file's version: the token of its record, else its modification time."""
+    return _field(data, "token") or f"unreadable-{modified_ms}"
 
 
 def _lease_store(warehouse: str, settings: storage.StorageSettings | None):

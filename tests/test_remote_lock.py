@@ -139,23 +139,25 @@ def test_two_runs_racing_for_an_expired_lease_one_wins(s3_wh):
     stale = {"host": "gone", "pid": 1, "started_at": "2020-01-01T00:00:00+00:00", "command": "x",
              "lease_expires": "2020-01-01T00:02:00.000+00:00", "lease_seconds": 120, "token": "t"}
     server.client().put_object(Bucket=bucket, Key="wh/_pipeline/.lock", Body=json.dumps(stale).encode())
-    won, lost, go = [], [], threading.Barrier(4)
+    won, refused, go = [], [], threading.Barrier(4)
 
     def contend():
         go.wait(10)
         try:
             with remote_lock(wh, lease=SHORT) as held:
                 won.append(held)
-                time.sleep(1.0)
+                deadline = time.monotonic() + 30  # held until every other run has an answer
+                while len(refused) < 3 and time.monotonic() < deadline:
+                    time.sleep(0.05)
         except WarehouseLocked as e:
-            lost.append(e)
+            refused.append(e)
 
     threads = [threading.Thread(target=contend) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
-    assert len(won) == 1 and len(lost) == 3
+        t.join(60)
+    assert len(won) == 1 and len(refused) == 3
     assert all(not h.lost for h in won)
 
 
