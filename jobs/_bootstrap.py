@@ -12,7 +12,12 @@ project). It also holds the command line every job shares::
     --lock-timeout S    wait up to S seconds for a run in progress on the same warehouse
                         (default 0: refuse at once); see pipelines/lock.py
 
-Exit codes: 0 done, 1 failed run, 2 bad configuration, 3 the warehouse is locked by another run.
+Exit codes: 0 done, 1 failed run (a lost remote lock too), 2 bad configuration, 3 the warehouse is
+locked by another run.
+
+The lock (:mod:`pipelines.lock`): a local warehouse's flock is taken before the Spark session is
+built; an S3 or HDFS warehouse's lease right after, because its settings come from the session
+(``spark.hadoop.fs.s3a.*``, ``core-site.xml``: :mod:`pipelines.storage`).
 """
 from __future__ import annotations
 
@@ -72,7 +77,7 @@ def main(job: Callable[[], int]) -> int:
     """Run ``job`` and turn the errors users can fix into one clear line and an exit code:
     2 for a bad configuration, 3 for a warehouse locked by another run, 1 for a failed run."""
     from pipelines.config import ConfigError
-    from pipelines.lock import EXIT_LOCKED, WarehouseLocked
+    from pipelines.lock import EXIT_LOCKED, LockLost, WarehouseLocked
 
     try:
         return job()
@@ -82,6 +87,9 @@ def main(job: Callable[[], int]) -> int:
     except WarehouseLocked as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_LOCKED
+    except LockLost as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except Exception as e:  # noqa: BLE001 - the message is the report; the traceback goes first
         import traceback
 
@@ -97,6 +105,17 @@ def warehouse_lock(cfg, args: argparse.Namespace) -> Iterator[None]:
 
     with lock(cfg.warehouse, timeout=args.lock_timeout):
         yield
+
+
+def locks(cfg, args: argparse.Namespace) -> tuple[contextlib.AbstractContextManager, contextlib.AbstractContextManager]:
+    """The lock to take before the session is built and the one to take right after it: a local
+    warehouse's flock first, an S3 or HDFS warehouse's lease second (its settings come from the
+    session)."""
+    from pipelines.lock import is_remote_lock
+
+    if is_remote_lock(cfg.warehouse):
+        return contextlib.nullcontext(), warehouse_lock(cfg, args)
+    return warehouse_lock(cfg, args), contextlib.nullcontext()
 
 
 def session(cfg):
@@ -122,16 +141,21 @@ def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Calla
               settings: Callable[[argparse.Namespace], dict] | None = None) -> int:
     """A job: parse the shared flags (and ``extra``'s), load the configuration with the command
     line's overrides (and ``settings(args)``'s), then, holding the warehouse lock (one run at a
-    time per warehouse), run each of ``steps`` as ``step(spark, cfg)`` in one Spark session."""
+    time per warehouse), run each of ``steps`` as ``step(spark, cfg)`` in one Spark session.
+    A lost remote lock stops the job before the next step (:func:`pipelines.lock.check_held`)."""
     from pipelines.config import load_config
+    from pipelines.lock import check_held
 
     args = parse_args(description, argv, extra)
     cfg = load_config(args.config, {**overrides(args), **(settings(args) if settings else {})})
-    with warehouse_lock(cfg, args):
+    before, after = locks(cfg, args)
+    with before:
         spark = session(cfg)
         try:
-            for step in steps:
-                step(spark, cfg)
+            with after:
+                for step in steps:
+                    check_held()
+                    step(spark, cfg)
         finally:
             spark.stop()
     return 0

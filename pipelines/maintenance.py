@@ -39,7 +39,8 @@ from pyspark.sql import SparkSession
 from pipelines import delta_io
 from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
-from pipelines.delta_io.backend import _arrow_fs
+from pipelines.lock import check_held
+from pipelines.storage import arrow_filesystem
 from pipelines.delta_io.upkeep import Storage, checkpoint, compact, set_log_retention, storage, vacuum
 
 _UTC = _dt.timezone.utc
@@ -118,7 +119,7 @@ def find_tables(warehouse: str) -> list[str]:
     ``silver/<db>/<table>`` (a folder with a ``_delta_log``)."""
     from pyarrow import fs as pafs
 
-    fs, root = _arrow_fs(warehouse)
+    fs, root = arrow_filesystem(warehouse)
     base = warehouse.rstrip("/")
 
     def folders(rel: str) -> list[str]:
@@ -168,6 +169,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     try:
         stats.watermark_rows_folded = pipeline_state.fold_watermarks(spark, cfg, backend=backend)
         for path in find_tables(cfg.warehouse):
+            check_held()  # (a run that lost its remote warehouse lock stops here)
             meta = None
             if path.startswith(silver_root):  # its watermark goes along into every commit made here
                 mark = silver.read_watermark(path, spark=spark, backend=backend)

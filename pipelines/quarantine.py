@@ -7,6 +7,11 @@ the raw bytes (see :mod:`pipelines.bronze`)::
 
     python -m pipelines.quarantine list --warehouse DIR [--file NAME] [--format table|jsonl]
     python -m pipelines.quarantine redecode --warehouse DIR [--input DIR] [--file NAME] [--offset N]
+    python -m pipelines.quarantine list --warehouse s3a://bucket/wh [--config conf/pipeline.yaml]
+
+The warehouse and the binlogs may be local folders or S3/HDFS URIs: they are reached with the
+Hadoop options of the configuration's ``spark.conf`` (``spark.hadoop.fs.s3a.*``, see
+:mod:`pipelines.storage`), else the AWS chain.
 
 ``redecode`` runs the current decoder over each row's stored bytes, with the
 format description of the file they came from (read from the file the
@@ -32,6 +37,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from pipelines.binlog.constants import BINLOG_MAGIC, COMMON_HEADER_LEN
@@ -39,8 +45,10 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.events import RowsEvent, UnknownEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
-from pipelines import state
+from pipelines import state, storage
 from pipelines.bronze.schema import DECODER_VERSION
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "pipeline.yaml"
 
 
 
@@ -68,7 +76,8 @@ def read_quarantine(warehouse: str) -> list[dict]:
 
 
 def source_paths(warehouse: str) -> dict[str, str]:
-    """File name -> the path the manifest last recorded for it (local paths only)."""
+    """File name -> the path the manifest last recorded for it (a local path, or the URI of a
+    remote file)."""
     from pipelines.bronze import local_path
 
     latest: dict[str, dict] = {}
@@ -77,21 +86,32 @@ def source_paths(warehouse: str) -> dict[str, str]:
             latest[r["name"]] = r
     out = {}
     for name, r in latest.items():
-        p = local_path(r["path"] or "")
+        p = local_path(r["path"] or "") or r["path"]
         if p:
             out[name] = p
     return out
 
 
+def _exists(path: str) -> bool:
+    """Is there a file at ``path`` (local, or remote with this process's storage settings)?"""
+    from pyarrow import fs as pafs
+
+    if not storage.is_remote(path):
+        return os.path.exists(path)
+    fs, where = storage.arrow_filesystem(path)
+    return fs.get_file_info(where).type == pafs.FileType.File
+
+
 def _format_description(source: str) -> bytes:
-    """The magic and FORMAT_DESCRIPTION event of ``source`` (checked by decoding them)."""
-    with open(source, "rb") as fh:
-        head = fh.read(4 + COMMON_HEADER_LEN)
+    """The magic and FORMAT_DESCRIPTION event of ``source`` (checked by decoding them); a remote
+    file is read through pyarrow (:func:`pipelines.storage.arrow_filesystem`)."""
+    fs, where = storage.arrow_filesystem(source)
+    with fs.open_input_file(where) as fh:
+        head = fh.read_at(4 + COMMON_HEADER_LEN, 0)
         if len(head) < 4 + COMMON_HEADER_LEN:
             raise BinlogError("too short for a format description", file=source, offset=4)
         length = int.from_bytes(head[4 + 9 : 4 + 13], "little")
-        fh.seek(0)
-        data = fh.read(4 + min(length, 1 << 16))
+        data = fh.read_at(4 + min(length, 1 << 16), 0)
     with BinlogFile(data, name=source):
         pass
     return data
@@ -135,7 +155,7 @@ def redecode(row: dict, source: str | None) -> Redecoded:
             except BinlogError as e:
                 return Redecoded(False, message=str(e))
             return _decode(tmp.name, name, 4, offset + len(raw))
-    if source is None or not os.path.exists(source):
+    if source is None or not _exists(source):
         return Redecoded(None, message=f"{name}: the source file is not at {source or '(unknown)'}; its format "
                                        "description is needed (pass --input)")
     try:
@@ -190,7 +210,7 @@ def _redecode(args) -> int:
     sources = source_paths(args.warehouse)
     failed = 0
     for r in rows:
-        src = os.path.join(args.input, r["file"]) if args.input else sources.get(r["file"])
+        src = f"{args.input.rstrip('/')}/{r['file']}" if args.input else sources.get(r["file"])
         res = redecode(r, src)
         word = {True: "ok", False: "fails", None: "skipped"}[res.ok]
         failed += res.ok is False
@@ -213,7 +233,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for name, text in (("list", "show the quarantine rows"),
                        ("redecode", "decode each row's bytes again with the current decoder")):
         s = sub.add_parser(name, help=text)
-        s.add_argument("--warehouse", required=True, help="the warehouse folder")
+        s.add_argument("--warehouse", required=True, help="the warehouse folder (a local path, s3a://, hdfs://)")
+        s.add_argument("--config", default=str(DEFAULT_CONFIG),
+                       help="YAML configuration whose spark.conf has the S3/HDFS settings (default: conf/pipeline.yaml)")
         s.add_argument("--file", help="only rows of this binlog file (base name)")
         s.add_argument("--format", choices=("table", "jsonl"), default="table")
         if name == "redecode":
@@ -222,9 +244,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _use_storage_of(config: str, warehouse: str) -> None:
+    """This process's storage settings: the configuration's ``spark.conf`` (``spark.hadoop.*``).
+    A configuration that cannot be read only matters for a remote warehouse: a warning says so."""
+    from pipelines.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config, {"warehouse": warehouse})
+    except ConfigError as e:
+        if storage.is_remote(warehouse):
+            print(f"warning: no storage settings from {config}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return
+    storage.use(storage.from_spark_conf(cfg.spark.conf))
+
+
+def _is_folder(warehouse: str) -> bool:
+    from pyarrow import fs as pafs
+
+    if not storage.is_remote(warehouse):
+        return os.path.isdir(warehouse)
+    fs, where = storage.arrow_filesystem(warehouse)
+    return fs.get_file_info(where).type == pafs.FileType.Directory
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if not os.path.isdir(args.warehouse):
+    try:
+        _use_storage_of(args.config, args.warehouse)
+        found = _is_folder(args.warehouse)
+    except storage.StorageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: warehouse {args.warehouse} cannot be reached: {e}", file=sys.stderr)
+        return 2
+    if not found:
         print(f"error: warehouse {args.warehouse} is not a folder", file=sys.stderr)
         return 2
     return _list(args) if args.command == "list" else _redecode(args)

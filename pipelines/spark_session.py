@@ -24,6 +24,10 @@ in BENCHMARKS.md); the end of the classpath also keeps the class-data archive
 (:mod:`pipelines.jvm_archive`) usable. A session on a cluster master (not under ``spark-submit``)
 gets them in ``spark.jars``, which ships them to the executors. Sessions not asked pay nothing.
 
+Storage: the session's Hadoop configuration (``core-site.xml``, ``spark.hadoop.*``) is also what
+the pipeline's non-Spark readers and writers use (pyarrow, delta-rs, the warehouse lock):
+:func:`build_session` makes it this process's storage settings (:func:`pipelines.storage.use`).
+
 A session that is already active (``spark-submit``, notebooks, a test fixture) is reused as it is:
 static settings (jars, driver memory, master) cannot change once the JVM runs. Under
 ``spark-submit`` the submit command's ``--master``, ``--jars`` and ``--packages`` decide: the
@@ -41,6 +45,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from pipelines import storage
 from pipelines.arrow_pool import ARROW_POOL_ENV, use_fast_pool
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -269,6 +274,7 @@ def build_session(
     use_fast_pool()  # (before a local JVM starts: its Python workers inherit the choice)
     active = SparkSession.getActiveSession()
     if active is not None:
+        storage.use(storage.from_spark(active))
         return active
     submitted = _launched_by_spark_submit()
     if submitted:
@@ -308,6 +314,7 @@ def build_session(
             session = builder.getOrCreate()
     if log_level:
         session.sparkContext.setLogLevel(log_level.upper())
+    storage.use(storage.from_spark(session))  # the S3/HDFS settings of pyarrow, delta-rs and the lock
     return session
 
 

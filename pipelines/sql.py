@@ -36,14 +36,17 @@ Two engines, chosen by ``--engine`` (default: ``delta.backend`` of the config):
 
 The warehouse is ``--warehouse``, else the environment variable
 ``BINLOG_DELTA_WAREHOUSE``, else ``warehouse`` of ``--config`` (default
-``conf/pipeline.yaml``). Table discovery lists folders, so the warehouse must be
-a local (or mounted) path.
+``conf/pipeline.yaml``): a local path, or an S3 (``s3a://``) or HDFS (``hdfs://``) URI.
+A remote warehouse is reached with the Hadoop options of the configuration's ``spark.conf``
+(``spark.hadoop.fs.s3a.*``: :mod:`pipelines.storage`), by both engines; without any, the AWS
+chain (``AWS_*`` variables, ``~/.aws``, the instance profile) decides.
 
 Examples::
 
     python -m pipelines.sql "SELECT op, count(*) AS n FROM bronze_binlog_changes GROUP BY op"
     python -m pipelines.sql --format csv "SELECT * FROM `silver.shop.orders` ORDER BY id"
     python -m pipelines.sql --list
+    python -m pipelines.sql --warehouse s3a://bucket/wh --engine rs "SELECT count(*) FROM bronze_binlog_changes"
 
 From Python:
 
@@ -70,6 +73,7 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
+from pipelines import storage
 from pipelines.paths import unescape_name
 
 ENGINES = ("auto", "spark", "rs")
@@ -114,25 +118,22 @@ def quote(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
-def local_warehouse(warehouse: str | os.PathLike) -> Path:
-    """The warehouse as a local folder; ``file:`` URIs are accepted, other schemes are not."""
+def local_warehouse(warehouse: str | os.PathLike) -> Path | None:
+    """The warehouse as a local folder (``file:`` URIs too); None for a remote one (``s3a://``,
+    ``hdfs://``, ...).
+
+    >>> local_warehouse("file:///data/wh"), local_warehouse("s3a://bucket/wh")
+    (PosixPath('/data/wh'), None)
+    """
     text = os.fspath(warehouse)
     if text.startswith("file:"):
-        text = re.sub(r"^file:(//)?", "", text)
-    elif _SCHEME.match(text) and not re.match(r"^[A-Za-z]:[\\/]", text):
-        raise ValueError(
-            f"pipelines.sql lists the warehouse's folders to find its tables, so it needs a local or "
-            f"mounted path; got {text!r}. Query a remote warehouse from a Spark session instead."
-        )
+        return Path(re.sub(r"^file:(//)?", "", text))
+    if _SCHEME.match(text) and not re.match(r"^[A-Za-z]:[\\/]", text):
+        return None
     return Path(text)
 
 
-def discover_tables(warehouse: str | os.PathLike) -> list[WarehouseTable]:
-    """Every Delta table (a folder holding ``_delta_log``) under ``warehouse``, sorted by qualified name.
-
-    Raises ``FileNotFoundError`` when the warehouse folder does not exist.
-    """
-    root = local_warehouse(warehouse)
+def _local_tables(root: Path) -> list[tuple[str, str]]:
     if not root.is_dir():
         raise FileNotFoundError(f"warehouse {str(root)!r} is not a folder (run the pipeline first, or pass --warehouse)")
     found: list[tuple[str, str]] = []
@@ -149,6 +150,44 @@ def discover_tables(warehouse: str | os.PathLike) -> list[WarehouseTable]:
                 walk(child, parts + (child.name,))
 
     walk(root, ())
+    return found
+
+
+def _remote_tables(warehouse: str) -> list[tuple[str, str]]:
+    """As :func:`_local_tables`, listed through pyarrow with this process's storage settings;
+    paths are URIs under ``warehouse``."""
+    from pyarrow import fs as pafs
+
+    fs, root = storage.arrow_filesystem(warehouse)
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
+        raise FileNotFoundError(f"warehouse {warehouse!r} is not a folder (run the pipeline first, or pass --warehouse)")
+    base = warehouse.rstrip("/")
+    found: list[tuple[str, str]] = []
+
+    def walk(folder: str, parts: tuple[str, ...]) -> None:
+        children = {i.base_name: i for i in fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+                    if i.type == pafs.FileType.Directory}
+        if "_delta_log" in children:
+            if parts:
+                found.append((".".join(unescape_name(p) for p in parts), "/".join((base, *parts))))
+            return
+        if len(parts) >= MAX_DEPTH:
+            return
+        for name in sorted(children):
+            walk(children[name].path, parts + (name,))
+
+    walk(root, ())
+    return found
+
+
+def discover_tables(warehouse: str | os.PathLike) -> list[WarehouseTable]:
+    """Every Delta table (a folder holding ``_delta_log``) under ``warehouse`` (a local folder, or
+    an S3/HDFS URI reached with :func:`pipelines.storage.current`), sorted by qualified name.
+
+    Raises ``FileNotFoundError`` when the warehouse folder does not exist.
+    """
+    root = local_warehouse(warehouse)
+    found = _local_tables(root) if root is not None else _remote_tables(os.fspath(warehouse))
     found.sort()
     lower_counts = Counter(q.lower() for q, _ in found)
     plain_counts = Counter(plain_name(q) for q, _ in found)
@@ -175,7 +214,7 @@ def query_rs(sql: str, tables: Sequence[WarehouseTable]) -> pa.Table:
 
     qb = QueryBuilder({"datafusion.catalog.information_schema": "true"})
     for t in tables:
-        dt = DeltaTable(t.path)
+        dt = DeltaTable(t.path, storage_options=storage.delta_storage_options(t.path))
         # A double-quoted name registers as one identifier, so the dots in it stay part of the name.
         qb.register('"' + t.qualified.replace('"', '""') + '"', dt)
         if t.name:
@@ -379,7 +418,9 @@ def render_tables(tables: Sequence[WarehouseTable]) -> str:
 
 def _warehouse_and_config(args: argparse.Namespace):
     """The warehouse to query and the configuration (``None`` when it cannot be read but
-    the warehouse was given explicitly, so a broken config file does not stop a query)."""
+    the warehouse was given explicitly, so a broken config file does not stop a query). The
+    configuration's storage settings (``spark.conf``'s ``spark.hadoop.*``) become this process's
+    until a Spark session brings its own."""
     from pipelines.config import ConfigError, load_config
 
     explicit = args.warehouse or os.environ.get(WAREHOUSE_ENV)
@@ -389,6 +430,7 @@ def _warehouse_and_config(args: argparse.Namespace):
         if not explicit:
             raise
         return explicit, None
+    storage.use(storage.from_spark_conf(cfg.spark.conf))
     return cfg.warehouse, cfg
 
 
@@ -422,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         tables = discover_tables(warehouse)
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a remote warehouse that cannot be listed (no such bucket, no access)
+        print(f"error: cannot list the warehouse's tables: {e}", file=sys.stderr)
         return 2
     for q in _name_clashes(tables):
         print(f"warning: {quote(q)} has no plain name: another table maps to {plain_name(q)!r}", file=sys.stderr)

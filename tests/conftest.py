@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,39 @@ def package() -> str:
     done = subprocess.run(["make", "-s", "package"], cwd=repo, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return str(repo / "dist" / "binlog_delta.zip")
+
+
+# ------------------------------------------------------------------------------------ object store
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One private S3 API server (moto's, on 127.0.0.1) for the session; make a bucket per test
+    with ``s3_server.bucket()`` and reach it with ``s3_server.spark_conf()`` (see s3_server.py)."""
+    from s3_server import S3Server
+
+    with S3Server(tmp_path_factory.mktemp("moto")) as srv:
+        yield srv
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch):
+    """No ``AWS_*`` variable in this process's environment for the test: only the settings the
+    code is given can reach S3."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def hdfs_server(tmp_path_factory):
+    """One private HDFS (Hadoop's MiniDFSCluster, about 10 s to start) for the session; give each
+    test its own folder, ``hdfs_server.uri(f"/{name}")`` (see hdfs_server.py)."""
+    from hdfs_server import HdfsServer, missing_tools
+
+    why = missing_tools()
+    if why is not None:
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI=true: no MiniDFSCluster: {why}")
+        pytest.skip(why)
+    with HdfsServer(tmp_path_factory.mktemp("hdfs")) as srv:
+        yield srv

@@ -3,7 +3,6 @@ the write-ahead manifest around them (see "How a run goes", step 4, in
 :mod:`pipelines.bronze.step`)."""
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
@@ -16,15 +15,17 @@ from pipelines.bronze.state import (
     PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
     BronzeStats, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows,
 )
-from pipelines.bronze.tasks import _TaskProgress, _progress_enabled, prefix_facts
+from pipelines.bronze.tasks import (
+    _GLOB, WHOLE_FILE_MAX, KeptFiles, _TaskProgress, _progress_enabled, prefix_facts, whole_files,
+)
 from pipelines import state as pipeline_state
+from pipelines import storage
+from pipelines.lock import check_held
 from pipelines.config import PipelineConfig
 
 if TYPE_CHECKING:
     from pipelines.schema import SchemaHistory
 
-WHOLE_FILE_MAX = 256 << 20  # larger files are read by byte ranges even when one task takes all of it
-_GLOB = re.compile(r"[{}\[\]*?\\,]")  # Hadoop input paths: glob characters, and the comma between paths
 
 
 def _precision_for(history: "SchemaHistory", plans: list) -> "TemporalPrecision | None":
@@ -50,27 +51,23 @@ def reads_whole(p: FilePlan, cfg: PipelineConfig) -> bool:
             and p.file.size <= WHOLE_FILE_MAX and not _GLOB.search(p.file.uri))
 
 
-def _whole_files(spark, reader: str, uris: list[str]):
-    """The RDD of ``(path, content)`` of every file in ``uris``, one file a record: Spark's
-    ``binaryFile`` source (the rows ``binlog_changes(content, path)`` takes in SQL), or
-    ``SparkContext.binaryFiles`` (the RDD reader: no query to plan, about 1 s less in a new
-    process)."""
-    if reader == "binaryFiles":
-        return spark.sparkContext.binaryFiles(",".join(uris), len(uris))
-    return spark.read.format("binaryFile").load(uris).select("path", "content").rdd.map(tuple)
-
-
-def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target):
+def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target,
+                  kept: KeptFiles | None = None):
     """The RDD of the batch's tagged records (:func:`decode_range`): files read whole come from
-    one whole-file read (:func:`_whole_files`), split files from one task per byte range."""
+    the run's kept copy (``kept``, :func:`pipelines.bronze.tasks.keep_whole`) or one whole-file
+    read (:func:`pipelines.bronze.tasks.whole_files`), split files from one task per byte range."""
     whole_names = {p.file.name for p in plans if reads_whole(p, cfg)}
     whole = {w.name: w for w in work if w.name in whole_names}
     ranged = [w for w in work if w.name not in whole_names]
     sc = spark.sparkContext
     parts = []
-    if whole:
-        files = _whole_files(spark, cfg.parallelism.whole_files, [w.uri for w in whole.values()])
-        parts.append(files.mapPartitions(_whole_file_partition(whole, target)))
+    from_kept = {n: w for n, w in whole.items() if kept is not None and n in kept.names}
+    to_read = {n: w for n, w in whole.items() if n not in from_kept}
+    if from_kept:
+        parts.append(kept.records(from_kept).mapPartitions(_whole_file_partition(from_kept, target)))
+    if to_read:
+        files = whole_files(spark, cfg.parallelism.whole_files, [w.uri for w in to_read.values()])
+        parts.append(files.mapPartitions(_whole_file_partition(to_read, target)))
     if ranged:
         fn = _stage_partition(target) if target is not None else _decode_partition
         parts.append(sc.parallelize(ranged, len(ranged)).mapPartitions(fn))
@@ -78,19 +75,20 @@ def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[
 
 
 def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
-               history: "Callable[[], SchemaHistory]") -> None:
+               history: "Callable[[], SchemaHistory]", kept: KeptFiles | None = None) -> None:
     """Decode and commit one batch; ``history()`` is the run's schema history (read once, by the
-    step, when a batch first needs it)."""
+    step, when a batch first needs it); ``kept``: the run's remote files read once (their decode
+    reads that copy)."""
     cached: list = []
     try:
-        _decode_and_commit(spark, cfg, plans, batch, stats, now, cached, history)
+        _decode_and_commit(spark, cfg, plans, batch, stats, now, cached, history, kept)
     finally:
         for rdd in cached:
             rdd.unpersist()
 
 
 def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
-                       cached: list, history: "Callable[[], SchemaHistory]") -> None:
+                       cached: list, history: "Callable[[], SchemaHistory]", kept: KeptFiles | None = None) -> None:
     """Decode and commit one batch (see the module docs for the order of writes).
 
     Spark jobs: one that decodes every range and brings back the small
@@ -101,8 +99,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
 
     run_id = stats.run_id
     precision = _precision_for(history(), plans) if any(p.ranges for p in plans) else None
+    settings = storage.current()  # shipped to the tasks with their work
     work = [
-        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision)
+        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision, settings)
         for p in plans for s, e in p.ranges
     ]
     by_name = {p.file.name: p for p in plans}
@@ -115,10 +114,10 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     bronze_struct = _bronze_struct()
     if work:
         if staged:
-            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct))
-            job = _task_records(spark, cfg, plans, work, target)
+            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct), settings)
+            job = _task_records(spark, cfg, plans, work, target, kept)
         else:
-            rdd = _task_records(spark, cfg, plans, work, None).persist(StorageLevel.MEMORY_AND_DISK)
+            rdd = _task_records(spark, cfg, plans, work, None, kept).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(rdd)
             job = rdd.filter(lambda r: r[0] != "row")
         with _TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), _progress_enabled(cfg),
@@ -202,7 +201,8 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
             quar_rows.append((p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
                               DECODER_VERSION, p.error_raw or b"", batch, run_id, now))
 
-    # a. write-ahead manifest rows
+    # a. write-ahead manifest rows (not when this run lost its remote warehouse lock)
+    check_held()
     _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), pipeline_state.MANIFEST_DDL,
                  pipeline_state.path(cfg, pipeline_state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)

@@ -24,6 +24,7 @@ from pipelines.binlog.values import InvalidText
 from pipelines.bronze.rows import _OPS, ArrowRowsBuilder, _TableLayout, _ts, bronze_row
 from pipelines.bronze.schema import DECODER_VERSION, WRITTEN_LATER, seq_key
 from pipelines.bronze.files import MAX_RAW_EVENT, _task_bytes, as_buffer, cut_event
+from pipelines.storage import NO_SETTINGS, StorageSettings
 
 
 _QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
@@ -45,6 +46,7 @@ class WorkRange:
     run_id: str
     ingested_at: _dt.datetime
     precision: "TemporalPrecision | None" = None  # MariaDB 5.3 temporal precision, when needed
+    storage: StorageSettings = NO_SETTINGS  # how the task reads a remote file: the driver's settings
 
 
 _LEGACY_TEMPORAL = (ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP)
@@ -120,7 +122,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     events = ignorable = invalid_stmts = 0
     ops: Counter = Counter()
     skipped: list[tuple[int, int]] = []
-    with contextlib.nullcontext(buf) if buf is not None else _task_bytes(w.uri, w.start, w.end) as buf:
+    with contextlib.nullcontext(buf) if buf is not None else _task_bytes(w.uri, w.start, w.end, w.storage) as buf:
         if w.index is None:
             w = replace(w, index=_range_index(buf, w))
         pos = w.start
@@ -224,6 +226,7 @@ class StageTarget:
 
     table_uri: str
     schema: object  # pyarrow.Schema of the bronze table
+    storage: StorageSettings = NO_SETTINGS  # the driver's storage settings, for the table's filesystem
 
 
 STATS_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "_ingested_at")
@@ -253,7 +256,7 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
     from pipelines.delta_io import ParquetStager
 
     stager = ParquetStager(target.table_uri, target.schema, stats_columns=STATS_COLUMNS,
-                           parquet_options=_parquet_options(target.schema))
+                           parquet_options=_parquet_options(target.schema), settings=target.storage)
     builder = ArrowRowsBuilder(target.schema, w.file_seq, w.run_id, w.ingested_at)
     ops: Counter = Counter()
     try:

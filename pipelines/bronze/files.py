@@ -1,5 +1,6 @@
 """The bytes of a binlog file: prefix checksums, raw event cuts for quarantine, memory maps, and
-the sparse range copies a task reads of a non-local file."""
+the sparse range copies a task reads of a non-local file (through pyarrow, with the storage
+settings the driver shipped to the task: :mod:`pipelines.storage`)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +12,7 @@ from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from pipelines.bronze.state import BronzeError
+from pipelines.storage import StorageSettings, arrow_filesystem
 
 MAX_RAW_EVENT = 16 << 20  # quarantine keeps at most this many raw bytes of a bad event (or transaction)
 MAX_RAW_HEAD = 4096  # ... and this many of a file that is not a binlog at all
@@ -121,33 +123,25 @@ def as_buffer(source) -> Iterator[memoryview]:
 
 
 @contextlib.contextmanager
-def task_file(uri: str) -> Iterator[memoryview]:
+def task_file(uri: str, settings: StorageSettings | None = None) -> Iterator[memoryview]:
     """All the bytes of the file at ``uri``, for a task that reads it whole: a local file is
     memory-mapped, any other is copied to a local temp file first (:func:`_task_bytes`)."""
-    with _task_bytes(uri, 0, None) as buf:
+    with _task_bytes(uri, 0, None, settings) as buf:
         yield buf
 
 
-def _pyarrow_fs(uri: str):
-    from pyarrow import fs as pafs
-
-    u = urlparse(uri)
-    if u.scheme in ("s3a", "s3n"):
-        uri = "s3" + uri[len(u.scheme):]
-    return pafs.FileSystem.from_uri(uri)
-
-
 @contextlib.contextmanager
-def _task_bytes(uri: str, start: int, end: int | None) -> Iterator[memoryview]:
+def _task_bytes(uri: str, start: int, end: int | None, settings: StorageSettings | None = None) -> Iterator[memoryview]:
     """The bytes a task needs, at their file offsets: the whole file (mapped)
     for a local path; for other paths a sparse temp file holding the format
-    description and ``[start, end)`` only (``end`` None: to the end of the file)."""
+    description and ``[start, end)`` only (``end`` None: to the end of the file),
+    read through pyarrow with ``settings`` (the driver's, shipped with the task)."""
     path = local_path(uri)
     if path is not None:
         with _mapped(path) as buf:
             yield buf
         return
-    fs, fpath = _pyarrow_fs(uri)
+    fs, fpath = arrow_filesystem(uri, settings)
     with tempfile.NamedTemporaryFile(prefix="binlog-range-", suffix=".bin") as tmp:
         with fs.open_input_file(fpath) as src:
             end = src.size() if end is None else end

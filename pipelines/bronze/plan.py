@@ -2,6 +2,7 @@
 boundaries), given its bytes and its latest manifest row."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, replace
 
 from pipelines.binlog.constants import COMMON_HEADER_LEN
@@ -209,15 +210,17 @@ class Survey:
     error: str | None = None  # a BronzeError the driver raises when it reaches this file
 
 
-def survey_file(req: SurveyRequest, strict: bool, target: int) -> Survey:
+def survey_file(req: SurveyRequest, strict: bool, target: int, settings=None, content=None) -> Survey:
     """The survey task of one file: its head, its plan (:func:`plan_file`), the sha256 of what
     it is planned to hold, its DDL statements and XA groups, and the raw bytes of its bad
     event; or the error that stops the run when the driver reaches it. Never raises for bad
-    input: the driver decides, in file order, what each finding means."""
+    input: the driver decides, in file order, what each finding means. The file's bytes are
+    ``content`` when the caller has them (Spark's whole-file reader read it), else read here
+    (``settings``: the storage settings of a remote file, :mod:`pipelines.storage`)."""
     f = req.file
     sv = Survey(f.name)
     try:
-        with task_file(f.uri) as buf:
+        with contextlib.nullcontext(memoryview(content)) if content is not None else task_file(f.uri, settings) as buf:
             if req.redo is not None:
                 sv.plan = _finish(_redo_plan(f, req.redo, buf, target), buf)
                 return sv

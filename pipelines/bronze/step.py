@@ -34,22 +34,30 @@ How a run goes
 
    The driver never reads a binlog file: it lists the folder, keeps the manifest
    and decides, in file order, what each finding means (sequence checks, copies,
-   errors). A local file is memory-mapped by the task that reads it; any other
-   Hadoop path is read with ``pyarrow.fs`` into the executor's temp space.
+   errors). A local file is memory-mapped by the task that reads it. A new remote
+   file that one task will decode whole (at most ``target_bytes_per_task``) is read
+   once, by Spark's whole-file reader (Hadoop's filesystem, with the session's
+   S3/HDFS settings), and kept on the executors (memory, then local disk) until the
+   run ends: the survey reads that copy, and so does its decode task
+   (:class:`pipelines.bronze.tasks.KeptFiles`). Any other remote file (a grown one,
+   one to split into ranges, an interrupted batch's) is read by the survey with
+   ``pyarrow.fs`` (:mod:`pipelines.storage`) into the executor's temp space, and
+   its ranges again by their decode tasks: reading only a range of a big file is
+   what lets its tasks run side by side without each holding the whole file.
 3. **Decode** in Spark tasks (:func:`pipelines.bronze.decode.decode_range`), each
    indexing its own range first:
 
    * a file the batch reads from its first event in *one* task (at most
      ``target_bytes_per_task`` of new bytes, or one transaction, up to
-     :data:`pipelines.bronze.commit.WHOLE_FILE_MAX`) is read whole by Spark's
+     :data:`pipelines.bronze.tasks.WHOLE_FILE_MAX`) is read whole by Spark's
      ``binaryFile`` source (or ``binaryFiles``, as ``parallelism.whole_files``
      says) and decoded from its content as the ``binlog_changes`` SQL function
      decodes a ``binaryFile`` row (``parallelism.whole_files: ranges`` turns this
      off);
    * every other range (a split file, or the new tail of a file that grew) is a
      task of its own that reads just its bytes: a local (or ``file:``) path is
-     memory-mapped; any other path is read with ``pyarrow.fs`` (``s3a://`` is read
-     as ``s3://``), and only the format description and the task's own range are
+     memory-mapped; any other path is read with ``pyarrow.fs`` (with the driver's
+     storage settings, shipped in the task), and only the format description and the task's own range are
      written into a sparse local temp file, so offsets stay file offsets and an
      executor never holds more than one range.
 
@@ -178,7 +186,7 @@ from pipelines.bronze.sequence import Link, check_sequence, link_problem
 from pipelines.bronze.state import (
     DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _bronze_struct, _delta, _last_txn,
 )
-from pipelines.bronze.tasks import file_digests, ship_package, survey
+from pipelines.bronze.tasks import file_digests, keep_whole, ship_package, survey
 from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 from pipelines.spark_session import job_description
@@ -296,9 +304,21 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             continue
         todo.append((f, prev, newest))
 
-    # every new byte is read once, in Spark tasks side by side (the survey); the driver gets small
+    # a new remote file one task will decode whole is read once, and kept for its decode
+    kept = keep_whole(spark, cfg, [f for f, prev, _newest in todo if prev is None])
+    try:
+        _land(spark, cfg, stats, now, history, todo, latest, next_batch, kept)
+    finally:
+        if kept is not None:
+            kept.release()
+
+
+def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: list, latest: dict, next_batch: int,
+          kept) -> None:
+    """Survey ``todo`` (``(file, prev, newest)``), plan in file order and land the batches."""
+    # every new byte is read in Spark tasks side by side (the survey); the driver gets small
     # findings back and decides in file order what they mean
-    found: dict[str, Survey] = survey(spark, cfg, [SurveyRequest(f, prev, newest) for f, prev, newest in todo])
+    found: dict[str, Survey] = survey(spark, cfg, [SurveyRequest(f, prev, newest) for f, prev, newest in todo], kept)
     links = {r.file_seq: Link.of_row(r) for r in latest.values()}
     known = sorted(links)
     finished = {(r.size, r.sha256): r.name for r in latest.values()
@@ -340,11 +360,11 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         batch_plans.append(plan)
         batch_bytes += plan.end - plan.start
         if batch_bytes >= cfg.parallelism.max_batch_bytes:
-            _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history)
+            _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history, kept)
             next_batch += 1
             batch_plans, batch_bytes = [], 0
     if batch_plans:
-        _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history)
+        _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history, kept)
     if broken is not None:
         raise BronzeError(
             f"{broken}. Held back until the sequence is whole: {', '.join(stats.held_back)} "

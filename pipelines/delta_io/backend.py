@@ -1,6 +1,6 @@
 """Which backend a call uses (:func:`resolve_backend`), the interface both backends implement
-(:class:`DeltaBackend`, reached with :func:`backend_for`), the errors, SQL identifier quoting, and
-the Arrow filesystem of a URI."""
+(:class:`DeltaBackend`, reached with :func:`backend_for`), the errors and SQL identifier quoting.
+(A URI's Arrow filesystem and delta-rs options: :mod:`pipelines.storage`.)"""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -84,25 +84,6 @@ def resolve_backend(spark: SparkSession | None, backend: str = "auto") -> str:
 def _master(spark: SparkSession) -> str | None:
     context = getattr(spark, "sparkContext", None)
     return None if context is None else context.master
-
-
-def _arrow_fs(uri: str):
-    """(pyarrow filesystem, path in it) of a local path or a URI (s3a/s3n are read as s3)."""
-    from urllib.parse import urlparse
-
-    from pyarrow import fs as pafs
-
-    u = urlparse(uri)
-    if not u.scheme or u.scheme == "file":
-        local = u.path if u.scheme == "file" else uri
-        import os
-
-        local = os.path.abspath(local)
-        return pafs.LocalFileSystem(), local
-    if u.scheme in ("s3a", "s3n"):
-        uri = "s3" + uri[len(u.scheme):]
-    return pafs.FileSystem.from_uri(uri)
-
 
 
 class DeltaBackend(Protocol):

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import faults
+from pipelines import faults, storage
 from pipelines.delta_io.arrow import (
     _check_columns, _delta_field_json, _fit_columns, arrow_schema_to_spark, arrow_to_spark, delta_schema_to_spark,
     as_arrow, rows_to_arrow, spark_to_arrow,
@@ -35,16 +35,22 @@ from pipelines.delta_io.upkeep import LOG_RETENTION
 from pipelines.delta_io.writes import _new_fields, add_columns
 
 
+def _rs_options(path: str) -> dict[str, str] | None:
+    """delta-rs's storage options for the table at ``path``: the process's storage settings
+    (:mod:`pipelines.storage`; the session's Hadoop options)."""
+    return storage.delta_storage_options(str(path))
+
+
 def _rs_table(path: str):
     """The table at ``path`` as delta-rs loads it: at the version this thread pinned, else the latest."""
     import deltalake
 
     pin = pins.pin_of(path)
     if pin is None:
-        return deltalake.DeltaTable(str(path))
+        return deltalake.DeltaTable(str(path), storage_options=_rs_options(path))
     if pin.version is None:  # (pinned as missing: whoever reads it now reads another writer's table)
         raise pin.stale("read", "the table was created meanwhile")
-    return deltalake.DeltaTable(str(path), version=pin.version)
+    return deltalake.DeltaTable(str(path), version=pin.version, storage_options=_rs_options(path))
 
 
 def _rs_landed(path: str) -> None:
@@ -71,10 +77,23 @@ def _rs_created_meanwhile(path: str, error: Exception) -> None:
         raise pin.stale("create", "another writer created it") from error
 
 
+def _rs_arrow_filesystem(dt):
+    """pyarrow's own filesystem rooted at a remote table, for reading its files (None for a local
+    one: delta-rs's default). Reading a remote table through deltalake's default filesystem can
+    abort the process at exit ("terminate called without an active exception",
+    delta-io/delta-rs#2184): seen here on S3 in about half the runs."""
+    if not storage.is_remote(dt.table_uri):
+        return None
+    from pyarrow import fs as pafs
+
+    fs, root = storage.arrow_filesystem(dt.table_uri)
+    return pafs.SubTreeFileSystem(root, fs)
+
+
 def deltalake_table_exists(path: str) -> bool:
     import deltalake
 
-    return bool(deltalake.DeltaTable.is_deltatable(str(path)))
+    return bool(deltalake.DeltaTable.is_deltatable(str(path), storage_options=_rs_options(path)))
 
 
 # -- reads
@@ -137,7 +156,8 @@ def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:
     if "deletionVectors" in set(dt.protocol().reader_features or ()):  # to_pyarrow_table refuses them
         return _rs_query(dt, list(columns) if columns is not None else
                          [f.name for f in delta_schema_to_spark(dt.schema().to_json()).fields])
-    return dt.to_pyarrow_table(columns=list(columns) if columns is not None else None)
+    return dt.to_pyarrow_table(columns=list(columns) if columns is not None else None,
+                               filesystem=_rs_arrow_filesystem(dt))
 
 
 def _rs_query(dt, columns: Sequence[str]) -> pa.Table:
@@ -191,11 +211,9 @@ def _rs_snapshot_for_txn(path: str, txn_app_id: str | None, arrow_schema: pa.Sch
     two racing creating writes against each other. None when there is no txn id."""
     if txn_app_id is None:
         return None
-    import deltalake
-
-    if not deltalake.DeltaTable.is_deltatable(str(path)):
+    if not deltalake_table_exists(path):
         _rs_create(path, arrow_schema)
-    return deltalake.DeltaTable(str(path))
+    return _rs_table(path)
 
 
 def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping[str, str] | None = None) -> None:
@@ -209,7 +227,8 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
     properties = {**create_properties(nullable), **(extra or {})}
     mode = _rs_create_mode(path, "ignore")
     try:
-        DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode=mode, configuration=properties or None)
+        DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode=mode, configuration=properties or None,
+                          storage_options=_rs_options(path))
     except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
         _rs_created_meanwhile(path, e)
         raise
@@ -238,7 +257,7 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
     def attempt(n: int) -> bool:
         _rs_create_mode(path, "error")
         try:
-            write_deltalake(str(path), data, mode="error",
+            write_deltalake(str(path), data, mode="error", storage_options=_rs_options(path),
                             commit_properties=_rs_commit_properties(None, None, user_metadata))
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
             _rs_created_meanwhile(path, e)
@@ -331,7 +350,7 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
             if not needs_column_mapping(arrow_schema_to_spark(data.schema)):  # the write creates it
                 try:
                     write_deltalake(str(path), rows, mode=_rs_create_mode(path, "append"), schema_mode=mode,
-                                    commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
+                                    storage_options=_rs_options(path), commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
                 except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                     _rs_created_meanwhile(path, e)
                     raise
@@ -547,6 +566,7 @@ class RsBackend:
                 return reshape_rs(path, data, user_metadata)  # (which delta-rs's write cannot do)
             try:
                 write_deltalake(_rs_table(path) if exists else str(path), data,
+                                storage_options=None if exists else _rs_options(path),
                                 mode="overwrite" if exists else _rs_create_mode(path, "overwrite"),
                                 schema_mode="overwrite" if overwrite_schema else None,
                                 commit_properties=_rs_commit_properties(None, None, user_metadata, path))
@@ -563,7 +583,8 @@ class RsBackend:
         from deltalake import write_deltalake
 
         data = rows_to_arrow(rows, struct)
-        _commit("overwrite", path, lambda n: write_deltalake(str(path), data, mode="overwrite"))
+        _commit("overwrite", path, lambda n: write_deltalake(str(path), data, mode="overwrite",
+                                                             storage_options=_rs_options(path)))
 
     # -- merging
 

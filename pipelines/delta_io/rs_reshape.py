@@ -12,15 +12,13 @@ no commit names (VACUUM removes them).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 
 import pyarrow as pa
 
+from pipelines import storage
 from pipelines.delta_io.backend import DeltaIOError
 from pipelines.delta_io.features import COLUMN_MAPPING_ID, COLUMN_MAPPING_MODE
-from pipelines.lock import local_dir
 
 MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
 STAGE_PREFIX = "reshape-"
@@ -77,7 +75,7 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
     """Replace the rows and the schema of the column-mapped table at ``path`` with ``data`` in one
     commit (see the module's docstring) that records ``user_metadata``; each commit made against
     the table's pinned version when this thread pinned it (:mod:`pipelines.delta_io.pins`)."""
-    from deltalake import DeltaTable, TableFeatures, write_deltalake
+    from deltalake import TableFeatures, write_deltalake
 
     from pipelines.delta_io.rs_backend import (_rs_commit_properties, _rs_create, _rs_ensure_mapping_feature,
                                                _rs_landed, _rs_table)
@@ -85,8 +83,8 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
     folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage = f"{str(path).rstrip('/')}/{folder}"
     _rs_create(stage, data.schema, {COLUMN_MAPPING_MODE: "name"})
-    write_deltalake(DeltaTable(stage), data, mode="append")
-    staged = DeltaTable(stage)
+    write_deltalake(_rs_table(stage), data, mode="append")
+    staged = _rs_table(stage)
     table = _rs_table(path)
     # the staged schema's ids count from 1: the table's largest id must cover them (set first:
     # on a table-features protocol, delta-rs 1.6 also lists every feature it knows in the commit)
@@ -116,28 +114,29 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
     table.create_write_transaction(_staged_adds(stage, staged, folder), "overwrite", staged.schema(),
                                    commit_properties=_rs_commit_properties(None, None, user_metadata, path))
     _rs_landed(path)
-    local = local_dir(stage)
-    if local is not None:  # the staged table's log: its files now belong to the table
-        shutil.rmtree(os.path.join(local, "_delta_log"), ignore_errors=True)
+    fs, root = storage.arrow_filesystem(stage)  # the staged table's log: its files now belong to the table
+    try:
+        fs.delete_dir(f"{root}/_delta_log")
+    except (FileNotFoundError, OSError):
+        pass
 
 
 def _staged_adds(stage: str, staged, folder: str) -> list:
     """The staged table's files as add actions of the table around it (paths under ``folder``),
-    with the staged table's statistics as delta-rs wrote them (read from its log when it is
-    local; elsewhere only the row counts)."""
+    with the staged table's statistics as delta-rs wrote them (read from its log, wherever the
+    table is: :func:`pipelines.storage.arrow_filesystem`)."""
     from deltalake.transaction import AddAction
+    from pyarrow import fs as pafs
 
     stats: dict[str, str] = {}
-    local = local_dir(stage)
-    if local is not None:
-        log = os.path.join(local, "_delta_log")
-        for name in sorted(os.listdir(log)):
-            if name.endswith(".json"):
-                with open(os.path.join(log, name), encoding="utf-8") as f:
-                    for line in f:
-                        add = json.loads(line).get("add")
-                        if add is not None and add.get("stats"):
-                            stats[add["path"]] = add["stats"]
+    fs, root = storage.arrow_filesystem(stage)
+    for info in sorted(fs.get_file_info(pafs.FileSelector(f"{root}/_delta_log")), key=lambda i: i.base_name):
+        if info.base_name.endswith(".json"):
+            with fs.open_input_stream(info.path) as f:
+                for line in f.read().decode("utf-8").splitlines():
+                    add = json.loads(line).get("add") if line.strip() else None
+                    if add is not None and add.get("stats"):
+                        stats[add["path"]] = add["stats"]
     adds = pa.table(staged.get_add_actions(flatten=True)).to_pylist()
     return [AddAction(f"{folder}/{a['path']}", a["size_bytes"], {}, int(a["modification_time"]), True,
                       stats.get(a["path"], json.dumps({"numRecords": a["num_records"]})))

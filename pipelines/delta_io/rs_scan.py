@@ -33,16 +33,14 @@ class RsScan:
         """The scan of the table at ``path`` (``above``: only the files that may hold a row with
         that column above that value); None when its files alone do not give its rows (partition
         columns, deletion vectors, column mapping)."""
-        from deltalake import DeltaTable
+        from pipelines.delta_io.rs_backend import _rs_arrow_filesystem, _rs_files_above, _rs_table
 
-        from pipelines.delta_io.rs_backend import _rs_files_above
-
-        dt = DeltaTable(str(path))
+        dt = _rs_table(path)
         meta, features = dt.metadata(), set(dt.protocol().reader_features or ())
         if meta.partition_columns or "deletionVectors" in features or "columnMapping" in features \
                 or uses_column_mapping(meta.configuration):
             return None
-        whole = dt.to_pyarrow_dataset()
+        whole = dt.to_pyarrow_dataset(filesystem=_rs_arrow_filesystem(dt))
         only = None if above is None else _rs_files_above(dt, *above)
         fragments = list(whole.get_fragments())
         if only is not None:  # (a fragment's path: relative to the table, or its location then that)

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from pipelines import faults
+from pipelines import faults, storage
 from pipelines.delta_io.arrow import spark_schema_to_arrow
-from pipelines.delta_io.backend import DeltaIOError, _arrow_fs
+from pipelines.delta_io.backend import DeltaIOError
 from pipelines.delta_io.commits import _commit, check_txn
-from pipelines.delta_io.rs_backend import _rs_commit_properties, _rs_create, _rs_txn_recorded
+from pipelines.delta_io.rs_backend import (
+    _rs_commit_properties, _rs_create, _rs_table, _rs_txn_recorded, deltalake_table_exists,
+)
 
 
 STAGED_BATCH_ROWS = 20_000  # rows held as Python tuples in a task before they become Arrow
@@ -63,7 +65,9 @@ class ParquetStager:
     ``parquet_options`` go to ``pyarrow.parquet.ParquetWriter`` (which columns get dictionaries
     and Parquet statistics, ...); whole record batches can be added with :meth:`add_batch`.
 
-    Runs inside Spark tasks: it uses pyarrow only.
+    Runs inside Spark tasks: it uses pyarrow only. ``settings`` are the storage settings of the
+    table's filesystem (:mod:`pipelines.storage`): a task gets them from the driver, in its
+    closure (default: this process's).
 
     >>> stager = ParquetStager("/wh/bronze/binlog_changes", arrow_schema, stats_columns=["_seq"])  # doctest: +SKIP
     >>> for row in rows: stager.add(row)  # doctest: +SKIP
@@ -72,7 +76,7 @@ class ParquetStager:
 
     def __init__(self, table_uri: str, schema: pa.Schema, *, stats_columns: Sequence[str] = (),
                  batch_rows: int = STAGED_BATCH_ROWS, file_rows: int = STAGED_FILE_ROWS,
-                 parquet_options: dict | None = None):
+                 parquet_options: dict | None = None, settings: storage.StorageSettings | None = None):
         self.uri, self.schema = str(table_uri), schema
         self.parquet_options = dict(parquet_options or {})  # for pyarrow.parquet.ParquetWriter
         self.batch_rows, self.file_rows = batch_rows, file_rows
@@ -80,7 +84,7 @@ class ParquetStager:
         missing = [c for i, c in self._stat_idx if i < 0]
         if missing:
             raise DeltaIOError(f"ParquetStager: no column(s) {missing} for statistics in {schema.names}")
-        self._fs, self._root = _arrow_fs(self.uri)
+        self._fs, self._root = storage.arrow_filesystem(self.uri, settings)
         self._rows: list[tuple] = []
         self._writer = None
         self._file: str | None = None
@@ -198,7 +202,7 @@ class ParquetStager:
 
 def discard_staged(path: str, files: Sequence[StagedFile]) -> None:
     """Delete staged files that will not be committed (missing ones are ignored)."""
-    fs, root = _arrow_fs(str(path))
+    fs, root = storage.arrow_filesystem(str(path))
     for f in files:
         try:
             fs.delete_file(f"{root}/{f.path}")
@@ -210,7 +214,7 @@ def prepare_staging(path: str, table_schema: T.StructType) -> pa.Schema:
     """The Arrow schema staged files of the table at ``path`` must have; creates the folder
     of a local table that does not exist yet."""
     arrow_schema = spark_schema_to_arrow(table_schema, force_nullable=True)
-    fs, root = _arrow_fs(str(path))
+    fs, root = storage.arrow_filesystem(str(path))
     fs.create_dir(root, recursive=True)
     return arrow_schema
 
@@ -235,12 +239,11 @@ def commit_staged(
     now = int(time.time() * 1000)
 
     def attempt(n: int) -> bool:
-        import deltalake
         from deltalake.transaction import AddAction
 
-        if not deltalake.DeltaTable.is_deltatable(str(path)):
+        if not deltalake_table_exists(path):
             _rs_create(path, table_schema)
-        table = deltalake.DeltaTable(str(path))
+        table = _rs_table(path)
         if _rs_txn_recorded(table, txn_app_id, txn_version):
             return False
         actions = [AddAction(f.path, f.size, {}, now, True, f.stats) for f in files]

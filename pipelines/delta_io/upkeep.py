@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipelines.delta_io.backend import _arrow_fs, backend_for
+from pipelines import storage as _storage
+from pipelines.delta_io.backend import backend_for
 
 LOG_RETENTION = "delta.logRetentionDuration"
 
@@ -48,7 +49,7 @@ def storage(path: str, *, spark: SparkSession | None = None, backend: str = "aut
     from pyarrow import fs as pafs
 
     files, live, version = backend_for(spark, backend).snapshot_size(spark, path)
-    fs, root = _arrow_fs(str(path))
+    fs, root = _storage.arrow_filesystem(str(path))
     disk_files = disk_bytes = log_files = checkpoints = 0
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
         if info.type != pafs.FileType.File:
