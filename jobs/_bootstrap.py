@@ -101,9 +101,9 @@ def main(job: Callable[[], int]) -> int:
 @contextlib.contextmanager
 def warehouse_lock(cfg, args: argparse.Namespace) -> Iterator[None]:
     """Hold the warehouse lock (:mod:`pipelines.lock`) for the whole job."""
-    from pipelines.lock import warehouse_lock as lock
+    from pipelines.lock import lease_of, warehouse_lock as lock
 
-    with lock(cfg.warehouse, timeout=args.lock_timeout):
+    with lock(cfg.warehouse, timeout=args.lock_timeout, lease=lease_of(cfg.lock.lease_seconds)):
         yield
 
 

@@ -29,6 +29,8 @@ Layout of the YAML file (every key but ``input`` and ``warehouse`` is optional):
       compact_min_files: 8             # a table with more data files than this is compacted
       target_file_bytes: 134217728     # compaction's target file size (128 MiB)
       every_runs: 0                    # 0: only the maintain job; N: run_pipeline maintains every N runs
+    lock:                              # S3 and HDFS warehouses (pipelines/lock.py)
+      lease_seconds: 120               # a run that stops renewing (killed) frees the warehouse after this
     time_zone: UTC                     # IANA name
     strict: false                      # true: bad input fails the run; false: it is quarantined
     accept_gaps: false                 # true: a missing file in the sequence is not an error
@@ -157,6 +159,11 @@ class MaintenanceConfig:
 
 
 @dataclass(frozen=True)
+class LockConfig:
+    lease_seconds: int = 120  # a remote warehouse lease (pipelines.lock.Lease); renewed every quarter of it
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """The validated configuration. Build it with :func:`load_config`."""
 
@@ -176,6 +183,7 @@ class PipelineConfig:
     spark: SparkConfig = SparkConfig()
     silver: SilverConfig = SilverConfig()
     maintenance: MaintenanceConfig = MaintenanceConfig()
+    lock: LockConfig = LockConfig()
     source: str = "<defaults>"  # the YAML file this came from
 
     def warehouse_path(self, *parts: str) -> str:
@@ -198,6 +206,7 @@ class PipelineConfig:
 _TOP_KEYS = {
     "input", "warehouse", "tables", "keys", "delete_mode", "scd2", "time_zone", "strict",
     "accept_gaps", "schema_seed", "progress", "parallelism", "delta", "spark", "silver", "maintenance",
+    "lock",
 }
 _SECTION_KEYS = {
     "tables": {"include", "exclude"},
@@ -206,6 +215,7 @@ _SECTION_KEYS = {
     "spark": {"master", "app_name", "conf"},
     "silver": {"column_prefix", "table_column_prefix", "deletion_vectors"},
     "maintenance": {"retention_hours", "log_retention_hours", "compact_min_files", "target_file_bytes", "every_runs"},
+    "lock": {"lease_seconds"},
 }
 
 
@@ -404,6 +414,9 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
                                          m.target_file_bytes),
         every_runs=c.count(m_raw, "every_runs", "maintenance.every_runs", m.every_runs),
     )
+    lock_raw = c.section(raw, "lock")
+    lock = LockConfig(lease_seconds=c.positive_int(lock_raw, "lease_seconds", "lock.lease_seconds",
+                                                   LockConfig.lease_seconds))
 
     cfg = PipelineConfig(
         input=paths["input"] or "",
@@ -422,6 +435,7 @@ def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> Pi
         spark=spark,
         silver=silver,
         maintenance=maintenance,
+        lock=lock,
         source=source,
     )
     if c.problems:

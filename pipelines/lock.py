@@ -105,6 +105,15 @@ class Lease:
 DEFAULT_LEASE = Lease()
 
 
+def lease_of(seconds: float) -> Lease:
+    """The lease of ``lock.lease_seconds`` in the configuration: renewed every quarter of it.
+
+    >>> lease_of(20)
+    Lease(seconds=20.0, renew_every=5.0)
+    """
+    return Lease(float(seconds), float(seconds) / 4)
+
+
 class LockLost(RuntimeError):
     """This run's remote lock was taken over, or could not be renewed before its lease ran out."""
 

@@ -41,7 +41,7 @@ from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 from pipelines.lock import check_held
 from pipelines.storage import arrow_filesystem
-from pipelines.delta_io.upkeep import Storage, checkpoint, compact, set_log_retention, storage, vacuum
+from pipelines.delta_io.upkeep import Storage, checkpoint, compact, keep_properties, storage, vacuum
 
 _UTC = _dt.timezone.utc
 
@@ -145,7 +145,7 @@ def maintain_table(spark: SparkSession | None, path: str, cfg: PipelineConfig, b
     compacted = (0, 0)
     if before.files > m.compact_min_files:
         compacted = compact(path, target_bytes=m.target_file_bytes, user_metadata=user_metadata, **kw)
-    set_log_retention(path, m.log_retention_hours, user_metadata=user_metadata, **kw)
+    keep_properties(path, m.log_retention_hours, user_metadata=user_metadata, **kw)
     checkpoint(path, **kw)
     vacuumed = vacuum(path, m.retention_hours, user_metadata=user_metadata, **kw)
     return TableUpkeep(path, before, storage(path, **kw), compacted, vacuumed)

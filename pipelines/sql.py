@@ -262,7 +262,7 @@ def open_spark(engine: str, cfg=None, *, need_delta: bool = True):
         return None
     from pyspark.sql import SparkSession
 
-    from pipelines.spark_session import build_session, delta_spark_available
+    from pipelines.spark_session import build_session, delta_spark_available, uses_s3a
 
     owned = SparkSession.getActiveSession() is None
     spark = build_session(
@@ -271,6 +271,7 @@ def open_spark(engine: str, cfg=None, *, need_delta: bool = True):
         delta_packages=",".join(cfg.delta.packages) if cfg is not None and cfg.delta.packages else None,
         extra_conf=dict(cfg.spark.conf) if cfg is not None else None,
         delta=True,  # DELTA_JARS, delta.packages, else the jars make setup fetched
+        s3a=cfg is not None and uses_s3a(cfg.warehouse, cfg.input),  # (hadoop-aws: s3a:// paths)
     )
     if delta_spark_available(spark) or (engine == "spark" and not need_delta):
         return spark, owned  # (without tables to read, SQL over raw binlog files needs no Delta)

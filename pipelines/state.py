@@ -34,7 +34,10 @@ MANIFEST_DDL = (
     "complete_until BIGINT, sha256 STRING, status STRING, phase STRING, batch BIGINT, events BIGINT, "
     "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP, "
     # what the next file is checked against (see "Sequence integrity"); unknown events skipped on purpose
-    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT"
+    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT, "
+    # when a batch's committed row was written, right after its bronze commit (processed_at: the
+    # run's start, its rows' _ingested_at): silver finds batches that landed after it read bronze
+    "committed_at TIMESTAMP"
 )
 
 QUARANTINE_DDL = (

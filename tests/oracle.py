@@ -183,10 +183,8 @@ def silver_rows(warehouse: Path, db: str, table: str, cols: list[ColumnDef],
                 deleted: str = "_deleted") -> list[tuple] | None:
     """Silver's live rows of ``db.table`` (tombstones in ``deleted`` left out), None when there
     is no table."""
-    from deltalake import DeltaTable
-
-    path = silver_table_path(warehouse, db, table)
-    if not DeltaTable.is_deltatable(path):
+    path = silver_table_path(str(warehouse), db, table)
+    if not delta_io.deltalake_table_exists(path):  # (any store the process's settings reach)
         return None
     data = delta_io.read_arrow(path).to_pylist()
     out = []

@@ -27,6 +27,13 @@ in its batch: the same seed and mode give the same statements.
 With ``--kill`` (and in the batches whose first seed :func:`fault_seed` picks), the main job runs
 as a subprocess and is SIGKILLed at a random moment, then run again: nothing may be lost or
 applied twice.
+
+``--place`` says where the pipeline runs (:data:`PLACES`): ``local`` folders (the default);
+``s3``, binlogs and warehouse in a bucket of a private S3 API server (moto's, on 127.0.0.1), the
+S3 settings only in the job's ``spark.conf`` (the jobs run as subprocesses; a killed run's lease
+frees the warehouse after ``lock.lease_seconds``); ``overlap``, two silver runs at once on the
+same warehouse after each bronze run, in this process and without a lock (what a lease that
+expired lets happen): each table's commits are made only on the version its plan read.
 """
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -53,6 +61,9 @@ for _path in (TESTS, REPO):  # this checkout's pipelines, whatever the venv inst
 from mariadb_server import MariaDBServer  # noqa: E402
 from oracle import _diff, q, server_columns, server_rows, silver_rows  # noqa: E402
 from workloads import Col, random_value, sql_literal  # noqa: E402
+
+PLACES = ("local", "s3", "overlap")
+S3_LEASE_SECONDS = 5  # place s3: a killed run's lease; the next run waits for it (--lock-timeout)
 
 MODES = {
     "full/full": dict(row_metadata="FULL", row_image="FULL"),
@@ -430,13 +441,12 @@ def deleted_column(warehouse: Path, db: str, table: str) -> str:
     from pipelines.paths import silver_table_path
     from pipelines.silver.columns import own_columns_of
 
-    import deltalake
+    from pipelines.delta_io import deltalake_table_exists, read_arrow
 
-    path = silver_table_path(warehouse, db, table)
-    if not deltalake.DeltaTable.is_deltatable(path):
+    path = silver_table_path(str(warehouse), db, table)
+    if not deltalake_table_exists(path):
         return "_deleted"
-    names = [f.name for f in deltalake.DeltaTable(path).schema().fields]
-    return own_columns_of(names).deleted
+    return own_columns_of(read_arrow(path).column_names).deleted
 
 
 def closed_binlogs(srv: MariaDBServer) -> list[Path]:
@@ -450,14 +460,21 @@ def copy_files(files: list[Path], dest: Path) -> None:
             shutil.copy2(f, dest / f.name)
 
 
-def write_config(workloads: "Workload | list[Workload]", workdir: Path, backend: str) -> Path:
+def write_config(workloads: "Workload | list[Workload]", workdir: Path, backend: str,
+                 s3: "tuple | None" = None) -> Path:
     """The job's configuration: the shipped one, with another prefix for silver's own columns of
-    every table whose source columns take the default names (as a user would set it)."""
+    every table whose source columns take the default names (as a user would set it); ``s3``
+    ``(server, bucket)``: binlogs and warehouse in that bucket, its settings in ``spark.conf``."""
     import yaml
 
     workloads = workloads if isinstance(workloads, list) else [workloads]
     cfg = yaml.safe_load((REPO / "conf" / "pipeline.yaml").read_text())
     cfg.update(input=str(workdir / "binlogs"), warehouse=str(workdir / "warehouse"), progress=False)
+    if s3 is not None:
+        server, bucket = s3
+        cfg.update(input=f"s3a://{bucket}/binlogs", warehouse=f"s3a://{bucket}/warehouse",
+                   lock={"lease_seconds": S3_LEASE_SECONDS})
+        cfg["spark"] = {**cfg.get("spark", {}), "conf": {**cfg.get("spark", {}).get("conf", {}), **server.spark_conf()}}
     cfg["delta"] = {**cfg.get("delta", {}), "backend": backend}
     cfg["silver"] = {"column_prefix": "_", "table_column_prefix": {
         f"{w.db}.{name}": "_cdc_" for w in workloads for name in w.prefixed}}
@@ -469,10 +486,12 @@ def write_config(workloads: "Workload | list[Workload]", workdir: Path, backend:
 def job(config: Path, backend: str, *, kill_after: float | None = None,
         timeout: float = 900) -> subprocess.CompletedProcess | None:
     """The main job as users run it; with ``kill_after`` SIGKILLed after that many seconds
-    (None back when it was killed, the completed process when it ended first)."""
+    (None back when it was killed, the completed process when it ended first). It waits for a
+    killed run's lease (place s3), and sees no ``AWS_*`` variable: only the config's settings."""
     cmd = [sys.executable, str(REPO / "jobs" / "run_pipeline.py"), "--config", str(config), "--no-progress",
-           "--delta-backend", backend]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+           "--delta-backend", backend, "--lock-timeout", str(4 * S3_LEASE_SECONDS)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if kill_after is None:
         return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -489,10 +508,8 @@ def bronze_duplicates(warehouse: Path) -> int:
     """Row changes bronze holds more than once (by file, position and row)."""
     from pipelines import delta_io
 
-    path = warehouse / "bronze" / "binlog_changes"
-    import deltalake
-
-    if not deltalake.DeltaTable.is_deltatable(str(path)):
+    path = f"{str(warehouse).rstrip('/')}/bronze/binlog_changes"
+    if not delta_io.deltalake_table_exists(path):
         return 0
     keys = delta_io.read_arrow(str(path), ["source_file", "event_pos", "row_idx"]).to_pylist()
     return len(keys) - len({(k["source_file"], k["event_pos"], k["row_idx"]) for k in keys})
@@ -541,6 +558,7 @@ class Outcome:
     columns: int = 0
     statements: int = 0
     seconds: float = 0.0
+    place: str = "local"
 
     @property
     def ok(self) -> bool:
@@ -548,7 +566,7 @@ class Outcome:
 
     def line(self) -> str:
         head = (f"seed {self.seed} {self.mode} {self.backend}{' (killed once)' if self.killed else ''}"
-                f"{' (keyed in Arrow)' if self.arrow else ''}")
+                f"{' (keyed in Arrow)' if self.arrow else ''}{'' if self.place == 'local' else f' ({self.place})'}")
         if self.ok:
             return f"ok    {head}: {self.statements} statements, {self.columns} columns, {self.rows} rows, {self.seconds:.1f} s"
         first = self.problems[0].splitlines()
@@ -556,15 +574,57 @@ class Outcome:
 
 
 def run_seed(seed: int, mode: str, workdir: Path, *, backend: str = "rs", spark=None, kill: bool | None = None,
-             steps: int = 40, verbose: bool = False, arrow: bool = False) -> Outcome:
+             steps: int = 40, verbose: bool = False, arrow: bool = False, place: str = "local") -> Outcome:
     """One seed alone: :func:`run_batch` of that seed (``kill`` defaults to :func:`fault_seed`)."""
     kill = fault_seed(seed) if kill is None else kill
     return run_batch([seed], mode, workdir, backend=backend, spark=spark, kill=kill, steps=steps,
-                     verbose=verbose, arrow=arrow)[0]
+                     verbose=verbose, arrow=arrow, place=place)[0]
+
+
+_S3: list = []  # the private S3 API server of place s3, started once per process
+
+
+def s3_server():
+    """The process's private S3 API server (moto's; stopped at exit)."""
+    if not _S3:
+        from s3_server import S3Server
+
+        _S3.append(S3Server().start())
+    return _S3[0]
+
+
+def upload(files: list[Path], server, bucket: str) -> None:
+    """Place s3: the binlog files under ``binlogs/`` in the bucket (each whole, once)."""
+    client = server.client()
+    for f in files:
+        client.put_object(Bucket=bucket, Key=f"binlogs/{f.name}", Body=f.read_bytes())
+
+
+def silver_at_once(spark, cfg, rng: random.Random) -> str:
+    """Place overlap: two silver runs on one warehouse at once (the second a random moment later),
+    no lock between them; the failures they report, if any."""
+    from pipelines.silver import step as silver_step
+
+    errors: list[str] = []
+
+    def one(delay: float) -> None:
+        time.sleep(delay)
+        try:
+            silver_step.run(spark, cfg)
+        except Exception as e:  # noqa: BLE001 - compared with the server below; named in the outcome
+            errors.append(f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=one, args=(d,)) for d in (0.0, rng.uniform(0.0, 3.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return "\n".join(errors)
 
 
 def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs", spark=None,
-              kill: bool = False, steps: int = 40, verbose: bool = False, arrow: bool = False) -> list[Outcome]:
+              kill: bool = False, steps: int = 40, verbose: bool = False, arrow: bool = False,
+              place: str = "local") -> list[Outcome]:
     """Seeds side by side: each seed's workload in a database of its own on one fresh server, one
     after another, then the pipeline in two runs over all their binlogs (the files closed halfway,
     then the rest), as a user's many tables go through one run; then every seed's silver tables
@@ -576,8 +636,10 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
     a random moment, then run again).
 
     ``arrow`` (delta-rs, in this process): silver folds every keyed segment in Arrow
-    (:func:`keyed_segments_in_arrow`).
+    (:func:`keyed_segments_in_arrow`). ``place``: where the binlogs and the warehouse are, and
+    whether two silver runs overlap (:data:`PLACES`; s3 runs the job as a subprocess).
     """
+    from pipelines import storage
     from pipelines import bronze
     from pipelines.silver import step as silver_step
     from pipelines.config import load_config
@@ -597,7 +659,12 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
         srv.flush_logs()
         files = srv.binlog_files()[first:-1]
         binlogs, warehouse = workdir / "binlogs", workdir / "warehouse"
-        config = write_config(workloads, workdir, backend)
+        s3 = None
+        if place == "s3":  # (this process's checks read the bucket with the same settings)
+            s3 = (s3_server(), s3_server().bucket("soak"))
+            storage.use(storage.StorageSettings.of(s3[0].hadoop_options()))
+            warehouse = f"s3a://{s3[1]}/warehouse"
+        config = write_config(workloads, workdir, backend, s3=s3)
         half = max(1, len(files) // 2)
         shared: list[str] = []  # problems of the runs themselves: every seed of the batch has them
         silver_failed = ""
@@ -605,10 +672,16 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
         for part, files_now in enumerate((files[:half], files[half:])):
             if not files_now:
                 continue
-            copy_files(files_now, binlogs)
-            if spark is not None and not kill:
+            if s3 is not None:
+                upload(files_now, *s3)
+            else:
+                copy_files(files_now, binlogs)
+            if spark is not None and not kill and s3 is None:
                 cfg = load_config(config)
                 bronze.run(spark, cfg)
+                if place == "overlap":
+                    silver_failed = silver_at_once(spark, cfg, rng) or silver_failed
+                    continue
                 try:
                     with keyed_segments_in_arrow(arrow):
                         silver_step.run(spark, cfg)
@@ -620,7 +693,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             done = job(config, backend)
             if done.returncode != 0:
                 shared.append(f"job exit {done.returncode}: " + (done.stderr.strip().splitlines() or ["?"])[-1])
-        in_process = spark is not None and not kill
+        in_process = spark is not None and not kill and s3 is None
         dup = bronze_duplicates(warehouse)
         if dup:
             shared.append(f"bronze holds {dup} row change(s) twice")
@@ -634,7 +707,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
             out.append(Outcome(w.seed, mode, backend, problems, kill, arrow and in_process, rows,
                                sum(len(t.columns) for t in w.tables),
-                               len(w.statements), seconds))
+                               len(w.statements), seconds, place=place))
         return out
     finally:
         srv.stop()
@@ -701,6 +774,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arrow", action="store_true",
                    help="every delta-rs batch folds its keyed tables in Arrow (silver.columnar)")
     p.add_argument("--no-arrow", action="store_true", help="no batch does (they take the row path)")
+    p.add_argument("--place", choices=PLACES, default="local",
+                   help="local folders (default); s3: binlogs and warehouse on a private S3 server; overlap: "
+                        "two silver runs at once after each bronze run")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/binlog-delta-soak"))
     p.add_argument("--jobs", type=int, default=1,
                    help="processes side by side, each taking some of the modes (the same batches as one process); "
@@ -728,9 +804,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
         try:
             outs = run_batch(group, mode, work, backend=backend, spark=spark, kill=kills, steps=args.steps,
-                             verbose=args.verbose, arrow=arrows)
+                             verbose=args.verbose, arrow=arrows and args.place == "local", place=args.place)
         except Exception as e:  # noqa: BLE001 - a batch that crashes fails every seed of it
-            outs = [Outcome(s, mode, backend, [f"{type(e).__name__}: {e}"], kills, arrows) for s in group]
+            outs = [Outcome(s, mode, backend, [f"{type(e).__name__}: {e}"], kills, arrows, place=args.place)
+                    for s in group]
         for out in outs:
             print(out.line(), flush=True)
             if not out.ok:
@@ -743,7 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     for (mode, backend), (ok, bad) in sorted(counts.items()):
         print(f"  {mode:16s} {backend:6s} {ok:4d} / {bad}")
     for out, group in failed:
-        kill_flag = (" --kill" if out.killed else " --no-kill") + (" --arrow" if out.arrow else " --no-arrow")
+        kill_flag = ((" --kill" if out.killed else " --no-kill") + (" --arrow" if out.arrow else " --no-arrow")
+                     + ("" if out.place == "local" else f" --place {out.place}"))
         print(f"\nreproduce: python tests/soak.py --seed {out.seed} --mode {out.mode} --backend {out.backend}"
               f"{kill_flag} -v")
         if len(group) > 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -257,9 +258,9 @@ def _pipeline_table_rows():
     assert any(v.renamed for v in versions) and any(v.schema is None for v in versions)
     return [
         (MANIFEST_DDL, [("bin.000001", 1, "/in/bin.000001", 4096, 1700000000, 4, 4096, "ab" * 32, "done", "committed",
-                         3, 10, 20, None, None, None, "r1", now, "mariadb", "0-1-1", "0-1-9", None, 0),
+                         3, 10, 20, None, None, None, "r1", now, "mariadb", "0-1-1", "0-1-9", None, 0, now),
                         ("bin.000002", 2, "/in/bin.000002", 10, 1, 4, None, None, "quarantined", "pending",
-                         3, 0, 0, "bad magic", "NotABinlog", 0, "r1", now, None, None, None, None, 2)]),
+                         3, 0, 0, "bad magic", "NotABinlog", 0, "r1", now, None, None, None, None, 2, None)]),
         (QUARANTINE_DDL, [("bin.000002", 2, 0, "bad magic", "NotABinlog", "1.0", b"\xfe\x00", 3, "r1", now)]),
         (DDL_TABLE_DDL, [("bin.000001", 1, 120, "0000000001-0000000120-000000", "d", "CREATE TABLE t (a INT)",
                           now, False, "0-1-5", 1, "r1", None),
@@ -716,3 +717,49 @@ def test_delta_rs_gives_a_column_mapped_table_a_new_schema_in_one_commit(spark, 
     require_delta_spark(spark)
     assert_equal_sorted_by(delta_io.read(spark, path, backend="spark"), rows, "id")
     assert spark.sql(f"SELECT id FROM delta.`{path}` WHERE c > 1").collect() == [(1,)]
+
+
+@pytest.mark.spark
+def test_vacuum_removes_files_no_version_names_once_old_enough(spark, tmp_path, delta_backend):  # noqa: F811
+    """A run killed before its commit leaves Parquet files in the table's folder that no version
+    names; VACUUM removes them once they are older than the retention, on both backends."""
+    import pyarrow.parquet as pq
+
+    from pipelines.delta_io.upkeep import vacuum
+
+    path = str(tmp_path / "t")
+    schema = T.StructType([T.StructField("id", T.LongType())])
+    delta_io.create_if_missing(path, schema, spark=spark, backend=delta_backend)
+    delta_io.append(spark, spark.createDataFrame([(1,), (2,)], schema), path, backend=delta_backend)
+    orphan = Path(path) / "part-00000-staged-by-a-killed-run.c000.snappy.parquet"
+    pq.write_table(pa.table({"id": pa.array([9], pa.int64())}), orphan)
+    assert vacuum(path, 24, spark=spark, backend=delta_backend) == 0 and orphan.exists()  # (too young)
+    old = time.time() - 3 * 3600
+    os.utime(orphan, (old, old))
+    assert vacuum(path, 1, spark=spark, backend=delta_backend) == 1
+    assert not orphan.exists()
+    assert sorted(r["id"] for r in delta_io.read_rows(spark, path, ["id"], backend=delta_backend)) == [1, 2]
+
+
+@pytest.mark.spark
+def test_tables_checkpoint_as_they_commit(spark, tmp_path, delta_backend):  # noqa: F811
+    """Every table delta_io creates checkpoints every 10 commits as it commits (delta-rs's own
+    default is 100), so reading its state never replays a long log; a table made without the
+    property gets it from maintenance (keep_properties)."""
+    from pipelines.delta_io.backend import CHECKPOINT_INTERVAL
+    from pipelines.delta_io.upkeep import keep_properties
+
+    path = str(tmp_path / "t")
+    schema = T.StructType([T.StructField("id", T.LongType())])
+    delta_io.create_if_missing(path, schema, spark=spark, backend=delta_backend)
+    for i in range(11):
+        delta_io.append_rows(spark, [(i,)], schema, path, backend=delta_backend)
+    log = sorted(os.listdir(Path(path) / "_delta_log"))  # (12 versions: delta-rs writes version 9's, delta-spark 10's)
+    assert [n for n in log if n.endswith(".checkpoint.parquet")], log
+
+    old = str(tmp_path / "old")
+    deltalake.write_deltalake(old, pa.table({"id": pa.array([1], pa.int64())}))  # (delta-rs's defaults)
+    assert CHECKPOINT_INTERVAL not in deltalake.DeltaTable(old).metadata().configuration
+    assert keep_properties(old, 720, spark=spark, backend=delta_backend)
+    assert deltalake.DeltaTable(old).metadata().configuration[CHECKPOINT_INTERVAL] == "10"
+    assert not keep_properties(old, 720, spark=spark, backend=delta_backend)  # (nothing to change: no commit)

@@ -55,7 +55,7 @@ from pipelines import faults
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.paths import silver_table_path
-from pipelines.delta_io import read_arrow
+from pipelines.delta_io import deltalake_table_exists, read_arrow
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "jobs" / "run_pipeline.py"
@@ -276,13 +276,14 @@ class JobResult:
         return f"exit {self.rc} after {self.seconds:.1f} s\n--- stdout ---\n{self.out[-n:]}\n--- stderr ---\n{self.err[-n:]}"
 
 
-def start_job(config: Path, binlogs: Path, warehouse: Path, *, fault: str | None = None,
-              extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Start ``jobs/run_pipeline.py`` in its own process group (so the test can kill all of it)."""
-    env = {k: v for k, v in os.environ.items() if k != faults.ENV}
+def start_job(config: Path, binlogs: Path | str, warehouse: Path | str, *, fault: str | None = None,
+              extra: tuple[str, ...] = (), env: dict | None = None, job: Path = JOB) -> subprocess.Popen:
+    """Start ``jobs/run_pipeline.py`` (or ``job``) in its own process group (so the test can kill all
+    of it), in ``env`` (default: this process's environment)."""
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != faults.ENV}
     if fault:
         env[faults.ENV] = fault
-    cmd = [sys.executable, str(JOB), "--config", str(config), "--binlog-dir", str(binlogs),
+    cmd = [sys.executable, str(job), "--config", str(config), "--binlog-dir", str(binlogs),
            "--warehouse", str(warehouse), "--no-progress", *extra]
     return subprocess.Popen(cmd, env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -316,12 +317,10 @@ def run_job(config: Path, binlogs: Path, warehouse: Path, *, fault: str | None =
 # checks
 
 
-def _silver_rows(warehouse: Path, table: str) -> list[tuple]:
-    import deltalake
-
+def _silver_rows(warehouse: Path | str, table: str) -> list[tuple]:
     cols, _order = COMPARE[table]
     path = silver_table_path(str(warehouse), DB, table)
-    if not deltalake.DeltaTable.is_deltatable(path):
+    if not deltalake_table_exists(path):
         return []
     data = read_arrow(path)  # (delta-rs, whichever backend wrote it: deletion vectors too)
     present = {c.lower(): c for c in data.column_names}
@@ -353,14 +352,13 @@ class Verdict:
         return not (self.lost or self.duplicated or self.unknown or self.silver_diff)
 
 
-def check(workload: Workload, warehouse: Path) -> Verdict:
-    """Compare bronze with the binlogs' row changes and silver with the server."""
-    import deltalake
-
-    bronze_path = str(warehouse / BRONZE_TABLE)
+def check(workload: Workload, warehouse: Path | str) -> Verdict:
+    """Compare bronze with the binlogs' row changes and silver with the server (``warehouse``: a
+    folder, or a URI the process's storage settings reach)."""
+    bronze_path = f"{str(warehouse).rstrip('/')}/{BRONZE_TABLE}"
     keys: collections.Counter = collections.Counter()
-    if deltalake.DeltaTable.is_deltatable(bronze_path):
-        data = deltalake.DeltaTable(bronze_path).to_pyarrow_table(columns=["source_file", "event_pos", "row_idx"])
+    if deltalake_table_exists(bronze_path):
+        data = read_arrow(bronze_path, ["source_file", "event_pos", "row_idx"])
         keys.update(zip(*(data.column(c).to_pylist() for c in ("source_file", "event_pos", "row_idx"))))
     diff = {}
     for table, want in workload.expected.items():
@@ -378,7 +376,7 @@ def check(workload: Workload, warehouse: Path) -> Verdict:
     )
 
 
-def assert_exact(workload: Workload, warehouse: Path, context: str = "") -> Verdict:
+def assert_exact(workload: Workload, warehouse: Path | str, context: str = "") -> Verdict:
     v = check(workload, warehouse)
     assert v.exact, (
         f"{context}: bronze {v.bronze_rows} rows for {len(workload.changes)} changes: lost {v.lost}, "

@@ -100,3 +100,57 @@ def test_silver_reads_what_is_new_and_misses_nothing(spark, mariadb_factory, tmp
     assert stats.tables == {} and delta_io.read_arrow(str(wh / "_pipeline" / "silver_watermarks")).num_rows == before
     _check(srv, wh, ("a", "b", "c"))
     assert os.listdir(folder) and sorted(os.listdir(folder)) == sorted(f.name for f in (f1, f2, f3, f4))
+
+
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_a_batch_that_lands_after_silver_read_bronze_is_not_left_behind(spark, mariadb_factory, tmp_path,  # noqa: F811
+                                                                       backend, monkeypatch):
+    """Runs that overlap (no lock keeps them apart): a long bronze run stamps all its batches with
+    its start; one batch commits, a silver run applies it (its read-through mark is now later than
+    the stamp), and only then does the next batch commit. The next silver run's mark would leave
+    that batch behind for good; the manifest's ``committed_at`` brings it back."""
+    import threading
+    import time
+
+    from pipelines import faults
+
+    if backend == "spark":
+        from spark_fixtures import require_delta_spark
+
+        require_delta_spark(spark)
+    monkeypatch.setattr(silver_marks, "READ_THROUGH_MARGIN", _dt.timedelta(seconds=1))
+    srv = mariadb_factory(row_metadata="FULL")
+    srv.flush_logs()
+    first = len(srv.binlog_files()) - 1
+    for sql in FILES[:3]:
+        srv.sql(sql)
+        srv.flush_logs()
+    f1, f2, f3 = srv.binlog_files()[first:first + 3]
+    folder, wh = tmp_path / "in", tmp_path / "wh"
+    folder.mkdir()
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(wh), "progress": False, "delta.backend": backend,
+                             "parallelism.max_batch_bytes": 1})  # (a batch per file)
+    shutil.copy(f1, folder / f1.name)
+    bronze.run(spark, cfg)
+    assert silver_step.run(spark, cfg).status == "ok"
+
+    for f in (f2, f3):
+        shutil.copy(f, folder / f.name)
+    go = tmp_path / "go"
+    faults.configure(f"append.bronze.before#2:wait={go}")  # (f3's batch: stamped, not committed yet)
+    long_run = threading.Thread(target=bronze.run, args=(spark, cfg))
+    try:
+        long_run.start()
+        while not (tmp_path / "go.waiting").exists():
+            assert long_run.is_alive()
+            time.sleep(0.1)
+        time.sleep(2.5)  # (past the margin: this silver run's mark is later than the batches' stamp)
+        stats = silver_step.run(spark, cfg)  # (applies f2's batch, not f3's)
+        assert stats.status == "ok" and "rt.b" in stats.tables and "rt.c" not in stats.tables, stats.summary()
+        go.write_text("go")
+        long_run.join(300)
+    finally:
+        faults.configure(None)
+    stats = silver_step.run(spark, cfg)
+    assert stats.status == "ok" and "rt.c" in stats.tables, stats.summary()
+    _check(srv, wh, ("a", "b", "c"))

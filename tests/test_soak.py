@@ -57,3 +57,20 @@ def test_seeds_side_by_side_share_a_server_and_the_runs(spark, tmp_path):  # noq
     assert [o.seed for o in outs] == [2000, 2001, 2002]
     assert all(o.ok for o in outs), "\n".join(o.line() + "\n" + "\n".join(o.problems) for o in outs)
     assert all(o.statements > 20 and o.rows > 0 for o in outs)
+
+
+@pytest.mark.parametrize("backend", ["rs", "spark"])
+def test_random_workload_two_silver_runs_at_once(spark, tmp_path, backend):  # noqa: F811
+    # place overlap: after each bronze run, two silver runs on the same warehouse at once, no lock
+    if backend == "spark":
+        require_delta_spark(spark)
+    out = run_seed(CI_SEEDS[backend], "full/full", tmp_path, backend=backend, spark=spark, kill=False, steps=30,
+                   place="overlap")
+    assert out.ok and out.place == "overlap", out.line() + "\n" + "\n".join(out.problems)
+    assert out.statements > 30 and out.rows > 0
+
+
+def test_random_workload_on_s3_with_a_sigkill(spark, tmp_path):  # noqa: F811
+    # place s3: binlogs and warehouse on the private S3 server, the job SIGKILLed once, then again
+    out = run_seed(7, "minimal/full", tmp_path, backend="rs", kill=True, steps=20, place="s3")
+    assert out.killed and out.ok and out.place == "s3", out.line() + "\n" + "\n".join(out.problems)

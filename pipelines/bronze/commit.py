@@ -3,6 +3,7 @@ the write-ahead manifest around them (see "How a run goes", step 4, in
 :mod:`pipelines.bronze.step`)."""
 from __future__ import annotations
 
+import datetime as _dt
 from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
@@ -225,7 +226,8 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     for (name, op), n in op_counts.items():
         rows_by_file[name] += n
         stats.rows[op] += n
-    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file),
+    committed_at = _dt.datetime.now(_dt.timezone.utc)  # (after the appends: silver.marks.late_since)
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file, committed_at),
                  pipeline_state.MANIFEST_DDL, pipeline_state.path(cfg, pipeline_state.MANIFEST), TXN_APP_ID, batch)
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)

@@ -60,12 +60,13 @@ def _last_txn(spark, cfg: PipelineConfig, path: str) -> int:
     return -1 if v is None else int(v)
 
 
-def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, now, rows_by_file=None) -> list:
+def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, now, rows_by_file=None,
+                   committed_at=None) -> list:
     rows_by_file = rows_by_file or {}
     return [
         (p.file.name, p.file.file_seq, p.file.uri, p.file.size, p.file.mtime, p.start, p.end, p.sha256, p.status,
          phase, batch, p.events, rows_by_file.get(p.file.name, 0), p.error, p.error_class, p.error_offset, run_id,
-         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped)
+         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped, committed_at)
         for p in plans
     ]
 

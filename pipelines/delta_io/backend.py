@@ -25,6 +25,13 @@ BACKENDS = ("auto", "spark", "rs")
 DELTA_LOG = "_delta_log"
 
 
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+# Table properties of every table this package creates, on both backends: a checkpoint every 10
+# commits (delta-spark's default; delta-rs's is 100), so that reading a table's state costs a
+# checkpoint and at most 9 commit files, each a request on an object store.
+NEW_TABLE_PROPERTIES = {CHECKPOINT_INTERVAL: "10"}
+
+
 class DeltaIOError(RuntimeError):
     """A Delta table operation could not be carried out as asked."""
 
@@ -158,8 +165,10 @@ class DeltaBackend(Protocol):
 
     def checkpoint(self, spark: SparkSession | None, path: str) -> None: ...
 
-    def set_log_retention(self, spark: SparkSession | None, path: str, wanted: str,
-                          user_metadata: str | None) -> bool: ...
+    def set_properties(self, spark: SparkSession | None, path: str, wanted: Mapping[str, str],
+                       user_metadata: str | None) -> bool:
+        """Set the table properties of ``wanted`` that the table does not have with that value, in one
+        commit; True when there was one."""
 
     def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int,
                user_metadata: str | None) -> int: ...

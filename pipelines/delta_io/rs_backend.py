@@ -23,7 +23,7 @@ from pipelines.delta_io.arrow import (
     as_arrow, rows_to_arrow, spark_to_arrow,
 )
 from pipelines.delta_io import pins
-from pipelines.delta_io.backend import DeltaIOError, quote_ident
+from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, DeltaIOError, quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
     DELETION_VECTORS, create_properties, needs_column_mapping, physical_names, strip_mapping_metadata,
@@ -31,7 +31,6 @@ from pipelines.delta_io.features import (
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
 from pipelines.delta_io.reads import Commit, schema, table_exists
-from pipelines.delta_io.upkeep import LOG_RETENTION
 from pipelines.delta_io.writes import _new_fields, add_columns
 
 
@@ -224,7 +223,7 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
     if isinstance(table_schema, pa.Schema):
         table_schema = arrow_schema_to_spark(table_schema)
     nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
-    properties = {**create_properties(nullable), **(extra or {})}
+    properties = {**NEW_TABLE_PROPERTIES, **create_properties(nullable), **(extra or {})}
     mode = _rs_create_mode(path, "ignore")
     try:
         DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode=mode, configuration=properties or None,
@@ -233,7 +232,7 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
         _rs_created_meanwhile(path, e)
         raise
     _rs_landed(path)
-    if properties:
+    if uses_column_mapping(properties):
         _rs_ensure_mapping_feature(path)
 
 
@@ -258,6 +257,7 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
         _rs_create_mode(path, "error")
         try:
             write_deltalake(str(path), data, mode="error", storage_options=_rs_options(path),
+                            configuration=NEW_TABLE_PROPERTIES,
                             commit_properties=_rs_commit_properties(None, None, user_metadata))
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
             _rs_created_meanwhile(path, e)
@@ -350,6 +350,7 @@ def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: i
             if not needs_column_mapping(arrow_schema_to_spark(data.schema)):  # the write creates it
                 try:
                     write_deltalake(str(path), rows, mode=_rs_create_mode(path, "append"), schema_mode=mode,
+                                    configuration=NEW_TABLE_PROPERTIES,
                                     storage_options=_rs_options(path), commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
                 except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                     _rs_created_meanwhile(path, e)
@@ -567,6 +568,7 @@ class RsBackend:
             try:
                 write_deltalake(_rs_table(path) if exists else str(path), data,
                                 storage_options=None if exists else _rs_options(path),
+                                configuration=None if exists else NEW_TABLE_PROPERTIES,
                                 mode="overwrite" if exists else _rs_create_mode(path, "overwrite"),
                                 schema_mode="overwrite" if overwrite_schema else None,
                                 commit_properties=_rs_commit_properties(None, None, user_metadata, path))
@@ -639,16 +641,21 @@ class RsBackend:
         table.create_checkpoint()
         _rs_table(path).cleanup_metadata()
 
-    def set_log_retention(self, spark: SparkSession | None, path: str, wanted: str, user_metadata: str | None) -> bool:
+    def set_properties(self, spark: SparkSession | None, path: str, wanted: Mapping[str, str],
+                       user_metadata: str | None) -> bool:
         table = _rs_table(path)
-        if table.metadata().configuration.get(LOG_RETENTION) == wanted:
+        have = table.metadata().configuration
+        changed = {k: v for k, v in wanted.items() if have.get(k) != v}
+        if not changed:
             return False
-        table.alter.set_table_properties({LOG_RETENTION: wanted}, commit_properties=_rs_properties(user_metadata))
+        table.alter.set_table_properties(changed, commit_properties=_rs_properties(user_metadata))
         return True
 
     def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int, user_metadata: str | None) -> int:
+        # full: also the files no version names (the Parquet files of a run killed before its
+        # commit, a reshape that never committed) once older than the retention, as delta-spark's does
         removed = _rs_table(path).vacuum(retention_hours=int(retention_hours), dry_run=False,
-                                         enforce_retention_duration=False,
+                                         enforce_retention_duration=False, full=True,
                                          commit_properties=_rs_properties(user_metadata))
         return len(removed)
 

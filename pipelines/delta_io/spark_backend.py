@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from pipelines.delta_io import pins
 from pipelines.delta_io.arrow import _check_columns, as_arrow
-from pipelines.delta_io.backend import DeltaIOError, quote_ident
+from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, DeltaIOError, quote_ident
 from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
@@ -26,7 +26,7 @@ from pipelines.delta_io.features import (
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
 from pipelines.delta_io.reads import Commit, read, schema, table_exists
-from pipelines.delta_io.upkeep import LOG_RETENTION, storage
+from pipelines.delta_io.upkeep import storage
 from pipelines.delta_io.writes import _new_fields, add_columns, append, create_if_missing, overwrite
 
 
@@ -145,10 +145,17 @@ def _pin_after(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str
     pin.landed(at)
 
 
+_EXISTS_ERRORS = ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_PATH_EXISTS")  # a create that found a table there
+
+
 def _pin_created_meanwhile(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, error: Exception) -> None:
+    """Turn a failed create of a table pinned as missing into :class:`~pipelines.delta_io.pins.StaleRead`
+    when another writer made it (or is making it: delta-spark refuses a path whose log has begun)."""
     from delta.tables import DeltaTable
 
-    if pin is not None and DeltaTable.isDeltaTable(spark, str(path)):
+    if pin is None or pin.version is not None:
+        return
+    if any(code in str(error) for code in _EXISTS_ERRORS) or DeltaTable.isDeltaTable(spark, str(path)):
         raise pin.stale(what, "another writer created it") from error
 
 
@@ -212,7 +219,7 @@ def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
     # (the rows are the driver's, a small table's: one file, not one per core)
     writer = (spark.createDataFrame(as_arrow(rows, table_schema), schema=table_schema).coalesce(1)
               .write.format("delta").mode("errorifexists"))
-    for key, value in (properties or {}).items():  # (delta-spark takes a new table's properties as options)
+    for key, value in {**NEW_TABLE_PROPERTIES, **(properties or {})}.items():  # (a new table's, as options)
         writer = writer.option(key, value)
 
     def attempt(n: int) -> bool:
@@ -443,7 +450,7 @@ class SparkBackend:
         # SQL, not DeltaTable.createIfNotExists(): its builder puts the path between
         # backticks without doubling the backticks a path may hold
         cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
-        wanted = {**create_properties(table_schema), **(properties or {})}
+        wanted = {**NEW_TABLE_PROPERTIES, **create_properties(table_schema), **(properties or {})}
         props = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
         pin = _pin_before(spark, path, "create")
         # (pinned: a plain CREATE TABLE, which fails when another writer made the table meanwhile)
@@ -555,12 +562,16 @@ class SparkBackend:
     def checkpoint(self, spark: SparkSession, path: str) -> None:
         spark_delta_log(spark, path).checkpoint()  # delta-spark cleans up expired log files after it
 
-    def set_log_retention(self, spark: SparkSession, path: str, wanted: str, user_metadata: str | None) -> bool:
+    def set_properties(self, spark: SparkSession, path: str, wanted: Mapping[str, str],
+                       user_metadata: str | None) -> bool:
         detail = spark.sql(f"DESCRIBE DETAIL delta.{quote_ident(str(path))}").collect()[0]
-        if (detail["properties"] or {}).get(LOG_RETENTION) == wanted:
+        have = detail["properties"] or {}
+        changed = {k: v for k, v in wanted.items() if have.get(k) != v}
+        if not changed:
             return False
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
         commit_session(spark, {_SPARK_USER_METADATA: user_metadata}).sql(
-            f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ('{LOG_RETENTION}' = '{wanted}')")
+            f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ({pairs})")
         return True
 
     def vacuum(self, spark: SparkSession, path: str, retention_hours: int, user_metadata: str | None) -> int:

@@ -12,7 +12,8 @@ leave a table whose newest commits lack it.
 
 Log cleanup follows the table's ``delta.logRetentionDuration`` and only removes log files that a
 checkpoint covers (both backends): the snapshot, transaction identifiers included, is then read
-from the checkpoint. :func:`set_log_retention` sets that property where it differs.
+from the checkpoint. :func:`keep_properties` sets that property, and ``delta.checkpointInterval``,
+where they differ.
 
 >>> s = storage(str(tmp_path / "silver/shop/orders"))  # doctest: +SKIP
 >>> s.files, s.live_bytes <= s.disk_bytes  # doctest: +SKIP
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from pipelines import storage as _storage
-from pipelines.delta_io.backend import backend_for
+from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, backend_for
 
 LOG_RETENTION = "delta.logRetentionDuration"
 
@@ -78,16 +79,20 @@ def checkpoint(path: str, *, spark: SparkSession | None = None, backend: str = "
     backend_for(spark, backend).checkpoint(spark, path)
 
 
-def set_log_retention(path: str, hours: int, *, spark: SparkSession | None = None, backend: str = "auto",
-                      user_metadata: str | None = None) -> bool:
-    """Set ``delta.logRetentionDuration`` to ``hours`` where the table says otherwise (one commit);
+def keep_properties(path: str, log_retention_hours: int, *, spark: SparkSession | None = None,
+                    backend: str = "auto", user_metadata: str | None = None) -> bool:
+    """Set ``delta.logRetentionDuration`` to ``log_retention_hours``, and the properties every table
+    this package creates has (:data:`~pipelines.delta_io.backend.NEW_TABLE_PROPERTIES`: a checkpoint
+    every 10 commits, for tables made before that), where the table says otherwise (one commit);
     True when it changed."""
-    wanted = f"interval {int(hours)} hours"
-    return backend_for(spark, backend).set_log_retention(spark, path, wanted, user_metadata)
+    wanted = {**NEW_TABLE_PROPERTIES, LOG_RETENTION: f"interval {int(log_retention_hours)} hours"}
+    return backend_for(spark, backend).set_properties(spark, path, wanted, user_metadata)
 
 
 def vacuum(path: str, retention_hours: int, *, spark: SparkSession | None = None, backend: str = "auto",
            user_metadata: str | None = None) -> int:
     """Delete the data files that no version younger than ``retention_hours`` uses (never a file of
-    the current snapshot); returns how many went."""
+    the current snapshot), and the files in the table's folder that no version names (staged by a
+    run that died before its commit) once they are older than ``retention_hours``; returns how
+    many went."""
     return backend_for(spark, backend).vacuum(spark, path, retention_hours, user_metadata)

@@ -8,6 +8,7 @@ import json
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipelines import delta_io
 from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
 
@@ -67,6 +68,36 @@ def read_through_since(mark: str | None) -> _dt.datetime | None:
         return _dt.datetime.fromisoformat(mark) - READ_THROUGH_MARGIN
     except ValueError:
         return None  # not a mark of ours: read bronze whole
+
+
+def late_since(spark, cfg: PipelineConfig, since: _dt.datetime) -> _dt.datetime:
+    """``since`` (:func:`read_through_since`), moved back to the ``_ingested_at`` of any bronze batch
+    committed after it whose rows are stamped before it: a batch another run committed after the
+    last silver run read bronze, having begun before that run did (runs that overlap, when no lock
+    keeps them apart). Its rows would otherwise stay behind the read-through mark for good. Found
+    in ``_pipeline/manifest``: a batch's committed row says when it was written (``committed_at``)
+    and when its rows were stamped (``processed_at``)."""
+    path = pipeline_state.path(cfg, pipeline_state.MANIFEST)  # (delta-rs reads it on either backend: no Spark job)
+    if not delta_io.deltalake_table_exists(path) or \
+            "committed_at" not in delta_io.schema(path, backend="rs").fieldNames():  # (a warehouse from before)
+        return since
+    return earliest_late(delta_io.read_arrow(path, ["phase", "processed_at", "committed_at"]).to_pylist(), since)
+
+
+def earliest_late(rows, since: _dt.datetime) -> _dt.datetime:
+    """The plain-value half of :func:`late_since`: ``since``, or just before the earliest stamp of a
+    batch committed after it with rows stamped at or before it.
+
+    >>> t = lambda m: _dt.datetime(2026, 1, 1, 0, m, tzinfo=_dt.timezone.utc)
+    >>> earliest_late([{"phase": "committed", "processed_at": t(1), "committed_at": t(30)}], t(20)).minute
+    0
+    >>> earliest_late([{"phase": "committed", "processed_at": t(1), "committed_at": t(10)}], t(20)) == t(20)
+    True
+    """
+    late = [r["processed_at"] for r in rows
+            if r["phase"] == "committed" and r["committed_at"] is not None and r["processed_at"] is not None
+            and r["committed_at"] > since and r["processed_at"] <= since]
+    return min([since, *[t - _dt.timedelta(microseconds=1) for t in late]])
 
 
 def write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:

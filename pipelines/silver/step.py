@@ -72,8 +72,8 @@ from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, columnar, driver, schema_events, segment_cells
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
-from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, read_through_key,
-                                    read_through_since, write_watermarks)
+from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
+                                    read_through_key, read_through_since, write_watermarks)
 from pipelines.silver.merge import apply_changes
 from pipelines.silver.segments import SEG, Step, lanes_of, plan_steps, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
@@ -140,6 +140,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     stats.unparsed_ddl = [f"{v.db}.{v.table or '*'} at {v.valid_from}: {v.reason}" for v in added if v.kind == UNPARSED]
     marks = read_watermarks(spark, cfg)
     since = read_through_since(marks.get(read_through_key(cfg)))
+    if since is not None:  # (batches that landed after the last run read bronze, begun before it)
+        since = late_since(spark, cfg, since)
     marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
 
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
