@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -76,13 +75,6 @@ def spark_conf(cls: str = LOG_STORE_CLASS) -> dict[str, str]:
     return {conf_key(scheme): cls for scheme in SCHEMES}
 
 
-def _pyspark_jars() -> Path:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise LogStoreBuildError("pyspark is not installed (make setup installs it)")
-    return Path(spec.origin).parent / "jars"
-
-
 def compile_classpath(folder: Path = delta_jars.JARS_DIR) -> list[Path] | None:
     """The jars the source compiles against: delta-storage, hadoop-aws and the AWS SDK bundle as
     fetched into ``folder``, PySpark's ``hadoop-client-api`` and ``slf4j-api``; None when a fetched
@@ -92,7 +84,7 @@ def compile_classpath(folder: Path = delta_jars.JARS_DIR) -> list[Path] | None:
     if delta is None or s3a is None:
         return None
     storage = [Path(j) for j in delta if Path(j).name.startswith("delta-storage-")]
-    pyspark = _pyspark_jars()
+    pyspark = delta_jars.pyspark_jars_dir()
     hadoop = pyspark / f"hadoop-client-api-{delta_jars.hadoop_version(pyspark)}.jar"
     slf4j = sorted(pyspark.glob("slf4j-api-*.jar"))
     if len(storage) != 1 or not hadoop.is_file() or len(slf4j) != 1:
