@@ -313,9 +313,9 @@ def build_session(
     conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta, s3a=s3a and not submitted)
     launch_env = _local_s3a_classpath() if s3a and local else {}
     if s3a and not submitted and log_store.conf_key("s3a") not in conf:
-        print(f"warning: the multi-driver Delta LogStore is not built, so delta-spark commits to s3a:// "
-              f"through Delta's default, which is safe only when every writer runs in this JVM: run make "
-              f"setup (python -m pipelines.log_store build)", file=sys.stderr, flush=True)
+        print("warning: the multi-driver Delta LogStore is not built, so delta-spark commits to s3a:// "
+              "through Delta's default, which is safe only when every writer runs in this JVM: run make "
+              "setup (python -m pipelines.log_store build)", file=sys.stderr, flush=True)
     if submitted:
         conf.pop("spark.master", None)  # the submit command's master decides
         if delta:

