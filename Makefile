@@ -26,9 +26,11 @@ system-deps:
 # Fetched once with the Maven client into jars/ (git-ignored), skipped when they are there
 # (pipelines/delta_jars.py): delta-spark and delta-storage at the version of the pinned delta-spark
 # package; for s3a:// paths, hadoop-aws at PySpark's Hadoop version and the AWS SDK bundle its POM
-# declares (about 560 MB).
+# declares (about 560 MB). Then the multi-driver Delta LogStore for S3 (pipelines/log_store.py) is
+# compiled against them into jars/binlog-delta-logstore-<digest>.jar, unless that jar is there.
 jars: $(STAMP)
 	$(PY) -m pipelines.delta_jars fetch
+	$(PY) -m pipelines.log_store build
 
 # The driver JVM's class-data archive (pipelines/jvm_archive.py): a local job's Spark starts in
 # about half the time. Made once per JDK and Spark version by a training run on the samples
@@ -108,12 +110,14 @@ soak: setup
 sql: setup
 	$(PY) -m pipelines.sql "$(Q)"
 
-# dist/binlog_delta.zip for spark-submit --py-files (pipelines/ + jobs/_bootstrap.py), a wheel, and
+# dist/binlog_delta.zip for spark-submit --py-files (pipelines/ + jobs/_bootstrap.py), a wheel,
 # dist/jars.txt: the Maven coordinates of the jars a cluster needs (Delta, and hadoop-aws + the AWS
-# SDK for s3a://), one a line, as fetched into jars/ (docs/deploy.md: --packages or --jars).
+# SDK for s3a://), one a line, as fetched into jars/ (docs/deploy.md: --packages or --jars), and
+# dist/binlog-delta-logstore.jar: the multi-driver Delta LogStore for S3 (docs/deploy.md, --jars).
 package: $(STAMP) jars
 	mkdir -p dist
 	$(PY) -m pipelines.delta_jars list --out dist/jars.txt
+	$(PY) -m pipelines.log_store package --out dist
 	rm -f dist/binlog_delta.zip
 	$(PY) -c 'import pathlib, zipfile; \
 	files = [p for p in sorted(pathlib.Path("pipelines").rglob("*")) if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]; \

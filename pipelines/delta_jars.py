@@ -88,13 +88,17 @@ def delta_version() -> str:
         raise DeltaJarsError("the delta-spark Python package is not installed (make setup installs it)") from None
 
 
+def pyspark_jars_dir() -> Path:
+    """The folder of the jars the installed PySpark ships (``.../site-packages/pyspark/jars``)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise DeltaJarsError("pyspark is not installed (make setup installs it)")
+    return Path(spec.origin).parent / "jars"
+
+
 def _pyspark_jar_version(pattern: str, what: str, pyspark_jars: Path | None) -> str:
     """The one version that ``pattern`` (a file name with one group) finds among PySpark's jars."""
-    if pyspark_jars is None:
-        spec = importlib.util.find_spec("pyspark")
-        if spec is None or spec.origin is None:
-            raise DeltaJarsError("pyspark is not installed (make setup installs it)")
-        pyspark_jars = Path(spec.origin).parent / "jars"
+    pyspark_jars = pyspark_jars or pyspark_jars_dir()
     found = sorted({m.group(1) for p in pyspark_jars.glob("*.jar") if (m := re.fullmatch(pattern, p.name))})
     if len(found) != 1:
         raise DeltaJarsError(f"cannot tell PySpark's {what} from {pyspark_jars}: found {found or 'none'}")

@@ -23,6 +23,9 @@ starts, and the SDK bundle is 560 MB (3 s of CPU and 230 MB of memory more per s
 in BENCHMARKS.md); the end of the classpath also keeps the class-data archive
 (:mod:`pipelines.jvm_archive`) usable. A session on a cluster master (not under ``spark-submit``)
 gets them in ``spark.jars``, which ships them to the executors. Sessions not asked pay nothing.
+Both also get :mod:`pipelines.log_store`'s LogStore, which makes delta-spark's commits to S3 safe
+with several writers in several JVMs: its small jar in ``spark.jars`` (next to delta-spark's) and
+``spark.delta.logStore.s3a.impl`` / ``.s3.impl`` (:func:`pipelines.log_store.spark_conf`).
 
 Storage: the session's Hadoop configuration (``core-site.xml``, ``spark.hadoop.*``) is also what
 the pipeline's non-Spark readers and writers use (pyarrow, delta-rs, the warehouse lock):
@@ -45,7 +48,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from pipelines import storage
+from pipelines import log_store, storage
 from pipelines.arrow_pool import ARROW_POOL_ENV, use_fast_pool
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -156,6 +159,14 @@ def s3a_jars(env: Mapping[str, str] | None = None, fetched: list[str] | None = N
     return list(fetched or [])
 
 
+def _log_store_jars(built: list[str] | None) -> list[str]:
+    """``built``, or (None) the LogStore jar ``make setup`` built, as a list (empty: none)."""
+    if built is None:
+        jar = log_store.find_jar()
+        return [jar] if jar else []
+    return list(built)
+
+
 def local_classpath_env(jars: list[str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The launcher environment that puts ``jars`` at the end of a local driver JVM's classpath
     (after any the environment already names there); ``{}`` for no jars.
@@ -198,6 +209,7 @@ def session_conf(
     fetched_jars: list[str] | None = None,
     s3a: bool = False,
     fetched_s3a_jars: list[str] | None = None,
+    log_store_jars: list[str] | None = None,
 ) -> dict[str, str]:
     """The Spark settings :func:`build_session` applies (a pure function, for tests and logs).
 
@@ -206,7 +218,11 @@ def session_conf(
     ``delta_packages`` names it, from ``fetched_jars`` (default: :func:`pipelines.delta_jars.find_jars`).
     ``s3a``: a session that is not local gets :func:`s3a_jars` (``S3A_JARS``, else
     ``fetched_s3a_jars``) in ``spark.jars``; a local one gets them on the driver's classpath from
-    :func:`build_session` (:func:`local_classpath_env`), not here.
+    :func:`build_session` (:func:`local_classpath_env`), not here. Both get the multi-driver Delta
+    LogStore (:mod:`pipelines.log_store`) when its jar is built (``log_store_jars``, default:
+    :func:`pipelines.log_store.find_jar`): the jar in ``spark.jars`` (its class extends
+    delta-storage's, so it is loaded as delta-spark is) and :func:`pipelines.log_store.spark_conf`;
+    ``extra_conf`` can name another LogStore.
 
     >>> conf = session_conf(env={}, local=True)
     >>> conf["spark.sql.session.timeZone"], conf["spark.ui.enabled"], "spark.sql.extensions" in conf
@@ -230,10 +246,13 @@ def session_conf(
 
             fetched_jars = find_jars()
         jars = list(fetched_jars or [])
+    store = _log_store_jars(log_store_jars) if s3a else []
     shipped = s3a_jars(env, fetched_s3a_jars) if s3a and not local else []
-    if jars or shipped:
+    if jars or store or shipped:
         existing = [j for j in extra.pop("spark.jars", "").split(",") if j]
-        conf["spark.jars"] = ",".join(existing + [j for j in jars + shipped if j not in existing])
+        conf["spark.jars"] = ",".join(existing + [j for j in jars + store + shipped if j not in existing])
+    if store:
+        conf.update(log_store.spark_conf())
     if delta_packages and not jars:
         existing = [p for p in extra.pop("spark.jars.packages", "").split(",") if p]
         wanted = [p.strip() for p in delta_packages.split(",") if p.strip()]
@@ -293,6 +312,10 @@ def build_session(
         builder = builder.master(DEFAULT_MASTER)
     conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta, s3a=s3a and not submitted)
     launch_env = _local_s3a_classpath() if s3a and local else {}
+    if s3a and not submitted and log_store.conf_key("s3a") not in conf:
+        print("warning: the multi-driver Delta LogStore is not built, so delta-spark commits to s3a:// "
+              "through Delta's default, which is safe only when every writer runs in this JVM: run make "
+              "setup (python -m pipelines.log_store build)", file=sys.stderr, flush=True)
     if submitted:
         conf.pop("spark.master", None)  # the submit command's master decides
         if delta:

@@ -19,10 +19,10 @@ from soak import REPO, compare, run_workload, write_config
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb, pytest.mark.slow]
 
 
-def _submit(cluster, package, config, *extra) -> subprocess.CompletedProcess:
-    jars = delta_jars.find_jars()
-    assert jars, "the delta-spark jars are missing from jars/ (make setup fetches them)"
-    cmd = [*cluster.submit_command(), "--jars", ",".join(jars), "--py-files", package,
+def _submit(cluster, package, config, *extra, jars: list[str] = ()) -> subprocess.CompletedProcess:
+    delta = delta_jars.find_jars()
+    assert delta, "the delta-spark jars are missing from jars/ (make setup fetches them)"
+    cmd = [*cluster.submit_command(), "--jars", ",".join([*delta, *jars]), "--py-files", package,
            str(REPO / "jobs" / "run_pipeline.py"), "--config", str(config), "--no-progress", *extra]
     return subprocess.run(cmd, cwd=REPO, env=cluster_env(), capture_output=True, text=True, timeout=900)
 
@@ -64,6 +64,43 @@ def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package):
             assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
             assert len([a for a in cluster.applications() if a["name"] == "binlog-delta"]) == 2
         problems = compare(srv, w, tmp_path / "warehouse")
+        assert not problems, "\n".join(problems)
+    finally:
+        srv.stop()
+
+
+def test_the_job_on_the_cluster_with_binlogs_and_warehouse_on_s3(tmp_path, package, s3_server, no_aws_env):
+    """The same submit with ``--binlog-dir``/``--warehouse`` on S3 (the private S3 server): the S3
+    settings are only the config's ``spark.hadoop.fs.s3a.*``; Spark's reads, the executors' tasks
+    (pyarrow) and delta-rs on the driver all use them; hadoop-aws and its SDK go with ``--jars``."""
+    from soak import upload
+
+    from pipelines import storage
+
+    ok, why = mariadb_available()
+    if not ok:
+        pytest.skip(why)
+    s3a = delta_jars.find_s3a_jars()
+    assert s3a, "hadoop-aws and the AWS SDK are missing from jars/ (make setup fetches them)"
+    srv = MariaDBServer(tmp_path / "mariadb", row_metadata="FULL").start()
+    try:
+        srv.flush_logs()
+        first = len(srv.binlog_files()) - 1
+        w = run_workload(srv, seed=4343, mode="full/full", steps=20)
+        srv.flush_logs()
+        files = srv.binlog_files()[first:-1]
+        bucket = s3_server.bucket("cluster")
+        upload(files[: len(files) // 2 or 1], s3_server, bucket)
+        config = write_config(w, tmp_path, "auto", s3=(s3_server, bucket))
+        with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
+            run = _submit(cluster, package, config, jars=s3a)
+            assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+            assert "silver run" in run.stdout and " ok:" in run.stdout.split("silver run", 1)[1]
+            upload(files[len(files) // 2 or 1:], s3_server, bucket)
+            again = _submit(cluster, package, config, "--delta-backend", "rs", jars=s3a)
+            assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
+        storage.use(storage.StorageSettings.of(s3_server.hadoop_options()))
+        problems = compare(srv, w, f"s3a://{bucket}/warehouse")
         assert not problems, "\n".join(problems)
     finally:
         srv.stop()

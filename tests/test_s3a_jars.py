@@ -101,12 +101,13 @@ def test_which_sessions_get_the_s3a_jars(tmp_path):
     fetched = [str(tmp_path / "hadoop-aws.jar"), str(tmp_path / "bundle.jar")]
     assert uses_s3a("samples/binlogs", "s3a://bucket/wh") and not uses_s3a("/data/binlogs", "hdfs://nn/wh")
     # a session on a cluster master gets them in spark.jars (shipped to the executors), after Delta's
+    # (and no LogStore jar here: tests/test_s3_log_store.py has that)
     conf = session_conf("spark://h:7077", env={}, local=False, delta=True, fetched_jars=["/j/delta.jar"],
-                        s3a=True, fetched_s3a_jars=fetched)
+                        s3a=True, fetched_s3a_jars=fetched, log_store_jars=[])
     assert conf["spark.jars"] == ",".join(["/j/delta.jar", *fetched])
     # a local one gets them on the driver's classpath (build_session), never in spark.jars
     local = session_conf(env={}, local=True, delta=True, fetched_jars=["/j/delta.jar"], s3a=True,
-                         fetched_s3a_jars=fetched)
+                         fetched_s3a_jars=fetched, log_store_jars=[])
     assert local["spark.jars"] == "/j/delta.jar"
     assert local_classpath_env(fetched, {}) == {LAUNCH_CLASSPATH_ENV: os.pathsep.join(fetched)}
     # not asked for: nothing
