@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from pipelines import faults
 from pipelines.delta_io import pins
 from pipelines.delta_io.backend import DeltaIOError, backend_for
-from pipelines.delta_io.reads import table_exists
+from pipelines.delta_io.reads import table_exists, version
 
 
 def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
@@ -109,8 +109,8 @@ def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
             result = attempt(0)
         except pins.StaleRead:
             raise
-        except Exception as e:  # noqa: BLE001 - only conflicts mean a stale plan
-            if not is_commit_conflict(e):
+        except Exception as e:  # noqa: BLE001 - a conflict, or any failure on a table that moved
+            if not is_commit_conflict(e) and not _moved(path, pin):
                 raise
             raise pin.stale(op, _first_line(e)) from e
         faults.point(f"{op}.{kind}.after")
@@ -134,6 +134,17 @@ def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
             time.sleep(pause)
     faults.point(f"{op}.{kind}.after")
     return result
+
+
+def _moved(path: str, pin: pins.Pin) -> bool:
+    """True when the table is no longer at the pinned version: a write that failed there failed on
+    another writer's table (e.g. delta-spark's schema check against columns that writer added
+    after this one looked), so its plan is stale, whatever the error says."""
+    try:
+        now = version(path, spark=pin.spark, backend=pin.backend) if pins.pin_of(path) is pin else None
+    except Exception:  # noqa: BLE001 - a table that cannot be looked at is not judged moved here
+        return False
+    return now != pin.version
 
 
 def _first_line(error: BaseException) -> str:

@@ -54,6 +54,8 @@ class Pin:
     path: str
     version: int | None
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    spark: object = field(default=None, repr=False, compare=False)  # how to look at the table again
+    backend: str = field(default="auto", compare=False)
 
     def landed(self, version: int | None = None) -> None:
         """One commit of ours landed: at ``version`` (delta-spark finds it), else the next one."""
@@ -107,13 +109,13 @@ def pin_of(path: str) -> Pin | None:
 
 
 @contextlib.contextmanager
-def pinned(path: str, version: int | None) -> Iterator[Pin]:
+def pinned(path: str, version: int | None, *, spark=None, backend: str = "auto") -> Iterator[Pin]:
     """Pin ``path`` at ``version`` (None: the table does not exist) for the ``with`` block, in this
     thread (see the module's docstring); :func:`pipelines.delta_io.reads.pinned` finds the version."""
     pins = dict(_PINS.get())
     if _key(path) in pins:
         raise ValueError(f"{path} is pinned already in this thread")
-    pin = Pin(_key(path), version)
+    pin = Pin(_key(path), version, spark=spark, backend=backend)
     pins[pin.path] = pin
     reset = _PINS.set(pins)
     try:

@@ -27,7 +27,8 @@ def table_exists(path: str, *, spark: SparkSession | None = None, backend: str =
 
 
 def version(path: str, *, spark: SparkSession | None = None, backend: str = "auto") -> int | None:
-    """The table's current version; None when ``path`` holds no Delta table.
+    """The table's current version (the latest, also inside :func:`pinned`); None when ``path``
+    holds no Delta table.
 
     >>> version(str(tmp_path / "t"))  # doctest: +SKIP
     3
@@ -45,7 +46,7 @@ def pinned(path: str, *, spark: SparkSession | None = None, backend: str = "auto
     >>> with pinned(path, spark=spark) as pin:  # doctest: +SKIP
     ...     merge(spark, path, source, on, clauses)
     """
-    with pins.pinned(path, version(path, spark=spark, backend=backend)) as pin:
+    with pins.pinned(path, version(path, spark=spark, backend=backend), spark=spark, backend=backend) as pin:
         yield pin
 
 

@@ -465,7 +465,10 @@ class RsBackend:
         return strip_mapping_metadata(delta_schema_to_spark(_rs_table(path).schema().to_json()))
 
     def version(self, spark: SparkSession | None, path: str) -> int:
-        return int(_rs_table(path).version())
+        import deltalake
+
+        # (the latest, whatever this thread pinned: what a pin is checked against)
+        return int(deltalake.DeltaTable(str(path), storage_options=_rs_options(path)).version())
 
     def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
              above: tuple[str, object] | None, keep: Column | None) -> DataFrame:

@@ -74,7 +74,7 @@ from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
                                     read_through_key, read_through_since, write_watermarks)
-from pipelines.silver.merge import apply_changes
+from pipelines.silver.merge import apply_changes, read_watermark
 from pipelines.silver.segments import SEG, Step, lanes_of, plan_steps, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.stats import SilverStats
@@ -378,6 +378,13 @@ class _Run:
         defaults = schema_events.insert_defaults(self.spark, version, resolution.specs) if partial else {}
         return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
 
+    def _applied_past(self, path: str, end: str) -> bool:
+        """True when the table's watermark is at or past ``end``: a later segment of it was applied
+        (by another run, whose commits this run's plan did not see), so this one is done."""
+        exists = delta_io.table_exists(path, spark=self.spark, backend=self.backend)
+        mark = read_watermark(path, spark=self.spark, backend=self.backend) if exists else None
+        return mark is not None and mark >= end
+
     def _big(self, step: Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
         """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table or inserts
         only (an append-only log without a key), nothing :func:`driver.eligible` refuses (its
@@ -453,6 +460,8 @@ class _Run:
         if applied is None:
             return
         good, resolution, n_rows, partial = applied
+        if step.end is not None and self._applied_past(path, step.end):
+            return  # (its changes, and later ones, are in silver: its column types must not come back)
         retyped = schema_events.retype(spark, cfg, path, resolution.specs)
         result, applied_by = None, "spark"
         small = self.small.get((step.db, step.table, step.start, step.end))
