@@ -183,6 +183,8 @@ INSERT INTO {DB}.counters VALUES (10,100),(11,110);
 UPDATE {DB}.counters SET v = v - 1 WHERE k = 11;
 DELETE FROM {DB}.orders WHERE id = 5;
 UPDATE {DB}.orders SET customer = 'ann2', amount = 11.11, created = '2025-02-03 04:05:06' WHERE id = 1;
+ALTER TABLE {DB}.orders MODIFY qty VARCHAR(10);
+UPDATE {DB}.orders SET qty = 'ten' WHERE id = 6;
 DELETE FROM {DB}.events WHERE kind IS NULL;
 """,
 ]
