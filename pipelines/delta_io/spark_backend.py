@@ -514,10 +514,10 @@ class SparkBackend:
         writer = df.write.format("delta").mode("overwrite")
         if overwrite_schema:
             writer = writer.option("overwriteSchema", "true")
-            if table_exists(path, spark=spark, backend="spark"):  # the new names' features first
-                _enable_features_spark(commit_session(spark), path, df.schema.fields)
 
         def attempt(n: int) -> None:
+            if overwrite_schema and table_exists(path, spark=spark, backend="spark"):  # the new names' features first
+                _enable_features_spark(commit_session(spark), path, df.schema.fields)
             pin = _pin_before(spark, path, "overwrite")
             try:
                 _pinned_writer(writer, pin, user_metadata).save(str(path))
