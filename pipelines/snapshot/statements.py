@@ -23,7 +23,7 @@ Splitting a dump in byte ranges: :func:`next_statement_start`; the statements th
 >>> dump = b"/*!40101 SET NAMES utf8mb4 */;\\nUSE `shop`;\\nINSERT INTO `t` VALUES (1,'a'),(2,'b');\\n"
 >>> state = DumpState()
 >>> [(s.kind, s.offset) for s in iter_statements(dump, state=state)], state.db, state.client_charset
-([('set', 0), ('use', 31), ('insert', 44)], 'shop', 'utf8mb4')
+([('set', 0), ('use', 31), ('insert', 43)], 'shop', 'utf8mb4')
 """
 from __future__ import annotations
 
@@ -142,6 +142,23 @@ def _value(state: DumpState, text: str) -> str | None:
     if text.upper() in ("DEFAULT", "NULL"):
         return None
     return text
+
+
+def flavor_of(head: bytes) -> str | None:
+    r"""``mariadb`` or ``mysql`` from a dump's first lines: the ``-- Server version`` line (the
+    server whose binlogs follow), else the tool's ``-- MariaDB dump`` / ``-- MySQL dump`` line.
+
+    >>> flavor_of(b"-- MySQL dump 10.13\n-- Server version\t10.11.19-MariaDB-log\n")
+    'mariadb'
+    """
+    m = re.search(rb"^-- Server version\s+(\S+)", head, re.M)
+    if m:
+        return "mariadb" if b"mariadb" in m.group(1).lower() else "mysql"
+    if re.search(rb"^-- MariaDB dump", head, re.M):
+        return "mariadb"
+    if re.search(rb"^-- MySQL dump", head, re.M):
+        return "mysql"
+    return None
 
 
 # -- statements --------------------------------------------------------------------------------

@@ -1,0 +1,458 @@
+"""Dumped rows -> the values and bronze image cells the binlog decoder gives for the same stored
+row, so silver's typing applies to snapshot rows unchanged.
+
+Two steps, both built once per table (and connection charset and time zone):
+
+1. :func:`table_map`: the table map the server would log for the dump's ``CREATE TABLE`` with
+   ``binlog_row_metadata=FULL`` (type codes, metadata, signedness, charsets, names, ENUM/SET
+   members, key). Cells then carry the same ``type`` text as decoded rows
+   (:func:`pipelines.binlog.typetext.column_type_text`) and names, so image shapes match; FULL
+   is the form silver reads without value fixes (ENUM/SET members, not numbers).
+2. :class:`RowReader`: each literal -> the decoder's Python value for the column (``int``,
+   ``Decimal``, ``float``, ``date``/``datetime``/``timedelta``, MySQL's text for zero dates,
+   ``str`` or :class:`~pipelines.binlog.values.InvalidText`, ``bytes``), then the cell
+   ``(idx, name, type, text, bin)`` as bronze writes it (:func:`image_cells`).
+
+What the literals are, per column kind:
+
+* numbers: the literal's text; FLOAT is rounded to single precision as the server stores it;
+  DECIMAL keeps the column's scale;
+* text (CHAR, VARCHAR, TEXT, ENUM, SET, JSON): a quoted string is in the connection charset
+  (``SET NAMES``; ``binary`` means "as stored", decoded in the column's charset); a hex or
+  ``_binary`` literal is the column's own bytes; an introducer names its charset. Bytes that are
+  not valid where they are decoded give an ``InvalidText`` (the text with U+FFFD, the exact bytes
+  kept), as the decoder does;
+* binary (BINARY, VARBINARY, BLOB, GEOMETRY): the bytes, whatever the literal's form; BINARY(n)
+  right-padded with zero bytes to n as the decoder pads it;
+* BIT: its bytes big-endian (``b'0101'``, ``0x15``, or the raw string mariadb-dump writes),
+  an unsigned integer;
+* TIMESTAMP: the text is in the dump's ``time_zone`` (mysqldump sets ``+00:00`` unless
+  ``--skip-tz-utc``), converted to UTC as the binlog has it;
+* INET4, INET6, UUID (MariaDB): the text, as the 4 or 16 bytes the binlog logs.
+
+>>> from pipelines.schema.model import ColumnDef, TableSchema
+>>> schema = TableSchema((ColumnDef("id", "INT", unsigned=True), ColumnDef("f", "FLOAT"),
+...                       ColumnDef("t", "TIMESTAMP", decimals=2)), primary_key=("id",))
+>>> reader = RowReader("shop", "t", schema, client_charset="utf8mb4", time_zone="+02:00")
+>>> reader.cells(("7", "1.1", b"2024-01-02 03:04:05.12"))
+[(0, 'id', 'LONG UNSIGNED', '7', None), (1, 'f', 'FLOAT', '1.100000023841858', None), (2, 't', 'TIMESTAMP2(2)', '2024-01-02 01:04:05.12', None)]
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import re
+import struct
+import zoneinfo
+from decimal import Context, Decimal, InvalidOperation
+from typing import Callable, Sequence
+
+from pipelines.binlog.charsets import BINARY_COLLATION, CHARSET_CODECS, COLLATION_CHARSETS
+from pipelines.binlog.constants import ColumnType as CT
+from pipelines.binlog.events import TableMapEvent
+from pipelines.binlog.temporal import make_date, make_datetime, make_time, zero_datetime_text
+from pipelines.binlog.typetext import column_fsp, column_type_text
+from pipelines.binlog.values import InvalidText, canonical_text, decode_text
+from pipelines.schema.model import ColumnDef, TableSchema
+
+from .errors import CorruptDump, UnsupportedDump
+from .values import Binary, Introduced
+
+MARIADB, MYSQL = "mariadb", "mysql"
+_UTC = _dt.timezone.utc
+
+# -- the table map -------------------------------------------------------------------------------
+
+_INTS = {"TINYINT": CT.TINY, "SMALLINT": CT.SHORT, "MEDIUMINT": CT.INT24, "INT": CT.LONG, "BIGINT": CT.LONGLONG}
+_BLOB_BYTES = {"TINYTEXT": 1, "TEXT": 2, "MEDIUMTEXT": 3, "LONGTEXT": 4,
+               "TINYBLOB": 1, "BLOB": 2, "MEDIUMBLOB": 3, "LONGBLOB": 4}
+_TEMPORAL = {"TIME": CT.TIME2, "DATETIME": CT.DATETIME2, "TIMESTAMP": CT.TIMESTAMP2}
+_GEOMETRY = {"GEOMETRY": 0, "POINT": 1, "LINESTRING": 2, "POLYGON": 3, "MULTIPOINT": 4, "MULTILINESTRING": 5,
+             "MULTIPOLYGON": 6, "GEOMETRYCOLLECTION": 7}
+_FIXED_BINARY = {"INET4": 4, "INET6": 16, "UUID": 16}
+_MBMAXLEN = {"utf8mb4": 4, "utf8mb3": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "big5": 2, "gbk": 2,
+             "gb2312": 2, "gb18030": 4, "sjis": 2, "cp932": 2, "ujis": 3, "eucjpms": 3, "euckr": 2}
+_COLLATION_OF: dict[str, int] = {}
+for _cid, _cs in sorted(COLLATION_CHARSETS.items(), reverse=True):
+    _COLLATION_OF[_cs] = _cid  # the lowest id of each charset (its charset is all that is read)
+
+
+def _collation(charset: str | None, where: str) -> int:
+    cs = "utf8mb3" if charset == "utf8" else (charset or "utf8mb4")
+    cid = _COLLATION_OF.get(cs)
+    if cid is None:
+        raise UnsupportedDump(f"{where}: character set {charset!r} is not one the binlog decoder knows")
+    return cid
+
+
+def _set_bytes(n: int) -> int:
+    size = (n + 7) // 8
+    return 8 if size > 4 else size
+
+
+_TEXT = frozenset({"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET", "JSON"})
+
+
+def _column_facts(col: ColumnDef, flavor: str, where: str) -> tuple:
+    """``(type code, meta, unsigned or None, collation id or None, real type)`` of one column as
+    the server logs it."""
+    t = col.type
+    if t in _TEXT and not col.charset and not (t == "JSON" and flavor == MYSQL):
+        raise UnsupportedDump(f"{where}: the CREATE TABLE gives no character set for this {t} column "
+                              "(nor a table or database default)")
+    if t in _INTS:
+        return _INTS[t], 0, col.unsigned, None, _INTS[t]
+    if t == "DECIMAL":
+        return CT.NEWDECIMAL, (col.length or 10, col.decimals or 0), col.unsigned, None, CT.NEWDECIMAL
+    if t == "FLOAT":
+        if col.decimals is None and col.length is not None and col.length > 24:
+            return CT.DOUBLE, 8, col.unsigned, None, CT.DOUBLE
+        return CT.FLOAT, 4, col.unsigned, None, CT.FLOAT
+    if t == "DOUBLE":
+        return CT.DOUBLE, 8, col.unsigned, None, CT.DOUBLE
+    if t == "BIT":
+        n = col.length or 1
+        return CT.BIT, (n % 8, n // 8), None, None, CT.BIT
+    if t == "YEAR":
+        return CT.YEAR, 0, True if flavor == MARIADB else None, None, CT.YEAR
+    if t == "DATE":
+        return CT.DATE, 0, None, None, CT.DATE
+    if t in _TEMPORAL:
+        return _TEMPORAL[t], col.decimals or 0, None, None, _TEMPORAL[t]
+    if t in ("CHAR", "BINARY", "VARCHAR", "VARBINARY"):
+        cs = "binary" if t in ("BINARY", "VARBINARY") else (col.charset or "utf8mb4")
+        nbytes = (col.length if col.length is not None else 1) * _MBMAXLEN.get(cs, 1)
+        cid = _collation(cs, where)
+        if t in ("CHAR", "BINARY"):
+            return CT.STRING, (CT.STRING, nbytes), None, cid, CT.STRING
+        return CT.VARCHAR, nbytes, None, cid, CT.VARCHAR
+    if t in _BLOB_BYTES:
+        cs = "binary" if t.endswith("BLOB") else (col.charset or "utf8mb4")
+        return CT.BLOB, _BLOB_BYTES[t], None, _collation(cs, where), CT.BLOB
+    if t == "JSON":
+        if flavor == MYSQL:
+            return CT.JSON, 4, None, None, CT.JSON
+        return CT.BLOB, 4, None, _collation(col.charset or "utf8mb4", where), CT.BLOB  # MariaDB: LONGTEXT
+    if t == "ENUM":
+        size = 1 if len(col.values) < 256 else 2
+        return CT.STRING, (CT.ENUM, size), None, _collation(col.charset or "utf8mb4", where), CT.ENUM
+    if t == "SET":
+        return CT.STRING, (CT.SET, _set_bytes(len(col.values))), None, _collation(col.charset or "utf8mb4", where), \
+            CT.SET
+    if t in _GEOMETRY:
+        return CT.GEOMETRY, 4, None, None, CT.GEOMETRY
+    if t in _FIXED_BINARY:
+        return CT.STRING, (CT.STRING, _FIXED_BINARY[t]), None, BINARY_COLLATION, CT.STRING
+    raise UnsupportedDump(f"{where}: column type {col.type_text()} has no binlog counterpart this reader knows")
+
+
+def table_map(db: str, table: str, schema: TableSchema, flavor: str = MARIADB) -> TableMapEvent:
+    """The table map the server logs for ``schema`` with ``binlog_row_metadata=FULL``."""
+    facts = [_column_facts(c, flavor, f"{db}.{table}.{c.name}") for c in schema.columns]
+    n = len(facts)
+    key = tuple((i, 0) for i in (schema.index_of(k) for k in schema.primary_key) if i is not None)
+    return TableMapEvent(
+        header=None, table_id=0, flags=0, schema=db, table=table, column_count=n,
+        column_types=tuple(f[0] for f in facts), column_metas=tuple(f[1] for f in facts),
+        nullable=tuple(c.nullable for c in schema.columns),
+        signedness=tuple(f[2] for f in facts),
+        column_charsets=tuple(f[3] for f in facts),
+        column_names=tuple(c.name for c in schema.columns),
+        set_values=tuple(c.values if c.type == "SET" else None for c in schema.columns),
+        enum_values=tuple(c.values if c.type == "ENUM" else None for c in schema.columns),
+        geometry_types=tuple(_GEOMETRY.get(c.type) for c in schema.columns),
+        primary_key=key or None,
+        real_types=tuple(f[4] for f in facts),
+    )
+
+
+# -- literals -> values --------------------------------------------------------------------------
+
+_DATE = re.compile(rb"(\d{4})-(\d{1,2})-(\d{1,2})\Z")
+_DATETIME = re.compile(rb"(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?\Z")
+_TIME = re.compile(rb"(-)?(\d+):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?\Z")
+_DEC_CONTEXT = Context(prec=200)
+_FLOAT32 = struct.Struct("<f")
+
+
+class _Bad(ValueError):
+    """A literal that cannot be the column's value (the reader adds table, column and offset)."""
+
+
+def _ascii(lit) -> bytes:
+    if isinstance(lit, str):
+        return lit.encode("ascii")
+    return bytes(lit)
+
+
+def _int(lit) -> int:
+    if type(lit) is Binary:
+        return int.from_bytes(lit, "big")
+    return int(lit)
+
+
+def _year(lit) -> int:
+    return int(lit)
+
+
+def _decimal(scale: int) -> Callable:
+    quantum = Decimal(1).scaleb(-scale)
+
+    def conv(lit):
+        try:
+            d = Decimal(lit if isinstance(lit, str) else bytes(lit).decode("ascii")).quantize(quantum, context=_DEC_CONTEXT)
+        except InvalidOperation:
+            raise _Bad(f"{lit!r} is not a number") from None
+        unscaled = abs(int(d.scaleb(scale, context=_DEC_CONTEXT)))
+        sign = "-" if d.is_signed() and unscaled else ""
+        return Decimal(f"{sign}{unscaled}E-{scale}") if scale else Decimal(f"{sign}{unscaled}")
+    return conv
+
+
+def _float32(lit) -> float:
+    return _FLOAT32.unpack(_FLOAT32.pack(float(lit)))[0]
+
+
+def _double(lit) -> float:
+    return float(lit)
+
+
+def _bit(lit) -> int:
+    if isinstance(lit, (bytes, bytearray)):
+        return int.from_bytes(lit, "big")
+    return int(lit)
+
+
+def _date(lit):
+    m = _DATE.match(_ascii(lit))
+    if m is None:
+        raise _Bad(f"{lit!r} is not a date")
+    return make_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+def _usec(frac: bytes | None) -> int:
+    return int(frac.ljust(6, b"0")) if frac else 0
+
+
+def _datetime(fsp: int) -> Callable:
+    def conv(lit):
+        m = _DATETIME.match(_ascii(lit))
+        if m is None:
+            raise _Bad(f"{lit!r} is not a date and time")
+        y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+        return make_datetime(y, mo, d, h, mi, s, _usec(m.group(7)), fsp)
+    return conv
+
+
+def _zone(time_zone: str | None) -> _dt.tzinfo | None:
+    if time_zone is None:
+        return None
+    tz = time_zone.strip()
+    m = re.fullmatch(r"([+-])(\d{1,2}):(\d{2})", tz)
+    if m:
+        delta = _dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return _dt.timezone(-delta if m.group(1) == "-" else delta)
+    if tz.upper() in ("UTC", "GMT"):
+        return _UTC
+    try:
+        return zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise UnsupportedDump(f"time zone {time_zone!r} (SET TIME_ZONE) is not an offset or a zone this system knows") from None
+
+
+def _timestamp(fsp: int, zone: _dt.tzinfo | None) -> Callable:
+    def conv(lit):
+        m = _DATETIME.match(_ascii(lit))
+        if m is None:
+            raise _Bad(f"{lit!r} is not a timestamp")
+        y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+        usec = _usec(m.group(7))
+        if not (y or mo or d or h or mi or s or usec):
+            return zero_datetime_text(fsp)
+        if zone is None:
+            raise UnsupportedDump("a TIMESTAMP value, but the dump sets no time zone (made with --skip-tz-utc?): "
+                                  "its text is in the server's time zone, which the dump does not say")
+        local = make_datetime(y, mo, d, h, mi, s, usec, fsp)
+        if isinstance(local, str):
+            return local  # an invalid date: MySQL's text, as the decoder gives it
+        return local.replace(tzinfo=zone).astimezone(_UTC)
+    return conv
+
+
+def _time(lit):
+    m = _TIME.match(_ascii(lit))
+    if m is None:
+        raise _Bad(f"{lit!r} is not a time")
+    return make_time(m.group(1) is not None, int(m.group(2)), int(m.group(3)), int(m.group(4)), _usec(m.group(5)))
+
+
+def _text(col_codec: str | None, client_codec: str | None, client_binary: bool, where: str) -> Callable:
+    """A text column's value: bytes in the connection charset, or the column's own bytes."""
+
+    def conv(lit):
+        t = type(lit)
+        if t is str:  # a number literal in a text column
+            return lit
+        if t is Binary or client_binary:
+            raw = bytes(lit)
+            return raw if col_codec is None else decode_text(raw, col_codec)
+        if t is Introduced:
+            codec = CHARSET_CODECS.get("utf8mb3" if lit.charset == "utf8" else lit.charset)
+            if codec is None:
+                raise _Bad(f"a string with the introducer _{lit.charset}, a charset this reader cannot decode")
+            return _decoded(bytes(lit), codec, col_codec)
+        if client_codec is None:
+            raise UnsupportedDump(f"{where}: a string value but no SET NAMES before it: its character set is unknown")
+        return _decoded(lit, client_codec, col_codec)
+    return conv
+
+
+def _decoded(raw: bytes, codec: str, col_codec: str | None):
+    if col_codec is None:
+        raise _Bad("a string for a column whose charset has no Python codec: the server converted it to bytes "
+                   "this reader cannot reproduce (dump with --hex-blob or --default-character-set=binary)")
+    if codec == col_codec:
+        return decode_text(raw, codec)
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError:
+        raise _Bad(f"bytes {raw[:40]!r} are not valid in the connection charset ({codec})") from None
+
+
+def _binary(length: int | None) -> Callable:
+    def conv(lit):
+        raw = lit.encode("ascii") if type(lit) is str else bytes(lit)
+        return raw.ljust(length, b"\0") if length else raw
+    return conv
+
+
+def _inet(kind: str) -> Callable:
+    size = _FIXED_BINARY[kind]
+
+    def conv(lit):
+        if type(lit) is Binary:
+            return bytes(lit).ljust(size, b"\0")
+        text = _ascii(lit).decode("ascii").strip()
+        try:
+            if kind == "INET4":
+                return ipaddress.IPv4Address(text).packed
+            if kind == "INET6":
+                return ipaddress.IPv6Address(text).packed
+            digits = text.replace("-", "")
+            if text.startswith("{") or len(digits) != 32:
+                raise ValueError(text)
+            return bytes.fromhex(digits)
+        except ValueError:
+            raise _Bad(f"{text!r} is not an {kind} value") from None
+    return conv
+
+
+def _converter(col: ColumnDef, code: int, client_charset: str | None, zone, where: str) -> Callable:
+    t = col.type
+    if t in _INTS:
+        return _int
+    if t == "DECIMAL":
+        return _decimal(col.decimals or 0)
+    if code == CT.FLOAT:
+        return _float32
+    if code == CT.DOUBLE:
+        return _double
+    if t == "BIT":
+        return _bit
+    if t == "YEAR":
+        return _year
+    if t == "DATE":
+        return _date
+    if t == "DATETIME":
+        return _datetime(col.decimals or 0)
+    if t == "TIMESTAMP":
+        return _timestamp(col.decimals or 0, zone)
+    if t == "TIME":
+        return _time
+    if t in _FIXED_BINARY:
+        return _inet(t)
+    if t in _GEOMETRY or t in ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"):
+        return _binary(col.length if t == "BINARY" else None)
+    cs = "utf8mb3" if col.charset == "utf8" else col.charset
+    client = None if client_charset is None else ("utf8mb3" if client_charset == "utf8" else client_charset)
+    return _text(CHARSET_CODECS.get(cs), CHARSET_CODECS.get(client) if client else None, client == "binary", where)
+
+
+class RowReader:
+    """Rows of one table's literals -> decoder values and bronze cells, for one connection
+    charset and time zone (build one per ``(table, SET NAMES, TIME_ZONE)``; a dump changes them
+    rarely). ``columns``: an INSERT's column list (``--complete-insert``) maps literals to columns
+    by name; without one, literals are the table's columns in order."""
+
+    def __init__(self, db: str, table: str, schema: TableSchema, *, client_charset: str | None,
+                 time_zone: str | None, flavor: str = MARIADB):
+        self.db, self.table, self.schema, self.flavor = db, table, schema, flavor
+        self.table_map = tm = table_map(db, table, schema, flavor)
+        zone = _zone(time_zone)
+        self.names = tm.column_names
+        self.types = tuple(column_type_text(tm, i) for i in range(tm.column_count))
+        self.fsps = tuple(column_fsp(tm, i) for i in range(tm.column_count))
+        self.converters = tuple(
+            _converter(c, tm.column_types[i], client_charset, zone, f"{db}.{table}.{c.name}")
+            for i, c in enumerate(schema.columns))
+        self._orders: dict[tuple[str, ...], tuple[int, ...]] = {}
+
+    def order(self, columns: Sequence[str] | None) -> tuple[int, ...]:
+        """The column index of each literal of a row (``columns`` None: all, in table order)."""
+        if columns is None:
+            return tuple(range(len(self.names)))
+        key = tuple(columns)
+        idx = self._orders.get(key)
+        if idx is None:
+            idx = []
+            for name in key:
+                i = self.schema.index_of(name)
+                if i is None:
+                    raise CorruptDump(f"the INSERT names a column {name!r} that {self.db}.{self.table} does not "
+                                      f"have (its columns: {', '.join(self.names)})")
+                idx.append(i)
+            idx = self._orders[key] = tuple(idx)
+        return idx
+
+    def values(self, literals: Sequence, columns: Sequence[str] | None = None) -> tuple:
+        """The decoder's values of one row, aligned with :meth:`order` of ``columns``."""
+        idx = self.order(columns)
+        if len(literals) != len(idx):
+            raise CorruptDump(f"a row of {len(literals)} values for {len(idx)} columns of {self.db}.{self.table}")
+        out = []
+        conv = self.converters
+        for i, lit in zip(idx, literals):
+            if lit is None:
+                out.append(None)
+                continue
+            try:
+                out.append(conv[i](lit))
+            except (_Bad, ValueError, TypeError, OverflowError) as e:
+                raise CorruptDump(f"{self.db}.{self.table}.{self.names[i]} ({self.schema.columns[i].type_text()}): "
+                                  f"{e}") from None
+        return tuple(out)
+
+    def cells(self, literals: Sequence, columns: Sequence[str] | None = None) -> list[tuple]:
+        """The row's bronze image: one ``(idx, name, type, text, bin)`` cell per literal."""
+        return self.cells_of(self.values(literals, columns), columns)
+
+    def cells_of(self, values: Sequence, columns: Sequence[str] | None = None) -> list[tuple]:
+        """The image cells of :meth:`values`' result."""
+        return image_cells(self, self.order(columns), values)
+
+
+def image_cells(reader: RowReader, idx: Sequence[int], values: Sequence) -> list[tuple]:
+    """Cells as bronze writes a decoded image: bytes in ``bin``; text not valid in its charset as
+    its text with U+FFFD plus the exact bytes; anything else its canonical text
+    (:func:`pipelines.binlog.values.canonical_text`, with the column's fractional digits)."""
+    names, types, fsps = reader.names, reader.types, reader.fsps
+    out = []
+    for i, v in zip(idx, values):
+        t = type(v)
+        if t is bytes:
+            out.append((i, names[i], types[i], None, v))
+        elif t is InvalidText:
+            out.append((i, names[i], types[i], str(v), v.raw))
+        else:
+            out.append((i, names[i], types[i], canonical_text(v, fsps[i]), None))
+    return out

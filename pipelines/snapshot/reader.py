@@ -1,0 +1,109 @@
+"""A dump's rows, with their tables' schemas and the session each INSERT ran in, as cells: what a
+loader task does with the statements of its byte range (or of its whole compressed file).
+
+>>> dump = (b"/*!40101 SET NAMES utf8mb4 */;\\nUSE `shop`;\\n"
+...         b"CREATE TABLE `t` (`id` int NOT NULL, `v` varchar(5), PRIMARY KEY (`id`)) DEFAULT CHARSET=utf8mb4;\\n"
+...         b"INSERT INTO `t` VALUES (1,'a'),(2,NULL);\\n")
+>>> reading = DumpReading(name="shop.sql")
+>>> [(r.table, r.cells) for r in reading.rows(iter_statements(dump, state=reading.state))]
+[('t', [(0, 'id', 'LONG', '1', None), (1, 'v', 'VARCHAR(5) utf8mb4', 'a', None)]), ('t', [(0, 'id', 'LONG', '2', None), (1, 'v', 'VARCHAR(5) utf8mb4', None, None)])]
+>>> reading.skipped
+Counter()
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from pipelines.schema.ddl import CreateTable, parse_statement
+from pipelines.schema.model import TableSchema
+
+from .cells import MARIADB, RowReader
+from .errors import CorruptDump, DumpError
+from .statements import DumpState, Statement, iter_statements  # noqa: F401  (iter_statements: the doctest's)
+
+# statements that only set up the session or the load; not counted as skipped
+_SETUP = frozenset({"set", "use", "delimiter", "create_database", "position"})
+_SETUP_HEADS = frozenset({"LOCK TABLES", "UNLOCK TABLES", "ALTER TABLE", "DROP TABLE", "START TRANSACTION", "COMMIT",
+                          "SET", "FLUSH PRIVILEGES"})
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    """One dumped row: where its INSERT starts (``offset``; ``row`` its index in the statement), its
+    table and its image cells ``(idx, name, type, text, bin)``; ``values`` are the decoder's values
+    the cells were written from."""
+
+    offset: int
+    row: int
+    db: str
+    table: str
+    cells: list
+    values: tuple
+
+
+class DumpReading:
+    """The state of reading one dump (or one range of it, started from the outline's state and
+    schemas): the session, the tables' schemas from their ``CREATE TABLE``, one
+    :class:`~pipelines.snapshot.cells.RowReader` per table, charset and time zone, and the
+    statements that were neither data nor session set-up, counted by their first words
+    (``skipped``: views, triggers, routines, ``CREATE TABLE`` this reader cannot parse...)."""
+
+    def __init__(self, state: DumpState | None = None, schemas: dict[tuple[str, str], TableSchema] | None = None,
+                 *, name: str | None = None, flavor: str | None = None):
+        self.state = state if state is not None else DumpState(flavor=flavor)
+        self.schemas = dict(schemas or {})
+        self.name = name
+        self.skipped: Counter = Counter()
+        self.unparsed: dict[tuple[str, str], str] = {}
+        self._readers: dict[tuple, RowReader] = {}
+
+    def table_schema(self, st: Statement) -> None:
+        """Record the schema a ``CREATE TABLE`` declares (the current database as default)."""
+        actions = parse_statement(st.raw.decode("utf-8", "replace") if st.raw else st.sql, self.state.db,
+                                  self.state.db_charsets)
+        action = actions[0] if actions else None
+        if isinstance(action, CreateTable) and action.schema is not None:
+            self.schemas[(action.name.db, action.name.table)] = action.schema
+            return
+        self.skipped["CREATE TABLE (not understood)"] += 1
+        where = (self.state.db or "", st.name or "")
+        self.unparsed[where] = getattr(action, "reason", "CREATE TABLE ... LIKE or not understood")
+
+    def reader(self, db: str, table: str) -> RowReader:
+        state = self.state
+        key = (db, table, state.client_charset, state.time_zone)
+        r = self._readers.get(key)
+        if r is None:
+            schema = self.schemas.get((db, table))
+            if schema is None:
+                why = self.unparsed.get((db, table))
+                raise CorruptDump(f"rows for {db}.{table}, whose CREATE TABLE " +
+                                  (f"was not understood ({why})" if why else "is not in the dump before them"))
+            r = self._readers[key] = RowReader(db, table, schema, client_charset=state.client_charset,
+                                               time_zone=state.time_zone, flavor=state.flavor or MARIADB)
+        return r
+
+    def rows(self, statements: Iterable[Statement]) -> Iterator[SnapshotRow]:
+        """The rows of the INSERTs among ``statements`` (read with this reading's ``state``: pass
+        ``iter_statements(..., state=reading.state)``), recording schemas and counting the rest."""
+        for st in statements:
+            kind = st.kind
+            if kind == "insert":
+                ins = st.insert
+                db = ins.db or self.state.db
+                if db is None:
+                    raise CorruptDump(f"INSERT INTO {ins.table} before any USE: its database is unknown",
+                                      file=self.name, offset=st.offset)
+                try:
+                    r = self.reader(db, ins.table)
+                    for k, literals in enumerate(ins.rows):
+                        values = r.values(literals, ins.columns)
+                        yield SnapshotRow(st.offset, k, db, ins.table, r.cells_of(values, ins.columns), values)
+                except DumpError as e:
+                    raise e.at(self.name, st.offset)
+            elif kind == "create_table":
+                self.table_schema(st)
+            elif kind not in _SETUP and st.head not in _SETUP_HEADS:
+                self.skipped[st.head or kind] += 1
