@@ -44,6 +44,7 @@ import ipaddress
 import re
 import struct
 import zoneinfo
+from dataclasses import replace
 from decimal import Context, Decimal, InvalidOperation
 from typing import Callable, Sequence
 
@@ -456,3 +457,29 @@ def image_cells(reader: RowReader, idx: Sequence[int], values: Sequence) -> list
         else:
             out.append((i, names[i], types[i], canonical_text(v, fsps[i]), None))
     return out
+
+
+# -- CREATE TABLE ----------------------------------------------------------------------------------
+
+_FLOAT_UNSIGNED = re.compile(r"^\s*`((?:[^`]|``)+)`\s+float(?:\s*\(\s*\d+\s*(?:,\s*\d+\s*)?\))?\s+unsigned\b",
+                             re.IGNORECASE | re.MULTILINE)
+
+
+def create_table(sql: str, default_db: str | None, db_charsets=None) -> tuple[str, str, TableSchema] | str:
+    """``(db, table, schema)`` of a dump's ``CREATE TABLE`` text (:func:`pipelines.schema.ddl.parse_statement`),
+    or the reason it was not understood. The schema parser drops FLOAT's deprecated UNSIGNED
+    (silver's type is the same), which the table map logs: it is put back here from the column
+    lines as ``SHOW CREATE TABLE`` prints them."""
+    from pipelines.schema.ddl import CreateTable, parse_statement
+
+    actions = parse_statement(sql, default_db, db_charsets or {})
+    action = actions[0] if actions else None
+    if not isinstance(action, CreateTable) or action.schema is None:
+        return getattr(action, "reason", None) or "not a CREATE TABLE with columns (CREATE TABLE ... LIKE?)"
+    schema = action.schema
+    unsigned_floats = {m.group(1).replace("``", "`").lower() for m in _FLOAT_UNSIGNED.finditer(sql)}
+    if unsigned_floats:
+        schema = replace(schema, columns=tuple(
+            replace(c, unsigned=True) if c.type == "FLOAT" and c.name.lower() in unsigned_floats else c
+            for c in schema.columns))
+    return action.name.db, action.name.table, schema

@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from pipelines.schema.ddl import parse_statement
 from pipelines.schema.model import TableSchema
 
+from .cells import create_table
 from .errors import CorruptDump, DumpError, NoPosition
 from .position import SnapshotPosition, mydumper_position
 from .source import DumpFile
@@ -117,14 +117,13 @@ def read_mydumper_folder(path: str, flavor: str | None = None) -> MydumperFolder
         state = DumpState(db=db, flavor=flavor)
         schema_path = os.path.join(path, schema_file)
         st = _first(schema_path, "create_table", state)
-        actions = parse_statement(st.raw.decode("utf-8", "replace"), db, state.db_charsets)
-        schema = getattr(actions[0], "schema", None) if actions else None
-        if schema is None:
-            raise CorruptDump(f"CREATE TABLE not understood: {getattr(actions[0], 'reason', '') if actions else ''}",
-                              file=schema_file, offset=st.offset)
+        found = create_table(st.raw.decode("utf-8", "replace"), db, state.db_charsets)
+        if isinstance(found, str):
+            raise CorruptDump(f"CREATE TABLE not understood: {found}", file=schema_file, offset=st.offset)
+        _, table, schema = found
         chunks = [name for p, name in data if p == prefix]
         chunks.sort(key=_chunk_order)
-        tables.append(MydumperTable(db, actions[0].name.table, schema, schema_path,
+        tables.append(MydumperTable(db, table, schema, schema_path,
                                     tuple(os.path.join(path, c) for c in chunks)))
     claimed = {c for t in tables for c in t.chunks}
     orphans = [name for _, name in data if os.path.join(path, name) not in claimed]

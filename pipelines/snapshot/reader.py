@@ -16,10 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from pipelines.schema.ddl import CreateTable, parse_statement
 from pipelines.schema.model import TableSchema
 
-from .cells import MARIADB, RowReader
+from .cells import MARIADB, RowReader, create_table
 from .errors import CorruptDump, DumpError
 from .statements import DumpState, Statement, iter_statements  # noqa: F401  (iter_statements: the doctest's)
 
@@ -61,15 +60,15 @@ class DumpReading:
 
     def table_schema(self, st: Statement) -> None:
         """Record the schema a ``CREATE TABLE`` declares (the current database as default)."""
-        actions = parse_statement(st.raw.decode("utf-8", "replace") if st.raw else st.sql, self.state.db,
-                                  self.state.db_charsets)
-        action = actions[0] if actions else None
-        if isinstance(action, CreateTable) and action.schema is not None:
-            self.schemas[(action.name.db, action.name.table)] = action.schema
+        found = create_table(st.raw.decode("utf-8", "replace") if st.raw else st.sql, self.state.db,
+                             self.state.db_charsets)
+        if isinstance(found, tuple):
+            db, table, schema = found
+            self.schemas[(db, table)] = schema
             return
         self.skipped["CREATE TABLE (not understood)"] += 1
-        where = (self.state.db or "", st.name or "")
-        self.unparsed[where] = getattr(action, "reason", "CREATE TABLE ... LIKE or not understood")
+        name = st.name or ""
+        self.unparsed[tuple(name.split(".", 1)) if "." in name else (self.state.db or "", name)] = found
 
     def reader(self, db: str, table: str) -> RowReader:
         state = self.state
@@ -107,3 +106,19 @@ class DumpReading:
                 self.table_schema(st)
             elif kind not in _SETUP and st.head not in _SETUP_HEADS:
                 self.skipped[st.head or kind] += 1
+
+
+def reading_at(outline_statements: Iterable[Statement], offset: int, initial: DumpState, *,
+               name: str | None = None) -> DumpReading:
+    """The reading a range that starts at ``offset`` begins with: ``initial`` (the header's state,
+    :meth:`DumpState.from_header`) with every statement of the dump's outline before ``offset``
+    applied (session changes, and the schemas of the ``CREATE TABLE`` statements)."""
+    reading = DumpReading(initial.copy(), name=name)
+    for st in outline_statements:
+        if st.offset >= offset:
+            break
+        if st.kind == "create_table":
+            reading.table_schema(st)
+        reading.state.apply(st)
+    reading.skipped.clear()
+    return reading

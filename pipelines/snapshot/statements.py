@@ -69,6 +69,15 @@ class DumpState:
     def time_zone(self) -> str | None:
         return self.session.get("time_zone")
 
+    @classmethod
+    def from_header(cls, head: bytes) -> "DumpState":
+        """The state a dump starts in, from its first lines: the server flavor
+        (:func:`flavor_of`) and, for a dump of one database (no ``USE`` in it), that database from
+        mysqldump's ``-- Host: ... Database: x`` line."""
+        m = re.search(rb"^-- Host: .*?Database: ([^\r\n]*?)[ \t]*\r?$", head[:4096], re.M)
+        db = m.group(1).decode("utf-8", "replace") if m and m.group(1) else None
+        return cls(db=db, flavor=flavor_of(head))
+
     def copy(self) -> "DumpState":
         return DumpState(self.db, dict(self.session), dict(self.user), self.delimiter, self.flavor,
                          dict(self.db_charsets))

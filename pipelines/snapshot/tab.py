@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from pipelines.schema.ddl import parse_statement
 from pipelines.schema.model import TableSchema
 
+from .cells import create_table
 from .errors import CorruptDump, DumpError, TruncatedDump
-from .statements import DumpState, flavor_of, iter_statements
+from .statements import DumpState, iter_statements
 from .values import Binary
 
 # the field and the separator after it (tab: next field; line feed: end of row)
@@ -107,32 +107,27 @@ class TabTable:
         return "binary" if cs in _UNIVERSAL else cs
 
 
-_DB_COMMENT = re.compile(rb"^-- Host: .*?Database: (.*?)\s*$", re.M)
-
-
 def read_tab_table(sql_path: str, db: str | None = None) -> TabTable:
     """The ``t.sql`` of a ``--tab`` folder parsed: ``CREATE TABLE`` and the session it runs in.
     ``db`` defaults to the ``-- Host: ... Database: x`` line mysqldump writes at the top."""
     with open(sql_path, "rb") as f:
         text = f.read()
     name = os.path.basename(sql_path)
-    if db is None:
-        m = _DB_COMMENT.search(text[:4096])
-        if m is None or not m.group(1):
-            raise DumpError("the file does not say its database (no '-- Host: ... Database:' line); give it",
-                            file=name, offset=0)
-        db = m.group(1).decode("utf-8")
-    state = DumpState(db=db, flavor=flavor_of(text[:4096]))
+    state = DumpState.from_header(text[:4096])
+    if db is not None:
+        state.db = db
+    if state.db is None:
+        raise DumpError("the file does not say its database (no '-- Host: ... Database:' line); give it",
+                        file=name, offset=0)
+    db = state.db
     schema = table = None
     creation = None
     for st in iter_statements(text, state=state, name=name):
         if st.kind == "create_table":
-            actions = parse_statement(st.raw.decode("utf-8", "replace"), db, state.db_charsets)
-            schema = getattr(actions[0], "schema", None) if actions else None
-            if schema is None:
-                raise CorruptDump(f"CREATE TABLE not understood: {getattr(actions[0], 'reason', '')}", file=name,
-                                  offset=st.offset)
-            table = actions[0].name.table
+            found = create_table(st.raw.decode("utf-8", "replace"), db, state.db_charsets)
+            if isinstance(found, str):
+                raise CorruptDump(f"CREATE TABLE not understood: {found}", file=name, offset=st.offset)
+            _, table, schema = found
             creation = state.copy()
     if schema is None:
         raise CorruptDump("no CREATE TABLE in the file", file=name, offset=0)
