@@ -114,6 +114,10 @@ def _column_facts(col: ColumnDef, flavor: str, where: str) -> tuple:
     if t == "BIT":
         n = col.length or 1
         return CT.BIT, (n % 8, n // 8), None, None, CT.BIT
+    if t in ("YEAR", "JSON") and flavor not in (MARIADB, MYSQL):
+        raise UnsupportedDump(f"{where}: a {t} column is logged differently by MariaDB and MySQL, and the dump does "
+                              "not say which server it came from (no '-- Server version' line: --compact?); "
+                              "give the flavor")
     if t == "YEAR":
         return CT.YEAR, 0, True if flavor == MARIADB else None, None, CT.YEAR
     if t == "DATE":
@@ -147,8 +151,10 @@ def _column_facts(col: ColumnDef, flavor: str, where: str) -> tuple:
     raise UnsupportedDump(f"{where}: column type {col.type_text()} has no binlog counterpart this reader knows")
 
 
-def table_map(db: str, table: str, schema: TableSchema, flavor: str = MARIADB) -> TableMapEvent:
-    """The table map the server logs for ``schema`` with ``binlog_row_metadata=FULL``."""
+def table_map(db: str, table: str, schema: TableSchema, flavor: str | None = MARIADB) -> TableMapEvent:
+    """The table map the server logs for ``schema`` with ``binlog_row_metadata=FULL``; ``flavor``
+    (``mariadb``/``mysql``) matters to YEAR (MariaDB logs it unsigned) and JSON (MariaDB's is
+    LONGTEXT)."""
     facts = [_column_facts(c, flavor, f"{db}.{table}.{c.name}") for c in schema.columns]
     n = len(facts)
     key = tuple((i, 0) for i in (schema.index_of(k) for k in schema.primary_key) if i is not None)
@@ -386,7 +392,7 @@ class RowReader:
     by name; without one, literals are the table's columns in order."""
 
     def __init__(self, db: str, table: str, schema: TableSchema, *, client_charset: str | None,
-                 time_zone: str | None, flavor: str = MARIADB):
+                 time_zone: str | None, flavor: str | None = MARIADB):
         self.db, self.table, self.schema, self.flavor = db, table, schema, flavor
         self.table_map = tm = table_map(db, table, schema, flavor)
         zone = _zone(time_zone)

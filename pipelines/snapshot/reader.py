@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 from pipelines.schema.model import TableSchema
 
-from .cells import MARIADB, RowReader, create_table
+from .cells import RowReader, create_table
 from .errors import CorruptDump, DumpError
 from .statements import DumpState, Statement, iter_statements  # noqa: F401  (iter_statements: the doctest's)
 
@@ -81,7 +81,7 @@ class DumpReading:
                 raise CorruptDump(f"rows for {db}.{table}, whose CREATE TABLE " +
                                   (f"was not understood ({why})" if why else "is not in the dump before them"))
             r = self._readers[key] = RowReader(db, table, schema, client_charset=state.client_charset,
-                                               time_zone=state.time_zone, flavor=state.flavor or MARIADB)
+                                               time_zone=state.time_zone, flavor=state.flavor)
         return r
 
     def rows(self, statements: Iterable[Statement]) -> Iterator[SnapshotRow]:

@@ -492,26 +492,33 @@ def next_statement_start(buf, offset: int, blocks: Iterable[tuple[int, int]] = (
     return None
 
 
-def delimiter_lines(buf, start: int = 0, stop: int | None = None) -> list[tuple[int, int, str]]:
-    """``(offset, end, delimiter)`` of every ``DELIMITER x`` line that starts in ``[start, stop)``;
-    they are found by line, not by statement, so any byte range can be searched."""
+def delimiter_lines(buf, start: int = 0, stop: int | None = None) -> list[tuple[int, int, str, str]]:
+    """``(offset, end, delimiter, before)`` of every ``DELIMITER x`` line that starts in
+    ``[start, stop)``, ``before`` the end of the line above it; found by line, not by statement,
+    so any byte range can be searched (the ranges' lists, concatenated, are the file's)."""
     stop = len(buf) if stop is None else stop
     out = []
-    rx = re.compile(rb"(?m)^(?i:DELIMITER)[ \t]+(\S+)[ \t]*\r?$")
-    for m in rx.finditer(buf, start, min(len(buf), stop + 64)):
+    for m in _DELIMITER_AT_LINE.finditer(buf, start, min(len(buf), stop + 64)):
         if m.start() < stop:
-            out.append((m.start(), m.end(), m.group(1).decode("latin-1")))
+            above = bytes(buf[max(0, m.start() - 33):max(0, m.start() - 1)]).rstrip(b" \t\r")
+            out.append((m.start(), m.end(), m.group(1).decode("latin-1"), above.decode("latin-1")))
     return out
 
 
-def delimiter_blocks(lines: Iterable[tuple[int, int, str]]) -> list[tuple[int, int]]:
-    """The byte spans ``(start, end)`` where the delimiter is not ``;`` (from the first line that
-    changes it to the line that sets ``;`` again), from :func:`delimiter_lines` of a whole file."""
-    spans, opened = [], None
-    for off, end, delim in sorted(lines):
-        if delim != ";" and opened is None:
-            opened = end
-        elif delim == ";" and opened is not None:
+_DELIMITER_AT_LINE = re.compile(rb"(?m)^(?i:DELIMITER)[ \t]+(\S+)[ \t]*\r?$")
+
+
+def delimiter_blocks(lines: Iterable[tuple]) -> list[tuple[int, int]]:
+    """The byte spans ``(start, end)`` where the delimiter is not ``;``, from :func:`delimiter_lines`
+    of a whole file: from a line that changes it to the line that sets ``;`` again. A closing line
+    counts only after a statement that ended with the block's delimiter (mysqldump writes
+    ``END */;;`` then ``DELIMITER ;``): a routine body's string may hold a ``DELIMITER ;`` line of its
+    own, after a line that does not end so."""
+    spans, opened, delim = [], None, None
+    for off, end, new, above in sorted(lines):
+        if opened is None and new != ";":
+            opened, delim = end, new
+        elif opened is not None and new == ";" and above.endswith(delim):
             spans.append((opened, off))
             opened = None
     if opened is not None:

@@ -14,7 +14,8 @@ The binlog position of a ``--tab`` dump goes to mysqldump's standard output, not
 keep it (``> header.sql``) and pass it to :func:`tab_position`, or give ``--position``.
 
 Rows of one ``.txt`` can be read by byte range too: a line feed ends a row when the backslashes
-right before it are even in number (:func:`next_row_start`).
+right before it are even in number (:func:`next_row_start`), except in a table with BIT columns,
+whose values the server writes unescaped.
 """
 from __future__ import annotations
 
@@ -99,6 +100,12 @@ class TabTable:
     sql_path: str
 
     @property
+    def splittable(self) -> bool:
+        """Can the ``.txt`` be read by byte range (:func:`next_row_start`)? Not with a BIT column,
+        whose raw bytes may hold a line feed."""
+        return not any(c.type == "BIT" for c in self.schema.columns)
+
+    @property
     def txt_charset(self) -> str:
         """The charset of the ``.txt`` bytes: ``binary`` (each value's own bytes) when the dump used
         mysqldump's default connection charset, else that charset."""
@@ -149,41 +156,95 @@ def iter_tab_rows(table: TabTable, buf, start: int = 0, stop: int | None = None)
     ``[start, stop)``, as :class:`~pipelines.snapshot.cells.RowReader` takes them with
     ``client_charset=table.txt_charset``: a binary column's bytes as ``Binary``; a text column's
     bytes as ``Binary`` too when the file holds values' own bytes, else as ``bytes`` in the file's
-    charset; the text of a number, date or address as ``str``; None for ``\\N``."""
+    charset; the text of a number, date or address as ``str``; None for ``\\N``.
+
+    A BIT value is the one field the server writes unescaped (its result is a number, not a
+    string): its bytes are read by the column's width, ``ceil(M/8)``, and where they could also be
+    a NULL (``\\N``) the rest of the row decides; a row that reads both ways is refused. Raw bytes
+    can hold a line feed, so a table with BIT columns is read from its first row
+    (:attr:`TabTable.splittable`)."""
     stop = len(buf) if stop is None else stop
-    width = len(table.schema.columns)
     own_bytes = table.txt_charset == "binary"
-    kinds = tuple(Binary if (c.type in _RAW_TYPES or (own_bytes and c.type in _TEXT_TYPES))
-                  else bytes if c.type in _TEXT_TYPES else str for c in table.schema.columns)
-    match = _FIELD.match
+    parser = _RowParser(table, buf, tuple(
+        Binary if (c.type in _RAW_TYPES or (own_bytes and c.type in _TEXT_TYPES))
+        else bytes if c.type in _TEXT_TYPES else str for c in table.schema.columns),
+        tuple(((c.length or 1) + 7) // 8 if c.type == "BIT" else 0 for c in table.schema.columns))
     pos = start
     while pos < stop:
-        row_start = pos
-        row = []
+        row, end = parser.row(pos)
+        yield pos, tuple(row)
+        pos = end
+
+
+class _RowParser:
+    def __init__(self, table: TabTable, buf, kinds: tuple, bits: tuple):
+        self.table, self.buf, self.kinds, self.bits = table, buf, kinds, bits
+        self.width = len(kinds)
+
+    def row(self, pos: int) -> tuple[list, int]:
+        found = self._fields(pos, 0)
+        if isinstance(found, DumpError):
+            raise found
+        return found
+
+    def _fields(self, pos: int, k: int):
+        """The fields ``k`` and after of the row going on at ``pos``: ``(fields, end)`` or the error."""
+        buf, table, width = self.buf, self.table, self.width
+        out = []
         while True:
-            m = match(buf, pos)
+            n = self.bits[k] if k < width else 0
+            if n:
+                choices = []
+                if buf[pos + n:pos + n + 1] in (b"\t", b"\n"):
+                    choices.append((Binary(bytes(buf[pos:pos + n])), pos + n + 1, buf[pos + n:pos + n + 1] == b"\n"))
+                if buf[pos:pos + 2] == b"\\N" and buf[pos + 2:pos + 3] in (b"\t", b"\n"):
+                    choices.append((None, pos + 3, buf[pos + 2:pos + 3] == b"\n"))
+                if not choices:
+                    if pos + n >= len(buf):
+                        return TruncatedDump("the .txt ends inside a row (no line feed after it)", file=table.txt_path,
+                                             offset=pos)
+                    return CorruptDump(f"a BIT field of {n} bytes is not followed by a tab or line feed",
+                                       file=table.txt_path, offset=pos)
+                if len(choices) == 1:
+                    value, pos, last = choices[0]
+                    out.append(value)
+                    k += 1
+                    if last:
+                        break
+                    continue
+                ways = []
+                for value, after, last in choices:
+                    rest = ([], after) if last else self._fields(after, k + 1)
+                    if not isinstance(rest, DumpError) and (k + 1 + len(rest[0]) == width):
+                        ways.append(([value] + rest[0], rest[1]))
+                if len(ways) != 1:
+                    return CorruptDump("a BIT field that reads as a value and as NULL (\\N) alike (the server "
+                                       "writes BIT unescaped)" if ways else "a row whose BIT field reads neither way",
+                                       file=table.txt_path, offset=pos)
+                return out + ways[0][0], ways[0][1]
+            m = _FIELD.match(buf, pos)
             if m is None:
-                raise TruncatedDump("the .txt ends inside a row (no line feed after it)", file=table.txt_path,
-                                    offset=row_start)
+                return TruncatedDump("the .txt ends inside a row (no line feed after it)", file=table.txt_path,
+                                     offset=pos)
             raw = m.group(1)
             pos = m.end()
             if raw == b"\\N":
-                row.append(None)
+                out.append(None)
             else:
                 value = unescape_field(raw)
-                k = len(row)
-                kind = kinds[k] if k < width else str
+                kind = self.kinds[k] if k < width else str
                 if kind is not str:
-                    row.append(kind(value))
+                    out.append(kind(value))
                 else:
                     try:
-                        row.append(value.decode("ascii"))
+                        out.append(value.decode("ascii"))
                     except UnicodeDecodeError:
-                        raise CorruptDump(f"column {k + 1} is a number, date or address but holds {value[:40]!r}",
-                                          file=table.txt_path, offset=m.start()) from None
+                        return CorruptDump(f"column {k + 1} is a number, date or address but holds {value[:40]!r}",
+                                           file=table.txt_path, offset=m.start())
+            k += 1
             if m.group(2) == b"\n":
                 break
-        if len(row) != width:
-            raise CorruptDump(f"a row of {len(row)} fields for the {width} columns of {table.db}.{table.table}",
-                              file=table.txt_path, offset=row_start)
-        yield row_start, tuple(row)
+        if k != width:
+            return CorruptDump(f"a row of {k} fields for the {width} columns of {table.db}.{table.table}",
+                               file=table.txt_path, offset=pos)
+        return out, pos
