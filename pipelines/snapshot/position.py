@@ -170,6 +170,7 @@ class _Found:
 
 def _change_lines(text: str, base: int) -> list[_Found]:
     found = []
+    prev_end, prev_of_source = None, False
     for m in _CHANGE.finditer(text):
         opts = {k.upper(): _unquote(v) for k, v in _OPTION.findall(m.group("opts"))}
         file = opts.get("MASTER_LOG_FILE", opts.get("SOURCE_LOG_FILE"))
@@ -179,6 +180,10 @@ def _change_lines(text: str, base: int) -> list[_Found]:
         if not pos.isdigit():
             raise CorruptDump(f"binlog position {pos!r} in {m.group(0)[:200]!r} is not a number", offset=base + m.start())
         of_source = m.group("conn") is not None or bool(_REPLICA_NOTE.search(_comments_before(text, m.start())))
+        if prev_end is not None and all(not line.strip() or line.lstrip().startswith("--")
+                                        for line in text[prev_end:m.start()].split("\n")[1:]):
+            of_source = of_source or prev_of_source  # one block of CHANGE lines: a replica's channels
+        prev_end, prev_of_source = m.end(), of_source
         source = "SOURCE" in m.group("what").upper()
         form = "dump-slave" if of_source else ("source-data" if source else "master-data")
         found.append(_Found(base + m.start(), SnapshotPosition(
