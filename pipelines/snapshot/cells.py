@@ -53,7 +53,7 @@ from pipelines.binlog.constants import ColumnType as CT
 from pipelines.binlog.events import TableMapEvent
 from pipelines.binlog.temporal import make_date, make_datetime, make_time, zero_datetime_text
 from pipelines.binlog.typetext import column_fsp, column_type_text
-from pipelines.binlog.values import InvalidText, canonical_text, decode_text
+from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text, decode_text
 from pipelines.schema.model import ColumnDef, TableSchema
 
 from .errors import CorruptDump, UnsupportedDump
@@ -193,6 +193,8 @@ def _ascii(lit) -> bytes:
 
 
 def _int(lit) -> int:
+    if type(lit) is str:
+        return int(lit)
     if type(lit) is Binary:
         return int.from_bytes(lit, "big")
     return int(lit)
@@ -230,7 +232,25 @@ def _bit(lit) -> int:
     return int(lit)
 
 
+def _iso(lit) -> _dt.datetime | None:
+    """``datetime.fromisoformat`` of a canonical ``YYYY-MM-DD HH:MM:SS[.f]`` (the C parser; None for
+    anything else: zero and invalid dates, other spellings, which take the exact path)."""
+    try:
+        text = lit.decode("ascii") if type(lit) is not str else lit
+        if len(text) < 19 or text[10] != " " or text[4] != "-":
+            return None
+        v = _dt.datetime.fromisoformat(text)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return v if v.tzinfo is None else None
+
+
 def _date(lit):
+    if type(lit) is not Binary and len(lit) == 10:
+        try:
+            return _dt.date.fromisoformat(lit.decode("ascii") if type(lit) is not str else lit)
+        except (ValueError, UnicodeDecodeError):
+            pass
     m = _DATE.match(_ascii(lit))
     if m is None:
         raise _Bad(f"{lit!r} is not a date")
@@ -243,6 +263,9 @@ def _usec(frac: bytes | None) -> int:
 
 def _datetime(fsp: int) -> Callable:
     def conv(lit):
+        v = _iso(lit)
+        if v is not None:
+            return v
         m = _DATETIME.match(_ascii(lit))
         if m is None:
             raise _Bad(f"{lit!r} is not a date and time")
@@ -258,7 +281,7 @@ def _zone(time_zone: str | None) -> _dt.tzinfo | None:
     m = re.fullmatch(r"([+-])(\d{1,2}):(\d{2})", tz)
     if m:
         delta = _dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
-        return _dt.timezone(-delta if m.group(1) == "-" else delta)
+        return _UTC if not delta else _dt.timezone(-delta if m.group(1) == "-" else delta)
     if tz.upper() in ("UTC", "GMT"):
         return _UTC
     try:
@@ -269,6 +292,9 @@ def _zone(time_zone: str | None) -> _dt.tzinfo | None:
 
 def _timestamp(fsp: int, zone: _dt.tzinfo | None) -> Callable:
     def conv(lit):
+        v = _iso(lit)
+        if v is not None and zone is not None:
+            return v.replace(tzinfo=_UTC) if zone is _UTC else v.replace(tzinfo=zone).astimezone(_UTC)
         m = _DATETIME.match(_ascii(lit))
         if m is None:
             raise _Bad(f"{lit!r} is not a timestamp")
@@ -399,6 +425,7 @@ class RowReader:
         self.names = tm.column_names
         self.types = tuple(column_type_text(tm, i) for i in range(tm.column_count))
         self.fsps = tuple(column_fsp(tm, i) for i in range(tm.column_count))
+        self.heads = tuple((i, self.names[i], self.types[i]) for i in range(tm.column_count))
         self.converters = tuple(
             _converter(c, tm.column_types[i], client_charset, zone, f"{db}.{table}.{c.name}")
             for i, c in enumerate(schema.columns))
@@ -451,18 +478,33 @@ class RowReader:
 def image_cells(reader: RowReader, idx: Sequence[int], values: Sequence) -> list[tuple]:
     """Cells as bronze writes a decoded image: bytes in ``bin``; text not valid in its charset as
     its text with U+FFFD plus the exact bytes; anything else its canonical text
-    (:func:`pipelines.binlog.values.canonical_text`, with the column's fractional digits)."""
-    names, types, fsps = reader.names, reader.types, reader.fsps
+    (:func:`pipelines.binlog.values.canonical_text`, with the column's fractional digits); the
+    common kinds done inline, as :meth:`pipelines.bronze.rows._TableLayout.image` does."""
+    heads, fsps = reader.heads, reader.fsps
     out = []
+    add = out.append
     for i, v in zip(idx, values):
         t = type(v)
-        if t is bytes:
-            out.append((i, names[i], types[i], None, v))
+        if t is str:
+            add(heads[i] + (v, None))
+        elif v is None:
+            add(heads[i] + _NULL)
+        elif t is int:
+            add(heads[i] + (str(v), None))
+        elif t is bytes:
+            add(heads[i] + (None, v))
+        elif t is _dt.datetime:
+            add(heads[i] + (datetime_text(v, fsps[i]), None))
+        elif t is Decimal:
+            add(heads[i] + (decimal_text(v), None))
         elif t is InvalidText:
-            out.append((i, names[i], types[i], str(v), v.raw))
+            add(heads[i] + (str(v), v.raw))
         else:
-            out.append((i, names[i], types[i], canonical_text(v, fsps[i]), None))
+            add(heads[i] + (canonical_text(v, fsps[i]), None))
     return out
+
+
+_NULL = (None, None)
 
 
 # -- CREATE TABLE ----------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ _SETUP_HEADS = frozenset({"LOCK TABLES", "UNLOCK TABLES", "ALTER TABLE", "DROP T
 class SnapshotRow:
     """One dumped row: where its INSERT starts (``offset``; ``row`` its index in the statement), its
     table and its image cells ``(idx, name, type, text, bin)``; ``values`` are the decoder's values
-    the cells were written from."""
+    the cells were written from, for the columns :meth:`RowReader.order` gives (an INSERT's column
+    list, else all)."""
 
     offset: int
     row: int
@@ -84,9 +85,12 @@ class DumpReading:
                                                time_zone=state.time_zone, flavor=state.flavor)
         return r
 
-    def rows(self, statements: Iterable[Statement]) -> Iterator[SnapshotRow]:
+    def rows(self, statements: Iterable[Statement], *, cells: bool = True) -> Iterator[SnapshotRow]:
         """The rows of the INSERTs among ``statements`` (read with this reading's ``state``: pass
-        ``iter_statements(..., state=reading.state)``), recording schemas and counting the rest."""
+        ``iter_statements(..., state=reading.state)``), recording schemas and counting the rest.
+        ``cells`` False leaves the cells out (``SnapshotRow.cells`` None): a caller that builds
+        bronze column-wise from the values and the table map (:attr:`RowReader.table_map`), as
+        bronze builds Arrow batches from decoded rows, needs only those."""
         for st in statements:
             kind = st.kind
             if kind == "insert":
@@ -99,7 +103,8 @@ class DumpReading:
                     r = self.reader(db, ins.table)
                     for k, literals in enumerate(ins.rows):
                         values = r.values(literals, ins.columns)
-                        yield SnapshotRow(st.offset, k, db, ins.table, r.cells_of(values, ins.columns), values)
+                        yield SnapshotRow(st.offset, k, db, ins.table,
+                                          r.cells_of(values, ins.columns) if cells else None, values)
                 except DumpError as e:
                     raise e.at(self.name, st.offset)
             elif kind == "create_table":

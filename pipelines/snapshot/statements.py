@@ -394,6 +394,9 @@ def iter_statements(buf, start: int = 0, stop: int | None = None, state: DumpSta
     stop = len(buf) if stop is None else stop
     pos = start
     while pos < stop:
+        pos = _GAP.match(buf, pos).end()
+        if pos >= stop:
+            return
         try:
             st = read_statement(buf, pos, state)
         except TruncatedDump as e:

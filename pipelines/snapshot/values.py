@@ -22,7 +22,9 @@ dump text                                  literal
 """
 from __future__ import annotations
 
+import codecs
 import re
+from itertools import chain
 
 from .errors import CorruptDump, TruncatedDump
 
@@ -81,6 +83,12 @@ _ESCAPES = {ord("0"): b"\0", ord("'"): b"'", ord('"'): b'"', ord("b"): b"\b", or
             ord("t"): b"\t", ord("Z"): b"\x1a", ord("\\"): b"\\", ord("%"): b"\\%", ord("_"): b"\\_"}
 
 
+# a backslash escape Python's ``codecs.escape_decode`` does not read as MySQL: anything but
+# \\ \' \" \n \r \t \b, and \0 before an octal digit (Python reads \012 as one byte)
+_PY_SAFE = re.compile(rb"\\(?:[^\\'\"nrtb0]|0[0-7])")
+_escape_decode = codecs.escape_decode
+
+
 def unescape(raw: bytes, quote: bytes = b"'") -> bytes:
     r"""The bytes of a quoted string's body, MySQL's escapes applied (``\%`` and ``\_`` stay two
     bytes, as the server keeps them outside LIKE patterns; any other ``\x`` is ``x``).
@@ -91,6 +99,8 @@ def unescape(raw: bytes, quote: bytes = b"'") -> bytes:
     doubled = quote * 2
     if b"\\" not in raw:
         return raw.replace(doubled, quote) if doubled in raw else raw
+    if doubled not in raw and _PY_SAFE.search(raw) is None:
+        return _escape_decode(raw)[0]  # the escapes Python's bytes decoder reads as MySQL does, in C
     parts = raw.split(b"\\")
     first = parts[0]
     out = [first.replace(doubled, quote) if doubled in first else first]
@@ -188,13 +198,13 @@ def _fast_rows(buf, start: int, stop: int) -> list[tuple] | None:
     pairs = _PAIR.findall(buf, start, stop)
     if not pairs or pairs[-1][1][-1:] != b";":
         return None
+    if sum(map(len, chain.from_iterable(pairs))) != stop - start:
+        return None  # something between the values that is not a value
     rows = []
     row = []
     add = row.append
     number = _NUMBER.match
-    total = 0
     for v, sep in pairs:
-        total += len(v) + len(sep)
         c = v[0]
         if c in _SPACE:
             v = v.lstrip(b" \t\r\n")
@@ -202,6 +212,8 @@ def _fast_rows(buf, start: int, stop: int) -> list[tuple] | None:
         if c == 39:  # '
             raw = v[1:-1]
             add(unescape(raw) if (b"\\" in raw or b"''" in raw) else raw)
+        elif v.isdigit():
+            add(v.decode("ascii"))
         elif c == 78:  # N
             if v != b"NULL":
                 return None
@@ -218,15 +230,11 @@ def _fast_rows(buf, start: int, stop: int) -> list[tuple] | None:
             if m is None:
                 return None
             add(_literal(m))
-        if sep == b",":
-            continue
-        if sep[-1] == 44:  # ',' after whitespace
+        if sep == b"," or sep[-1] == 44:
             continue
         rows.append(tuple(row))
         row = []
         add = row.append
-    if total != stop - start:
-        return None  # something between the values that is not a value
     return rows
 
 
