@@ -186,14 +186,14 @@ def fill(srv: MariaDBServer, seed: int = 7) -> None:
     srv.sql("INSERT INTO `odd name` VALUES (1, 'q''t', 'größe ÿ'), (2, NULL, X'FF00');", db=DB2)
 
 
-def binlog_cells(srv: MariaDBServer) -> dict[tuple[str, str], Counter]:
-    """Every inserted row of the server's closed binlogs as the decoder's bronze cells, per table:
-    a multiset of cell tuples (keyless tables may repeat a row)."""
+def binlog_cells(srv: MariaDBServer, dbs: tuple[str, ...] = (DB, DB2)) -> dict[tuple[str, str], Counter]:
+    """Every inserted row of ``dbs`` in the server's closed binlogs as the decoder's bronze cells,
+    per table: a multiset of cell tuples (keyless tables may repeat a row)."""
     out: dict[tuple[str, str], Counter] = {}
     layouts: dict[int, _TableLayout] = {}
     for path in srv.binlog_files()[:-1]:
         for ch in iter_changes(str(path), scan(str(path))):
-            if isinstance(ch, RowChange) and ch.db in (DB, DB2):
+            if isinstance(ch, RowChange) and ch.db in dbs:
                 assert ch.op == "insert", ch
                 layout = layouts.setdefault(id(ch.table_map), _TableLayout(ch.table_map))
                 out.setdefault((ch.db, ch.table), Counter())[tuple(layout.image(ch.columns_after, ch.after))] += 1
