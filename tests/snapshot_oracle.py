@@ -21,7 +21,8 @@ from pipelines.binlog.txindex import scan
 from pipelines.bronze.rows import _TableLayout
 from pipelines.snapshot.reader import DumpReading
 from pipelines.snapshot.source import DumpFile
-from pipelines.snapshot.statements import DumpState, iter_statements, iter_stream
+from pipelines.snapshot.session import DumpState
+from pipelines.snapshot.statements import iter_statements, iter_stream
 
 MARIADB_DUMP = find_binary("mariadb-dump", "mysqldump")
 DB, DB2 = "snap", "snap two"

@@ -20,9 +20,9 @@ from pipelines.snapshot.cells import RowReader
 from pipelines.snapshot.errors import DumpError, NoPosition, TruncatedDump
 from pipelines.snapshot.reader import DumpReading, reading_at
 from pipelines.snapshot.source import DumpFile, read_position
-from pipelines.snapshot.statements import (
-    DumpState, delimiter_blocks, delimiter_lines, iter_statements, next_statement_start, outline,
-)
+from pipelines.snapshot.session import DumpState
+from pipelines.snapshot.split import delimiter_blocks, delimiter_lines, next_statement_start, outline
+from pipelines.snapshot.statements import iter_statements
 from pipelines.snapshot.tab import iter_tab_rows, next_row_start, read_tab_folder
 
 pytestmark = pytest.mark.mariadb

@@ -13,14 +13,15 @@ from hypothesis import given, settings, strategies as st
 
 from pipelines.binlog.values import InvalidText
 from pipelines.schema.model import ColumnDef, TableSchema
-from pipelines.snapshot.cells import RowReader, create_table, table_map
+from pipelines.snapshot.cells import RowReader
+from pipelines.snapshot.tablemap import create_table, table_map
 from pipelines.snapshot.errors import CorruptDump, DumpError, NoPosition, TruncatedDump, UnsupportedDump
 from pipelines.snapshot.mydumper import iter_chunk, read_mydumper_folder
 from pipelines.snapshot.position import dump_position, mydumper_position, parse_user_gtid, parse_user_position
 from pipelines.snapshot.reader import DumpReading
-from pipelines.snapshot.statements import (
-    DumpState, delimiter_blocks, delimiter_lines, iter_statements, iter_stream, next_statement_start,
-)
+from pipelines.snapshot.session import DumpState
+from pipelines.snapshot.split import delimiter_blocks, delimiter_lines, next_statement_start
+from pipelines.snapshot.statements import iter_statements, iter_stream
 from pipelines.snapshot.values import Binary, Introduced, parse_values, parse_values_exact, unescape
 
 UUID1 = "3E11FA47-71CA-11E1-9E33-C80AA9429562"

@@ -8,8 +8,10 @@ Layers (each module imports only those above it):
   the user (``--position FILE:POS``, ``--gtid SET``)
 * ``values``      an INSERT's ``VALUES`` list -> rows of raw literals
 * ``source``      a dump file's bytes: plain by byte range, gzip/zstd as one stream
-* ``statements``  SQL text -> statements, the session state (database, charset, time zone,
-  delimiter), splitting at statement boundaries, the outline
+* ``session``     the session state a dump sets (database, charset, time zone, delimiter, flavor)
+* ``statements``  SQL text -> statements, as the ``mysql`` client splits them
+* ``split``       a plain file in byte ranges: statement boundaries, routine blocks, the outline
+* ``tablemap``    a ``CREATE TABLE`` -> the table map the server logs for it (FULL metadata)
 * ``cells``       a dumped row -> the decoder's values and bronze image cells for its table
 * ``reader``      statements -> rows with their schemas (what one loader task does)
 * ``tab``         ``mysqldump --tab`` folders

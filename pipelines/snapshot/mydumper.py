@@ -21,11 +21,12 @@ from typing import Iterator
 
 from pipelines.schema.model import TableSchema
 
-from .cells import create_table
+from .tablemap import create_table
 from .errors import CorruptDump, DumpError, NoPosition
 from .position import SnapshotPosition, mydumper_position
 from .source import DumpFile
-from .statements import DumpState, Statement, iter_statements, iter_stream
+from .session import DumpState
+from .statements import Statement, iter_statements, iter_stream
 
 _COMPRESSED = re.compile(r"\.(?:gz|zst)\Z")
 _DATA = re.compile(r"(?P<prefix>.+?)(?:\.(?P<chunk>\d{5,})(?:\.(?P<part>\d{5,}))?)?\.sql\Z")

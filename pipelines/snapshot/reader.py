@@ -4,6 +4,7 @@ loader task does with the statements of its byte range (or of its whole compress
 >>> dump = (b"/*!40101 SET NAMES utf8mb4 */;\\nUSE `shop`;\\n"
 ...         b"CREATE TABLE `t` (`id` int NOT NULL, `v` varchar(5), PRIMARY KEY (`id`)) DEFAULT CHARSET=utf8mb4;\\n"
 ...         b"INSERT INTO `t` VALUES (1,'a'),(2,NULL);\\n")
+>>> from pipelines.snapshot.statements import iter_statements
 >>> reading = DumpReading(name="shop.sql")
 >>> [(r.table, r.cells) for r in reading.rows(iter_statements(dump, state=reading.state))]
 [('t', [(0, 'id', 'LONG', '1', None), (1, 'v', 'VARCHAR(5) utf8mb4', 'a', None)]), ('t', [(0, 'id', 'LONG', '2', None), (1, 'v', 'VARCHAR(5) utf8mb4', None, None)])]
@@ -18,9 +19,11 @@ from typing import Iterable, Iterator
 
 from pipelines.schema.model import TableSchema
 
-from .cells import RowReader, create_table
+from .cells import RowReader
+from .tablemap import create_table
 from .errors import CorruptDump, DumpError
-from .statements import DumpState, Statement, iter_statements  # noqa: F401  (iter_statements: the doctest's)
+from .session import DumpState
+from .statements import Statement
 
 # statements that only set up the session or the load; not counted as skipped
 _SETUP = frozenset({"set", "use", "delimiter", "create_database", "position"})

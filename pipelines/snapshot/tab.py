@@ -26,9 +26,10 @@ from typing import Iterator
 
 from pipelines.schema.model import TableSchema
 
-from .cells import create_table
+from .tablemap import create_table
 from .errors import CorruptDump, DumpError, TruncatedDump
-from .statements import DumpState, iter_statements
+from .session import DumpState
+from .statements import iter_statements
 from .values import Binary
 
 # the field and the separator after it (tab: next field; line feed: end of row)
