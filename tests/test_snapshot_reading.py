@@ -402,6 +402,11 @@ def test_mysql_logs_json_and_year_its_own_way():
     assert reader.types[6] == "JSON" and reader.types[7] == "YEAR" and tm.column_types[6] == 245
     with pytest.raises(UnsupportedDump, match="which server"):
         RowReader("d", "t", SCHEMA, client_charset="utf8mb4", time_zone="+00:00", flavor=None)
+    # MySQL 8's own dump: a json column has no charset in its CREATE TABLE (its text is utf8mb4)
+    _, _, schema = create_table("CREATE TABLE `t` (\n  `id` int NOT NULL,\n  `j` json DEFAULT NULL,\n"
+                                "  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci", "d")
+    mysql = RowReader("d", "t", schema, client_charset="utf8mb4", time_zone="+00:00", flavor="mysql")
+    assert mysql.cells(("1", b'{"a": [1, "\xc3\xa9"]}'))[1] == (1, "j", "JSON", '{"a": [1, "é"]}', None)
 
 
 def test_create_table_keeps_float_unsigned():

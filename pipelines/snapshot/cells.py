@@ -291,7 +291,7 @@ def _converter(col: ColumnDef, code: int, client_charset: str | None, zone, wher
         return _inet(t)
     if t in _GEOMETRY or t in ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"):
         return _binary(col.length if t == "BINARY" else None)
-    cs = "utf8mb3" if col.charset == "utf8" else col.charset
+    cs = "utf8mb3" if col.charset == "utf8" else (col.charset or ("utf8mb4" if t == "JSON" else None))  # MySQL JSON: utf8mb4
     client = None if client_charset is None else ("utf8mb3" if client_charset == "utf8" else client_charset)
     return _text(CHARSET_CODECS.get(cs), CHARSET_CODECS.get(client) if client else None, client == "binary", where)
 
