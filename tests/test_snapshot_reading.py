@@ -303,6 +303,14 @@ def test_splitting_as_the_client_splits():
     assert [(s.offset, s.end, s.kind) for s in iter_stream(chunks, DumpState(), chunk_floor=1)] == whole
 
 
+def test_a_view_placeholder_is_not_a_table():
+    # mysqldump (MySQL 5.x) writes a stand-in table for each view, then drops it for the view
+    dump = (b"USE `d`;\n/*!50001 DROP VIEW IF EXISTS `v`*/;\n/*!50001 CREATE TABLE `v` (\n  `a` tinyint NOT NULL\n"
+            b") ENGINE=MyISAM */;\nCREATE TABLE `t` (`a` int) DEFAULT CHARSET=utf8mb4;\n")
+    got = [(s.kind, s.head, s.name) for s in iter_statements(dump, state=DumpState())]
+    assert got[2] == ("other", "CREATE TABLE (view placeholder)", None) and got[3] == ("create_table", "CREATE TABLE", "t")
+
+
 def test_saved_and_restored_session_settings():
     dump = (b"/*!40101 SET NAMES latin1 */;\n/*!40101 SET @saved_cs_client     = @@character_set_client */;\n"
             b"/*!40101 SET character_set_client = utf8mb4 */;\n")

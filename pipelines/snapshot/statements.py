@@ -14,7 +14,8 @@ statement terminator (triggers and routines come in ``DELIMITER ;;`` blocks).
 Kinds: ``insert``, ``create_table``, ``create_database``, ``use``, ``set``, ``delimiter``,
 ``position`` (``CHANGE MASTER``/``CHANGE REPLICATION SOURCE``, ``SET GLOBAL gtid_slave_pos``,
 ``SET @@GLOBAL.GTID_PURGED``), ``other`` (everything else: ``DROP TABLE``, ``LOCK TABLES``, views,
-triggers...; counted by their first words, :attr:`Statement.head`).
+triggers, and the ``/*!50001 CREATE TABLE`` a MySQL dump writes as a view's stand-in before the
+view itself; counted by their first words, :attr:`Statement.head`).
 
 The session state the statements change lives in :mod:`.session`; splitting a file in byte ranges
 and its outline in :mod:`.split`.
@@ -186,6 +187,8 @@ def read_statement(buf, pos: int, state: DumpState) -> Statement | None:
     kind = m.lastgroup if m else "other"
     words = _HEAD_WORDS.match(sql)
     head = " ".join(w.upper() for w in words.groups() if w) if words else ""
+    if kind == "create_table" and raw.startswith(b"/*!50001 "):
+        kind, head = "other", "CREATE TABLE (view placeholder)"  # mysqldump's stand-in for a view
     name = None
     if kind in ("use", "create_database", "create_table"):
         name = _statement_name(sql, kind)
@@ -294,21 +297,29 @@ def _shift(st: Statement, base: int) -> Statement:
 def iter_stream(chunks: Iterable[bytes], state: DumpState | None = None, *, name: str | None = None,
                 chunk_floor: int = 1 << 20) -> Iterator[Statement]:
     """:func:`iter_statements` over a stream (a decompressing reader's chunks): the unread tail of
-    each buffer is kept and the next chunk appended until a statement is complete. A statement
-    still incomplete when the stream ends raises :class:`TruncatedDump` with its offset."""
+    each buffer is kept and the next chunks appended until a statement is complete; when none
+    completes, the next attempt waits for twice the bytes (one huge statement, a long blob, is read
+    a logarithmic number of times). A statement still incomplete when the stream ends raises
+    :class:`TruncatedDump` with its offset."""
     state = state if state is not None else DumpState()
-    buf = b""
+    pending: list[bytes] = []
+    size = 0
+    need = chunk_floor
     base = 0
     for chunk in chunks:
         if not chunk:
             continue
-        buf = buf + chunk if buf else chunk
-        if len(buf) < chunk_floor:
+        pending.append(chunk)
+        size += len(chunk)
+        if size < need:
             continue
+        buf = b"".join(pending)
         pos = 0
         for st in iter_statements(buf, 0, None, state, name=name, base=base, final=False):
             pos = st.end - base
             yield st
-        buf = buf[pos:]
+        rest = buf[pos:]
         base += pos
-    yield from iter_statements(buf, 0, None, state, name=name, base=base, final=True)
+        pending, size = [rest], len(rest)
+        need = chunk_floor if pos else max(chunk_floor, 2 * size)
+    yield from iter_statements(b"".join(pending), 0, None, state, name=name, base=base, final=True)
