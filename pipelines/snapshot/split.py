@@ -23,16 +23,17 @@ def next_statement_start(buf, offset: int, blocks: Iterable[tuple[int, int]] = (
     """The first statement boundary at or after ``offset``: the start of a line whose previous line
     ends a statement (``;`` last on it) or is a comment or blank line; None when there is none.
 
-    Why that cannot be inside a string: mysqldump, mariadb-dump and mydumper write every value
-    with ``mysql_real_escape_string`` or as hex, which turn a line feed into ``\\n`` and a carriage
-    return into ``\\r`` (binary columns too, with or without ``--hex-blob``), and
-    ``SHOW CREATE TABLE``/``VIEW`` print defaults, comments and CHECK expressions the same way. So
-    outside routine bodies a raw line feed is never inside a literal; it follows a row
-    (``,`` at the end of the line, ``INSERT ... VALUES`` on MariaDB), a column definition, or a
-    finished statement, and only the last ends with ``;``. Routine, trigger and event bodies are
-    the exception (the user's own text, line breaks inside strings): they sit in ``DELIMITER``
-    blocks, which the caller passes as ``blocks`` (from :func:`delimiter_blocks`) and which are
-    stepped over.
+    Why that cannot be inside a string: mysqldump and mariadb-dump write every value with
+    ``mysql_real_escape_string`` (as ``_binary '...'`` on MySQL for binary columns) or as hex
+    (``--hex-blob``), which turn a line feed into ``\\n`` and a carriage return into ``\\r``
+    (binary and BIT columns too), and ``SHOW CREATE TABLE``/``VIEW`` print defaults, comments and
+    CHECK expressions the same way. So outside routine bodies a raw line feed is never inside a
+    literal; it follows a row (``,`` at the end of the line, or ``INSERT ... VALUES`` on MariaDB),
+    a column definition, or a finished statement, and only the last ends with ``;``. Routine,
+    trigger and event bodies are the exception (the user's own text, line breaks inside strings):
+    they sit in ``DELIMITER`` blocks, which the caller passes as ``blocks`` (from
+    :func:`delimiter_blocks`) and which are stepped over. (An identifier with a line feed in it,
+    which MySQL allows and nobody uses, would break the rule.)
     """
     blocks = sorted(blocks)
     n = len(buf)
