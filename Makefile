@@ -100,7 +100,8 @@ maintain: setup
 # delta-rs and delta-spark in turn, and about one in five SIGKILLs the job once and runs it again.
 # SOAK_JOBS processes run side by side, the modes dealt out among them (the same batches); each
 # holds a Spark session of about 5 GB, and a job beside it while a batch SIGKILLs (3 fit in 24 GB).
-# SOAK_ARGS: more options of tests/soak.py (--start, --batch, --mode, --backend, --kill, --steps, -v).
+# SOAK_ARGS: more options of tests/soak.py (--start, --batch, --mode, --backend, --kill, --steps, -v;
+# --place s3: binlogs and warehouse on a private S3 server; --place overlap: two silver runs at once).
 SEEDS ?= 20
 SOAK_JOBS ?= 1
 .PHONY: soak

@@ -2,8 +2,9 @@
 127.0.0.1), submitted the way docs/deploy.md says: ``spark-submit --master spark://...
 --py-files dist/binlog_delta.zip jobs/run_pipeline.py``. The shipped configuration names
 ``spark.master: local[2]``; the submit command must win: the master registers the application
-and both workers launch executors. Silver must equal the source server, first on delta-spark
-(what ``auto`` takes on a cluster), then, with more binlogs, on delta-rs."""
+and both workers launch executors. Silver must equal the source server: a local warehouse on
+delta-spark (what ``auto`` takes on a cluster), then binlogs and warehouse on S3, on delta-spark
+and, with more binlogs, on delta-rs."""
 from __future__ import annotations
 
 import shutil
@@ -27,52 +28,12 @@ def _submit(cluster, package, config, *extra, jars: list[str] = ()) -> subproces
     return subprocess.run(cmd, cwd=REPO, env=cluster_env(), capture_output=True, text=True, timeout=900)
 
 
-def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package):
-    ok, why = mariadb_available()
-    if not ok:
-        pytest.skip(why)
-    srv = MariaDBServer(tmp_path / "mariadb", row_metadata="FULL").start()
-    try:
-        srv.flush_logs()
-        first = len(srv.binlog_files()) - 1
-        w = run_workload(srv, seed=4242, mode="full/full", steps=25)
-        srv.flush_logs()
-        files = srv.binlog_files()[first:-1]
-        (tmp_path / "binlogs").mkdir()
-        for f in files[: len(files) // 2 or 1]:
-            shutil.copy(f, tmp_path / "binlogs" / f.name)
-        config = write_config(w, tmp_path, "auto")
-        assert "local[2]" in (REPO / "conf" / "pipeline.yaml").read_text()  # what the job must not obey
-
-        with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
-            run = _submit(cluster, package, config)
-            assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
-            # (spark-submit merges the Python driver's stderr into its stdout)
-            assert "is not applied: this job was submitted with --master spark://127.0.0.1" in run.stdout + run.stderr
-            apps = [a for a in cluster.applications() if a["name"] == "binlog-delta"]
-            assert len(apps) == 1, cluster.master_state()
-            executors = cluster.executor_dirs(apps[0]["id"])
-            assert all(executors.values()), f"a worker launched no executor: {executors}"
-            assert "silver run" in run.stdout and " ok:" in run.stdout.split("silver run", 1)[1]
-            info = [line for line in run.stderr.splitlines() if " INFO " in line]
-            assert len(info) < 30, f"{len(info)} INFO lines on the console:\n" + "\n".join(info[:40])
-
-            # more binlogs, this time written with delta-rs (tasks on the executors stage bronze)
-            for f in files[len(files) // 2 or 1:]:
-                shutil.copy(f, tmp_path / "binlogs" / f.name)
-            again = _submit(cluster, package, config, "--delta-backend", "rs")
-            assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
-            assert len([a for a in cluster.applications() if a["name"] == "binlog-delta"]) == 2
-        problems = compare(srv, w, tmp_path / "warehouse")
-        assert not problems, "\n".join(problems)
-    finally:
-        srv.stop()
-
-
-def test_the_job_on_the_cluster_with_binlogs_and_warehouse_on_s3(tmp_path, package, s3_server, no_aws_env):
-    """The same submit with ``--binlog-dir``/``--warehouse`` on S3 (the private S3 server): the S3
-    settings are only the config's ``spark.hadoop.fs.s3a.*``; Spark's reads, the executors' tasks
-    (pyarrow) and delta-rs on the driver all use them; hadoop-aws and its SDK go with ``--jars``."""
+def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package, s3_server, no_aws_env):
+    """One cluster, three submits: a local warehouse on delta-spark (what ``auto`` takes on a
+    cluster); then binlogs and warehouse on S3 (the private S3 server; its settings only the
+    config's ``spark.hadoop.fs.s3a.*``, hadoop-aws and its SDK with ``--jars``), first on
+    delta-spark, then, with more binlogs, on delta-rs (the executors' tasks stage bronze's files on
+    S3 with pyarrow, the driver commits them with delta-rs). Silver equals the server each time."""
     from soak import upload
 
     from pipelines import storage
@@ -86,19 +47,42 @@ def test_the_job_on_the_cluster_with_binlogs_and_warehouse_on_s3(tmp_path, packa
     try:
         srv.flush_logs()
         first = len(srv.binlog_files()) - 1
-        w = run_workload(srv, seed=4343, mode="full/full", steps=20)
+        w = run_workload(srv, seed=4242, mode="full/full", steps=25)
         srv.flush_logs()
         files = srv.binlog_files()[first:-1]
+        half = len(files) // 2 or 1
+        (tmp_path / "binlogs").mkdir()
+        for f in files:
+            shutil.copy(f, tmp_path / "binlogs" / f.name)
+        config = write_config(w, tmp_path, "auto")
+        assert "local[2]" in (REPO / "conf" / "pipeline.yaml").read_text()  # what the job must not obey
         bucket = s3_server.bucket("cluster")
-        upload(files[: len(files) // 2 or 1], s3_server, bucket)
-        config = write_config(w, tmp_path, "auto", s3=(s3_server, bucket))
+        upload(files[:half], s3_server, bucket)
+        (tmp_path / "s3").mkdir()
+        on_s3 = write_config(w, tmp_path / "s3", "auto", s3=(s3_server, bucket))
+
         with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
-            run = _submit(cluster, package, config, jars=s3a)
+            run = _submit(cluster, package, config)
             assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+            # (spark-submit merges the Python driver's stderr into its stdout)
+            assert "is not applied: this job was submitted with --master spark://127.0.0.1" in run.stdout + run.stderr
+            apps = [a for a in cluster.applications() if a["name"] == "binlog-delta"]
+            assert len(apps) == 1, cluster.master_state()
+            executors = cluster.executor_dirs(apps[0]["id"])
+            assert all(executors.values()), f"a worker launched no executor: {executors}"
             assert "silver run" in run.stdout and " ok:" in run.stdout.split("silver run", 1)[1]
-            upload(files[len(files) // 2 or 1:], s3_server, bucket)
-            again = _submit(cluster, package, config, "--delta-backend", "rs", jars=s3a)
+            info = [line for line in run.stderr.splitlines() if " INFO " in line]
+            assert len(info) < 30, f"{len(info)} INFO lines on the console:\n" + "\n".join(info[:40])
+            problems = compare(srv, w, tmp_path / "warehouse")
+            assert not problems, "\n".join(problems)
+
+            s3_run = _submit(cluster, package, on_s3, jars=s3a)
+            assert s3_run.returncode == 0, s3_run.stdout[-3000:] + s3_run.stderr[-6000:]
+            assert "silver run" in s3_run.stdout and " ok:" in s3_run.stdout.split("silver run", 1)[1]
+            upload(files[half:], s3_server, bucket)
+            again = _submit(cluster, package, on_s3, "--delta-backend", "rs", jars=s3a)
             assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
+            assert len([a for a in cluster.applications() if a["name"] == "binlog-delta"]) == 3
         storage.use(storage.StorageSettings.of(s3_server.hadoop_options()))
         problems = compare(srv, w, f"s3a://{bucket}/warehouse")
         assert not problems, "\n".join(problems)

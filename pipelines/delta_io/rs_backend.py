@@ -660,7 +660,8 @@ class RsBackend:
         removed = _rs_table(path).vacuum(retention_hours=int(retention_hours), dry_run=False,
                                          enforce_retention_duration=False, full=True,
                                          commit_properties=_rs_properties(user_metadata))
-        return len(removed)
+        # on S3 the folder's own marker object ('', made by a create_dir) goes too: not a file
+        return sum(1 for name in removed if name and not name.endswith("/"))
 
 
 BACKEND = RsBackend()
