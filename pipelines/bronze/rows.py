@@ -152,6 +152,23 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
     )
 
 
+def snapshot_row(layout: _TableLayout, cols, values, *, source_file: str, file_seq: int, event_pos: int,
+                 row_idx: int, seq: str, db: str, table: str, run_id: str, ingested_at) -> tuple:
+    """One bronze row (in ``BRONZE_COLUMNS`` order) of a row read from a snapshot (op ``r``): its
+    after image of the dumped ``values`` of columns ``cols``, keyed at ``seq``
+    (:func:`pipelines.bronze.schema.snapshot_seq`); no transaction, no before image."""
+    after = layout.image(cols, values)
+    pk = None
+    if layout.key is not None:
+        cells = {cell[0]: cell for cell in after}
+        if all(c in cells for c in layout.key):
+            pk = [cells[c] for c in layout.key]
+    return (
+        source_file, file_seq, event_pos, row_idx, seq, None, None, None, None, None, db, table, "r", None, after, pk,
+        DECODER_VERSION, run_id, ingested_at, layout.shape(None, cols), layout.zero_dates(cols, values),
+    )
+
+
 # -- column-wise -------------------------------------------------------------------------
 
 _NONE = type(None)

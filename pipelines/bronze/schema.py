@@ -8,7 +8,13 @@ the exact bytes), or a JSON value logged as diffs (``bin`` is :data:`PARTIAL_JSO
 (e.g. ``LONG UNSIGNED``, ``NEWDECIMAL(10,2)``, ``VARCHAR(40) utf8mb4``).
 
 The total-order key ``_seq`` sorts as the changes happened:
-``{file_seq:010d}{event_pos:013d}{row_idx:09d}`` (32 digits, fixed width).
+``{file_seq:010d}{event_pos:013d}{row_idx:09d}`` (32 digits, fixed width). A snapshot's rows (op
+``r``, a logical dump loaded by :mod:`pipelines.snapshot_load`) sort at the snapshot's position
+``FILE:POS`` (the first event the dump does not hold): :func:`snapshot_start` is
+``seq_key(FILE, POS - 1, 0)``, where no event can start (an event is at least 19 bytes long, and
+the next one starts at ``POS``), so it is after every change before the position and before every
+change at or after it; each row's key is that start followed by its place in the dump
+(:func:`snapshot_seq`, 56 digits), unique as keyless tables need, and still between the two.
 
 ``_shape`` (added after the first release: NULL in rows written before it) names the logged
 columns of the row's images (:func:`shape_text`); silver matches each shape to a schema once.
@@ -41,7 +47,7 @@ BRONZE_COLUMNS: list[tuple[str, str]] = [
     ("event_ts", "TIMESTAMP"),  # rows event timestamp (UTC)
     ("db", "STRING"),
     ("table", "STRING"),
-    ("op", "STRING"),  # c | u | d
+    ("op", "STRING"),  # c | u | d | r (a snapshot's row: OPS)
     ("before", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),
     ("after", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),
     ("pk", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),  # key values (after image, or before for deletes)
@@ -80,3 +86,36 @@ SEQ_ROW_DIGITS = 9  # the last part of _seq: the row's index within its event
 def seq_key(file_seq: int, event_pos: int, row_idx: int) -> str:
     """The total-order key of one row change."""
     return f"{file_seq:010d}{event_pos:013d}{row_idx:0{SEQ_ROW_DIGITS}d}"
+
+
+# Ops: an insert, an update, a delete, a row read from a snapshot (a logical dump: an insert into
+# the table the snapshot's CREATE TABLE emptied at its position, as Debezium names it).
+OPS = ("c", "u", "d", "r")
+INSERT_OPS = ("c", "r")  # ops whose after image is a whole new row
+UPSERT_OPS = ("c", "r", "u")  # ops with an after image
+
+
+def snapshot_start(file_seq: int, pos: int) -> str:
+    """The ``_seq`` of a snapshot taken at binlog ``file_seq``:``pos`` (``pos``: the first event it
+    does not hold): its schema events (the dump's CREATE TABLE) sit there; its rows just after.
+
+    >>> snapshot_start(4, 56962) < seq_key(4, 56962, 0) and snapshot_start(4, 56962) > seq_key(4, 56943, 999)
+    True
+    """
+    if pos < 4:
+        raise ValueError(f"a binlog position is at least 4 (after the magic bytes), got {pos}")
+    return seq_key(file_seq, pos - 1, 0)
+
+
+SNAPSHOT_OFFSET_DIGITS = 15  # a statement's byte offset in its dump (up to 1 PB)
+
+
+def snapshot_seq(start: str, offset: int, row: int) -> str:
+    """The ``_seq`` of a snapshot's row: :func:`snapshot_start`, then the byte offset of its INSERT
+    in the dump and its index in that INSERT.
+
+    >>> a, b = snapshot_seq(snapshot_start(4, 100), 9, 0), snapshot_seq(snapshot_start(4, 100), 10, 0)
+    >>> snapshot_start(4, 100) < a < b < seq_key(4, 100, 0)
+    True
+    """
+    return f"{start}{offset:0{SNAPSHOT_OFFSET_DIGITS}d}{row:0{SEQ_ROW_DIGITS}d}"

@@ -35,8 +35,8 @@ _SETUP_HEADS = frozenset({"LOCK TABLES", "UNLOCK TABLES", "ALTER TABLE", "DROP T
 class SnapshotRow:
     """One dumped row: where its INSERT starts (``offset``; ``row`` its index in the statement), its
     table and its image cells ``(idx, name, type, text, bin)``; ``values`` are the decoder's values
-    the cells were written from, for the columns :meth:`RowReader.order` gives (an INSERT's column
-    list, else all)."""
+    the cells were written from, for the columns ``idx`` (:meth:`RowReader.order` of the INSERT's
+    column list, else all); ``reader`` is the table's :class:`RowReader` (its table map)."""
 
     offset: int
     row: int
@@ -44,6 +44,8 @@ class SnapshotRow:
     table: str
     cells: list
     values: tuple
+    idx: tuple = ()
+    reader: RowReader | None = None
 
 
 class DumpReading:
@@ -104,10 +106,11 @@ class DumpReading:
                                       file=self.name, offset=st.offset)
                 try:
                     r = self.reader(db, ins.table)
+                    idx = r.order(ins.columns)
                     for k, literals in enumerate(ins.rows):
                         values = r.values(literals, ins.columns)
                         yield SnapshotRow(st.offset, k, db, ins.table,
-                                          r.cells_of(values, ins.columns) if cells else None, values)
+                                          r.cells_of(values, ins.columns) if cells else None, values, idx, r)
                 except DumpError as e:
                     raise e.at(self.name, st.offset)
             elif kind == "create_table":
