@@ -11,6 +11,7 @@ table                     written by             one row per
 ``runs``                  every step             run of a step (bronze, silver, maintenance)
 ``schema_history``        silver                 schema version of a table
 ``silver_watermarks``     silver                 table per run (maintenance folds it to one)
+``snapshots``             the snapshot load      dump: pending, then committed (and one per table)
 ========================  =====================  ==============================================
 
 >>> append(spark, cfg, RUNS, [row])  # doctest: +SKIP
@@ -28,6 +29,7 @@ from pipelines.config import PipelineConfig
 PIPELINE_FOLDER = "_pipeline"  # under the warehouse (PipelineConfig.pipeline_path)
 MANIFEST, QUARANTINE, DDL, XA, RUNS = "manifest", "quarantine", "ddl", "xa", "runs"
 SCHEMA_HISTORY, WATERMARKS = "schema_history", "silver_watermarks"
+SNAPSHOTS = "snapshots"
 
 MANIFEST_DDL = (
     "name STRING, file_seq BIGINT, path STRING, size BIGINT, mtime BIGINT, start_pos BIGINT, "
@@ -95,8 +97,14 @@ SCHEMA_HISTORY_DDL = ", ".join(f"`{n}` {t}" for n, t in SCHEMA_HISTORY_COLUMNS)
 # the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.marks)
 WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
 
+# the dumps the snapshot load landed (pipelines.snapshot_load): a ``pending`` row (db and table NULL)
+# before its writes, then ``committed`` rows, one per table it loaded (``_seq``: the snapshot's
+# start, where its CREATE TABLE sits; ``rows``: its rows) and one for the dump (db and table NULL)
+SNAPSHOTS_DDL = ("dump_id STRING, dump STRING, phase STRING, db STRING, `table` STRING, _seq STRING, "
+                 "position STRING, rows BIGINT, run_id STRING, loaded_at TIMESTAMP")
+
 LAYOUTS = {MANIFEST: MANIFEST_DDL, QUARANTINE: QUARANTINE_DDL, DDL: DDL_TABLE_DDL, XA: XA_DDL, RUNS: RUNS_DDL,
-           SCHEMA_HISTORY: SCHEMA_HISTORY_DDL, WATERMARKS: WATERMARKS_DDL}
+           SCHEMA_HISTORY: SCHEMA_HISTORY_DDL, WATERMARKS: WATERMARKS_DDL, SNAPSHOTS: SNAPSHOTS_DDL}
 
 
 def path(cfg: PipelineConfig, table: str) -> str:

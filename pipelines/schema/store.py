@@ -80,6 +80,30 @@ def update_history(spark, cfg, run_id: str | None = None) -> tuple[SchemaHistory
     return history, added
 
 
+def rebuild_history(spark, cfg, run_id: str | None = None) -> SchemaHistory:
+    """Replace ``<warehouse>/_pipeline/schema_history`` with the history made again from nothing:
+    the seeds, then every statement of ``<warehouse>/_pipeline/ddl`` in ``_seq`` order. For
+    statements that land below the history's last one, which :func:`update_history` (it continues
+    from the persisted versions) would never apply: a snapshot's ``CREATE TABLE`` at its position
+    (:mod:`pipelines.snapshot_load`), and with it every later ``ALTER`` of its tables applied to
+    it again. The same input makes the same rows, so a second call changes nothing that matters.
+
+    >>> rebuild_history(spark, cfg).at("shop", "orders", row_seq).names  # doctest: +SKIP
+    ['order_id', 'line', 'qty']
+    """
+    from pipelines import state
+
+    history = SchemaHistory()
+    added: list[SchemaVersion] = list(load_seeds(history, cfg.schema_seed)) if cfg.schema_seed else []
+    stmts = sorted(state.read_rows(spark, cfg, state.DDL, ["_seq", "file", "pos", "db", "query"]),
+                   key=lambda r: r["_seq"])
+    for r in stmts:
+        added += history.apply_statement(r["query"], r["db"], r["_seq"], source_file=r["file"], pos=r["pos"])
+    now = _dt.datetime.now(_dt.timezone.utc)
+    state.replace_rows(spark, cfg, state.SCHEMA_HISTORY, versions_to_rows(added, {}, run_id, now))
+    return history
+
+
 def build_history(spark, cfg, statements: Iterable[tuple[str, str | None, str]] = ()
                   ) -> tuple[SchemaHistory, list[SchemaVersion], dict[tuple[str, str], int]]:
     """The schema history as :func:`update_history` would make it, written nowhere:
