@@ -75,15 +75,24 @@ def overrides(args: argparse.Namespace) -> dict:
 
 def main(job: Callable[[], int]) -> int:
     """Run ``job`` and turn the errors users can fix into one clear line and an exit code:
-    2 for a bad configuration, 3 for a warehouse locked by another run, 1 for a failed run."""
+    2 for a bad configuration, 3 for a warehouse locked by another run, 1 for a failed run (a bad
+    dump: one line naming its file and byte offset, the traceback only with ``--debug``)."""
     from pipelines.config import ConfigError
     from pipelines.lock import EXIT_LOCKED, LockLost, WarehouseLocked
+    from pipelines.snapshot.errors import DumpError
 
     try:
         return job()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except DumpError as e:  # bad input: one line naming the file and offset (--debug: the traceback too)
+        if "--debug" in sys.argv[1:]:
+            import traceback
+
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except WarehouseLocked as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_LOCKED
@@ -138,10 +147,11 @@ def session(cfg):
 
 def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Callable,
               extra: Callable[[argparse.ArgumentParser], None] | None = None,
-              settings: Callable[[argparse.Namespace], dict] | None = None) -> int:
+              settings: Callable[[argparse.Namespace], dict] | None = None, with_args: bool = False) -> int:
     """A job: parse the shared flags (and ``extra``'s), load the configuration with the command
     line's overrides (and ``settings(args)``'s), then, holding the warehouse lock (one run at a
-    time per warehouse), run each of ``steps`` as ``step(spark, cfg)`` in one Spark session.
+    time per warehouse), run each of ``steps`` as ``step(spark, cfg)`` in one Spark session
+    (``with_args``: ``step(spark, cfg, args)``, for a job's own flags).
     A lost remote lock stops the job before the next step (:func:`pipelines.lock.check_held`)."""
     from pipelines.config import load_config
     from pipelines.lock import check_held
@@ -155,7 +165,7 @@ def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Calla
             with after:
                 for step in steps:
                     check_held()
-                    step(spark, cfg)
+                    step(spark, cfg, args) if with_args else step(spark, cfg)
         finally:
             spark.stop()
     return 0

@@ -1,0 +1,315 @@
+"""The snapshot load: a logical dump's rows into bronze at the dump's binlog position, its tables'
+``CREATE TABLE`` into the schema history there, all or nothing per dump.
+
+>>> stats = run(spark, cfg, ["/backups/shop.sql.gz"])  # doctest: +SKIP
+>>> stats.summary()  # doctest: +SKIP
+'snapshot load 20260101T000000-1a2b3c4d ok: 1 dump(s) loaded, 0 already; 3 table(s), rows r=1200; ...'
+
+How one dump goes
+-----------------
+1. **Position**: from the dump's header (``--master-data``, ``--source-data``, ``--dump-slave``;
+   :func:`pipelines.snapshot.source.read_position`) unless the user gives it (``--position
+   FILE:POS``); a dump without one is refused, saying how to give it. Its ``_seq`` start is
+   :func:`pipelines.bronze.schema.snapshot_start`: after every change before the position, before
+   every change at or after it. The dump's identity (its name, size, first and last 64 KiB and the
+   position) makes the transaction ids of every write: loading the same dump again changes nothing.
+2. **Tasks** (:mod:`pipelines.snapshot_load.tasks`): a plain file is cut into byte ranges of
+   ``parallelism.target_bytes_per_task``; one Spark job finds their ``DELIMITER`` lines (routine
+   bodies, stepped over when a range looks for its first statement), one their outline (the
+   statements that are not data: the session and the ``CREATE TABLE`` each range starts with),
+   then one reads the rows, each task from the first statement boundary in its range. A gzip or
+   zstd file is one task, streaming. The driver only joins outlines; it never reads the data.
+   On delta-rs the tasks write bronze's Parquet files themselves; on delta-spark the rows are
+   kept on the executors until the write.
+3. **All or nothing**: a task that meets a bad statement (a dump cut mid-statement, a value that
+   cannot be its column's) returns its error; the driver raises the first one by offset, naming
+   the file and the byte offset, after deleting the staged files: nothing of the dump lands.
+4. **Writes**, in this order, each with the Delta transaction id ``snapshot-<dump id>``:
+
+   a. ``_pipeline/snapshots``: the dump's ``pending`` row;
+   b. bronze: every row, op ``r``, in one commit;
+   c. ``_pipeline/ddl``: the ``CREATE TABLE`` of each table loaded, at the snapshot's start;
+   d. ``_pipeline/schema_history`` made again from seeds and ``_pipeline/ddl``
+      (:func:`pipelines.schema.store.rebuild_history`): the snapshot's schemas, and every later
+      ``ALTER`` of its tables applied to them;
+   e. ``_pipeline/snapshots``: ``committed`` rows, one per table (its rows) and one for the dump.
+
+   A crash anywhere leaves a pending row without its committed ones: the silver step refuses to
+   run until the load is run again, which redoes what is missing (the done appends are skipped by
+   their transaction ids). What silver does with a snapshot: :mod:`pipelines.silver.snapshots`.
+
+Tables the configuration excludes (``tables``) are not loaded (their rows are counted); statements
+that are neither data nor set-up (views, triggers, routines, ...) are counted by kind in the summary.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from pipelines import delta_io, storage
+from pipelines import state as pipeline_state
+from pipelines.bronze.listing import _BINLOG_NAME
+from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, snapshot_start
+from pipelines.bronze.tasks import ship_package
+from pipelines.config import PipelineConfig
+from pipelines.lock import check_held
+from pipelines.schema.store import rebuild_history
+from pipelines.snapshot import errors as dump_errors
+from pipelines.snapshot.errors import DumpError, UnsupportedDump
+from pipelines.snapshot.position import SnapshotPosition, parse_user_gtid, parse_user_position
+from pipelines.snapshot.session import DumpState
+from pipelines.snapshot.source import DumpFile, read_position
+from pipelines.snapshot.split import delimiter_blocks
+from pipelines.snapshot.tablemap import create_table
+from pipelines.snapshot_load.tasks import LoadWork, create_text, partition, range_delimiters, range_outline
+
+_UTC = _dt.timezone.utc
+APP_PREFIX = "snapshot-"  # the transaction id of a dump's writes: APP_PREFIX + its id
+ID_BYTES = 64 * 1024  # the dump's identity reads this much of its start and of its end
+
+
+@dataclass
+class LoadStats:
+    """What one load did (also its row in ``_pipeline/runs``, ``step = 'snapshot'``)."""
+
+    run_id: str
+    started_at: _dt.datetime
+    ended_at: _dt.datetime | None = None
+    dumps: int = 0  # loaded by this run
+    already: int = 0  # loaded before (nothing written)
+    bytes: int = 0
+    rows: Counter = field(default_factory=Counter)  # (db, table) -> rows loaded
+    excluded: Counter = field(default_factory=Counter)  # (db, table) -> rows not loaded (tables)
+    skipped: Counter = field(default_factory=Counter)  # statements neither data nor set-up, by kind
+    status: str = "running"
+    error: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        end = self.ended_at or _dt.datetime.now(_UTC)
+        return max((end - self.started_at).total_seconds(), 1e-9)
+
+    def summary(self) -> str:
+        skipped = ", ".join(f"{k} x{n}" for k, n in sorted(self.skipped.items()))
+        return (f"snapshot load {self.run_id} {self.status}: {self.dumps} dump(s) loaded, {self.already} loaded "
+                f"before; {len(self.rows)} table(s), rows r={sum(self.rows.values())}; "
+                + (f"{len(self.excluded)} table(s) excluded by the configuration "
+                   f"({sum(self.excluded.values())} rows); " if self.excluded else "")
+                + (f"{sum(self.skipped.values())} statement(s) not loaded ({skipped}); " if self.skipped else "")
+                + f"{self.bytes / 1e6:.2f} MB in {self.seconds:.1f} s")
+
+    def run_row(self) -> tuple:
+        return (self.run_id, "snapshot", self.started_at, self.ended_at, self.dumps, self.already, 0, 0,
+                sum(self.rows.values()), 0, 0, sum(self.skipped.values()), 0, self.bytes, self.seconds,
+                self.bytes / 1e6 / self.seconds, None, self.status, self.error)
+
+
+def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | None = None,
+        gtid: str | None = None) -> LoadStats:
+    """Load each dump of ``dumps`` (paths of plain, gzip or zstd SQL files) into the warehouse;
+    ``position`` (``FILE:POS``) or ``gtid`` stand for the position the dumps do not record."""
+    now = _dt.datetime.now(_UTC)
+    stats = LoadStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    user = parse_user_position(position) if position else parse_user_gtid(gtid) if gtid else None
+    try:
+        ship_package(spark)
+        for path in dumps:
+            check_held()
+            load_dump(spark, cfg, path, stats, user)
+        stats.status = "ok"
+    except BaseException as e:
+        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        stats.ended_at = _dt.datetime.now(_UTC)
+        print(stats.summary(), file=sys.stdout, flush=True)
+        pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
+    return stats
+
+
+# -- one dump -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DumpPlan:
+    """One dump to load: its file, position, identity and where its rows go in bronze."""
+
+    dump: DumpFile
+    position: SnapshotPosition
+    dump_id: str
+    file_seq: int
+    seq_start: str
+
+    @property
+    def app_id(self) -> str:
+        return APP_PREFIX + self.dump_id
+
+
+def plan_dump(path: str, user: SnapshotPosition | None) -> DumpPlan:
+    """The dump at ``path`` with its position (``user``'s, else the one it records)."""
+    dump = DumpFile(path)
+    pos = user if user is not None else read_position(dump, whole=not dump.seekable)
+    if pos.file is None:
+        raise UnsupportedDump(f"the snapshot's position is only a GTID set ({pos.gtid}); the loader needs the binlog "
+                              "file and offset: give them with --position FILE:POS (SHOW MASTER STATUS at the "
+                              "dump's time, or the CHANGE MASTER line of a dump made with --master-data=2)",
+                              file=dump.name)
+    m = _BINLOG_NAME.match(pos.file)
+    if m is None:
+        raise DumpError(f"the position's binlog file {pos.file!r} has no number (expected a name like binlog.000004)",
+                        file=dump.name)
+    digest = hashlib.sha256(f"{dump.name}\0{dump.size}\0{pos.file}:{pos.pos}\0".encode())
+    with open(dump.path, "rb") as f:
+        digest.update(f.read(ID_BYTES))
+        f.seek(max(0, dump.size - ID_BYTES))
+        digest.update(f.read(ID_BYTES))
+    file_seq = int(m.group("seq"))
+    return DumpPlan(dump, pos, digest.hexdigest()[:24], file_seq, snapshot_start(file_seq, pos.pos))
+
+
+def _committed(spark, cfg: PipelineConfig, dump_id: str) -> bool:
+    rows = pipeline_state.read_rows(spark, cfg, pipeline_state.SNAPSHOTS, ["dump_id", "phase", "table"])
+    return any(r["dump_id"] == dump_id and r["phase"] == "committed" and r["table"] is None for r in rows)
+
+
+def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: SnapshotPosition | None) -> None:
+    """Load one dump (see the module docs); nothing when it was loaded before."""
+    plan = plan_dump(path, user)
+    if _committed(spark, cfg, plan.dump_id):
+        stats.already += 1
+        print(f"{plan.dump.name}: loaded before (at {plan.position.text()}): nothing to do", flush=True)
+        return
+    initial = DumpState.from_header(plan.dump.head())
+    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
+    staged = delta_io.resolve_backend(spark, cfg.delta.backend) == "rs"
+    struct = delta_io.ddl_schema(BRONZE_DDL)
+    arrow_schema = delta_io.prepare_staging(bronze_path, struct) if staged else None
+    settings = storage.current()
+    if plan.dump.seekable:
+        ranges, landmarks = _outline(spark, cfg, plan)
+    else:
+        ranges, landmarks = [(0, None)], ()
+    base = dict(path=plan.dump.path, name=plan.dump.name, landmarks=tuple(landmarks), initial=initial,
+                file_seq=plan.file_seq, event_pos=plan.position.pos - 1, seq_start=plan.seq_start,
+                tables=cfg.tables, run_id=stats.run_id, ingested_at=stats.started_at,
+                table_uri=bronze_path if staged else None, arrow_schema=arrow_schema, storage=settings)
+    works = {i: LoadWork(start=a, stop=b, **base) for i, (a, b) in enumerate(ranges)}
+    sc = spark.sparkContext
+    records = sc.parallelize(list(works), max(1, len(works))).mapPartitions(partition(works))
+    cached = None
+    if not staged:
+        from pyspark import StorageLevel
+
+        cached = records.persist(StorageLevel.MEMORY_AND_DISK)
+        small = cached.filter(lambda r: r[0] != "row").collect()
+    else:
+        small = records.collect()
+    try:
+        files = [f for kind, rec in small if kind == "files" for f in rec]
+        errors = sorted(rec for kind, rec in small if kind == "error")
+        if errors:
+            if staged:
+                delta_io.discard_staged(bronze_path, files)
+            offset, file, message, cls = errors[0]
+            raise getattr(dump_errors, cls, DumpError)(message + "; nothing of this dump was loaded", file=file,
+                                                       offset=None if offset < 0 else offset)
+        done = [rec for kind, rec in small if kind == "stat"]
+        rows, excluded, skipped = Counter(), Counter(), Counter()
+        for rec in done:
+            rows.update(rec["rows"])
+            excluded.update(rec["excluded"])
+            skipped.update(rec["skipped"])
+        ddl = _ddl_rows(plan, initial, landmarks, [c for rec in done for c in rec["creates"]], cfg, stats.run_id)
+        loaded = sorted({(db, table) for *_x, db, table in ddl} | set(rows))
+        _write(spark, cfg, plan, stats, ddl, loaded, rows, files if staged else None,
+               cached.filter(lambda r: r[0] == "row").map(lambda r: r[1]) if cached is not None else None)
+        stats.rows.update(rows)
+        stats.excluded.update(excluded)
+        stats.skipped.update(skipped)
+        stats.dumps += 1
+        stats.bytes += plan.dump.size
+    finally:
+        if cached is not None:
+            cached.unpersist()
+
+
+def _outline(spark, cfg: PipelineConfig, plan: DumpPlan) -> tuple[list[tuple[int, int]], list]:
+    """The ranges a plain dump is read in (each from its first statement boundary) and its outline
+    (two small Spark jobs; the driver joins what they find)."""
+    size, step = plan.dump.size, max(1 << 20, cfg.parallelism.target_bytes_per_task)
+    cuts = list(range(0, size, step)) or [0]
+    bounds = [(a, min(size, a + step)) for a in cuts]
+    sc = spark.sparkContext
+    n = len(bounds)
+    path, name = plan.dump.path, plan.dump.name
+    lines = sc.parallelize([(path, a, b) for a, b in bounds], n).map(range_delimiters).collect()
+    blocks = delimiter_blocks([line for ls in lines for line in ls])
+    found = sc.parallelize([(path, name, a, b, blocks) for a, b in bounds], n).map(range_outline).collect()
+    bad = sorted(err for _s, _f, err in found if err is not None)
+    if bad:
+        offset, file, message, cls = bad[0]
+        raise getattr(dump_errors, cls, DumpError)(message + "; nothing of this dump was loaded", file=file,
+                                                   offset=None if offset < 0 else offset)
+    starts = [s for s, _f, _e in found]
+    landmarks = [st for _s, f, _e in found for st in f]
+    ranges = []
+    for i, (s, (_a, b)) in enumerate(zip(starts, bounds)):
+        if s is not None:
+            ranges.append((s, b))
+    # a range reads the statements that start in it: from its boundary to the next range's
+    ranges = [(s, ranges[i + 1][0] if i + 1 < len(ranges) else size) for i, (s, _b) in enumerate(ranges)]
+    return ranges, landmarks
+
+
+def _ddl_rows(plan: DumpPlan, initial: DumpState, landmarks, stream_creates, cfg: PipelineConfig,
+              run_id: str) -> list[tuple]:
+    """Rows of ``_pipeline/ddl`` (layout :data:`pipelines.state.DDL_TABLE_DDL`): each included
+    table's ``CREATE TABLE`` at the snapshot's start, with the database in force where it is."""
+    creates = []
+    state = initial.copy()
+    for st in landmarks:
+        if st.kind == "create_table":
+            creates.append((st.offset, create_text(st), state.db))
+        state.apply(st)
+    creates += stream_creates
+    out = {}
+    for _offset, sql, db in sorted(creates, key=lambda c: c[0]):
+        found = create_table(sql, db, state.db_charsets)
+        if not isinstance(found, tuple) or not cfg.tables.matches(found[0], found[1]):
+            continue
+        out[(found[0], found[1])] = (plan.dump.name, plan.file_seq, plan.position.pos - 1, plan.seq_start, db, sql,
+                                     None, False, None, None, run_id, None, found[0], found[1])
+    return [row for _k, row in sorted(out.items())]
+
+
+def _write(spark, cfg: PipelineConfig, plan: DumpPlan, stats: LoadStats, ddl: list[tuple], loaded, rows: Counter,
+           files, row_rdd) -> None:
+    """The writes of one dump, in order, each at most once (see the module docs, step 4)."""
+    app, now = plan.app_id, _dt.datetime.now(_UTC)
+    where = plan.position.text()
+
+    def snapshot_rows(phase: str, per_table: bool) -> list[tuple]:
+        head = [(plan.dump_id, plan.dump.name, phase, None, None, plan.seq_start, where, sum(rows.values()),
+                 stats.run_id, now)]
+        tables = [(plan.dump_id, plan.dump.name, phase, db, table, plan.seq_start, where, rows.get((db, table), 0),
+                   stats.run_id, now) for db, table in loaded] if per_table else []
+        return tables + head
+
+    check_held()
+    pipeline_state.append(spark, cfg, pipeline_state.SNAPSHOTS, snapshot_rows("pending", False),
+                          app_id=APP_PREFIX + "pending-" + plan.dump_id, version=0)
+    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
+    if files is not None:
+        delta_io.commit_staged(bronze_path, files, delta_io.ddl_schema(BRONZE_DDL), txn_app_id=app, txn_version=0)
+    elif row_rdd is not None:
+        df = spark.createDataFrame(row_rdd, BRONZE_DDL)
+        delta_io.append(spark, df, bronze_path, txn_app_id=app, txn_version=0, backend=cfg.delta.backend)
+    if ddl:
+        pipeline_state.append(spark, cfg, pipeline_state.DDL, [r[:12] for r in ddl], app_id=app, version=0)
+    rebuild_history(spark, cfg, stats.run_id)
+    pipeline_state.append(spark, cfg, pipeline_state.SNAPSHOTS, snapshot_rows("committed", True), app_id=app,
+                          version=0)
