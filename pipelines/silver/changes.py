@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.jsonb import PartialJson
-from pipelines.bronze.schema import PARTIAL_JSON_MARK
+from pipelines.bronze.schema import INSERT_OPS, PARTIAL_JSON_MARK, UPSERT_OPS
 from pipelines.delta_io import quote_ident
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
@@ -75,7 +75,7 @@ def changes_from_bronze(
         whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
         out = out.withColumns({
             "after": _with_defaults(specs, defaults or {}),
-            PRESENT: F.when(F.col("op") == "c", whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
+            PRESENT: F.when(F.col("op").isin(*INSERT_OPS), whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
         })
     if counted:
         out = out.withColumn(ZERO_DATES_COL, F.col(_BRONZE_ZEROS)).drop(_BRONZE_ZEROS)
@@ -124,7 +124,7 @@ def _with_defaults(specs: Sequence[ColumnSpec], defaults: dict[str, object]) -> 
     for s, f in zip(specs, silver_schema(specs).fields):
         value = after.getField(s.name)
         if defaults.get(s.name) is not None:
-            absent = (F.col("op") == "c") & ~F.col(PRESENT).getField(s.name)
+            absent = F.col("op").isin(*INSERT_OPS) & ~F.col(PRESENT).getField(s.name)
             value = F.when(absent, F.lit(defaults[s.name]).cast(f.dataType)).otherwise(value)
         fields.append(value.alias(s.name))
     return F.when(after.isNull(), F.lit(None)).otherwise(F.struct(*fields))
@@ -212,9 +212,9 @@ def key_events(
             if f.name in after_key or (src is not None and src not in present):
                 flag = F.lit(True)
             elif src is None:  # a silver column the specs lack: not logged here (or dropped): kept
-                flag = op == "c"
+                flag = op.isin(*INSERT_OPS)
             else:
-                flag = (op == "c") | F.coalesce(F.col(PRESENT).getField(src), F.lit(False))
+                flag = op.isin(*INSERT_OPS) | F.coalesce(F.col(PRESENT).getField(src), F.lit(False))
             flags.append(flag.alias(_flag(i)))
             deletes_flags.append(F.lit(False).alias(_flag(i)))
         flags.append(((op == "u") & key_changed).alias(_MOVED))
@@ -225,7 +225,7 @@ def key_events(
             diffs = F.struct(*[F.col(DIFFS).getField(src).alias(name) for name, src in by_silver if src in logged])
             flags.append(F.when(F.col(DIFFS).isNotNull(), diffs).alias(DIFFS))
             deletes_flags.append(F.lit(None).cast(_diffs_type(by_silver, logged)).alias(DIFFS))
-    upserts = changes.where(op.isin("c", "u")).select(
+    upserts = changes.where(op.isin(*UPSERT_OPS)).select(
         *after_values,
         *tail,
         op.alias(OP),

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
 from pipelines.silver.segment_cells import CellColumn, Cells, Segment
@@ -204,10 +205,11 @@ def _checked(seg: Segment) -> None:
     """What :func:`pipelines.silver.driver._typed` refuses: an unknown op, a NULL ``_seq``, a
     change without the image it needs."""
     op = seg.op
-    if not _all(pc.is_in(op, pa.array(["c", "u", "d"]))) or op.null_count or seg.seq.null_count:
+    if not _all(pc.is_in(op, pa.array(OPS))) or op.null_count or seg.seq.null_count:
         raise NotCanonical("a change with an unknown op or without _seq")
     after, before = seg.images["after"].present, seg.images["before"].present
-    is_c, is_d = pc.equal(op, "c").to_numpy(zero_copy_only=False), pc.equal(op, "d").to_numpy(zero_copy_only=False)
+    is_c = pc.is_in(op, pa.array(INSERT_OPS)).to_numpy(zero_copy_only=False)
+    is_d = pc.equal(op, "d").to_numpy(zero_copy_only=False)
     if not after[~is_d].all() or not before[~is_c].all():
         raise NotCanonical("a change without the image it needs")
 
@@ -238,7 +240,7 @@ def inserts_only(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
     """A keyless table's segment of inserts only (an append-only log): every insert is a row of
     its own (:func:`pipelines.silver.driver._keyless_source` keeps every copy when nothing is
     deleted). The MERGE source, the counts and the zero dates nulled."""
-    if not _all(pc.equal(seg.op, "c")):
+    if not _all(pc.is_in(seg.op, pa.array(INSERT_OPS))):
         raise NotCanonical("a keyless table's updates or deletes (the row path or Spark's fold those)")
     typed, zeros = _typed_images(seg, specs, t, fixes)
     schema = t.source_schema
@@ -259,7 +261,7 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
     arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
     typed, zeros = _typed_images(seg, specs, t, fixes)
     op = seg.op
-    upsert = pc.is_in(op, pa.array(["c", "u"]))
+    upsert = pc.is_in(op, pa.array(UPSERT_OPS))
     changed = pa.array(np.zeros(n, bool))
     for k in t.key_spec:
         a, b = typed["after"][k], typed["before"][k]

@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines import delta_io
 from pipelines.schema import resolve as schema_resolve
 from pipelines.delta_io import qualified, quote_ident
@@ -155,11 +156,11 @@ def _typed(rows: Sequence[dict], typer: ImageTyper) -> tuple[list[tuple], int]:
     out, zeros = [], 0
     for r in rows:
         op = r["op"]
-        if op not in ("c", "u", "d") or r["_seq"] is None:
+        if op not in OPS or r["_seq"] is None:
             raise NotCanonical(f"a change with op {op!r} and _seq {r['_seq']!r}")
         after, za = typer(r["after"])
         before, zb = typer(r["before"])
-        if (after is None and op != "d") or (before is None and op != "c"):
+        if (after is None and op != "d") or (before is None and op not in INSERT_OPS):
             raise NotCanonical(f"a change with op {op!r} without the image it needs")
         zeros += za + zb
         out.append((r["_seq"], op, r["commit_ts"], after, before))
@@ -177,7 +178,7 @@ def _events(changes: Sequence[tuple], value_idx: list[int | None], key_pos: list
     ``(seq, action, op, commit_ts, values in silver order)``."""
     events, pick = [], _picker(value_idx)
     for seq, op, commit_ts, after, before in changes:
-        if op in ("c", "u"):
+        if op in UPSERT_OPS:
             events.append((seq, UPSERT, op, commit_ts, pick(after)))
         if op == "d" or (op == "u" and any(before[k] != after[k] for k in key_pos)):
             events.append((seq, DELETE, "d", commit_ts, pick(before)))
@@ -211,7 +212,7 @@ def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], ident
         return groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
 
     for seq, op, commit_ts, after, before in changes:
-        if op in ("c", "u"):
+        if op in UPSERT_OPS:
             vals = pick(after)
             group(vals)["copies"].append((seq, "s", vals, op, commit_ts))
         if op in ("d", "u"):

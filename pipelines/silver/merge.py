@@ -96,6 +96,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.bronze.schema import OPS
 from pipelines import delta_io
 from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
@@ -390,7 +391,7 @@ def apply_changes(
         F.sum(F.col(fresh_flag).cast("int")).alias("fresh"),
         F.max(F.when(F.col(fresh_flag), F.col(SEQ))).alias("max_seq"),
         F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
-        F.sum(F.coalesce(~F.col("op").isin("c", "u", "d"), F.lit(True)).cast("int")).alias("bad_op"),
+        F.sum(F.coalesce(~F.col("op").isin(*OPS), F.lit(True)).cast("int")).alias("bad_op"),
         F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
         F.sum(F.when(F.col(fresh_flag), _partial_update(changes_df).cast("int"))).alias("partial"),
         *([F.sum(F.when(F.col(fresh_flag) & F.col(DIFFS).isNotNull(), 1).otherwise(0)).alias("diffs")]

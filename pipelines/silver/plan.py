@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines.bronze.schema import UPSERT_OPS
 from pipelines.delta_io import MergeClause, qualified, quote_ident
 from pipelines.silver.changes import (_commit_ts, _image_values, _struct_fields, fill_partial, key_events,
                                       latest_per_key)
@@ -269,7 +270,7 @@ def _plan_keyless(
     origin = f"{_P}origin"
     # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
     # inserted copies (s, full rows) and the batch's deletes (d).
-    inserts = changes.where(op.isin("c", "u")).select(
+    inserts = changes.where(op.isin(*UPSERT_OPS)).select(
         *_image_values("after", _struct_fields(changes, "after"), values, names),
         F.col(SEQ),
         _commit_ts(changes).alias(COMMIT_TS),

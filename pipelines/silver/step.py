@@ -64,12 +64,12 @@ from pipelines.arrow_pool import use_fast_pool
 from pipelines import state as pipeline_state
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
-from pipelines.bronze.schema import BRONZE_TABLE
+from pipelines.bronze.schema import BRONZE_TABLE, INSERT_OPS
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import UNPARSED, Resolution, SchemaVersion
 from pipelines.delta_io.rs_scan import RsScan
-from pipelines.silver import bronze_scan, columnar, driver, schema_events, segment_cells
+from pipelines.silver import bronze_scan, columnar, driver, schema_events, segment_cells, snapshots
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
@@ -142,7 +142,13 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     since = read_through_since(marks.get(read_through_key(cfg)))
     if since is not None:  # (batches that landed after the last run read bronze, begun before it)
         since = late_since(spark, cfg, since)
+    snaps = snapshots.pending(spark, cfg, marks)
     marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
+    if snaps.rebuild:  # tables rebuilt from their snapshot: bronze is read whole, from just before it
+        since = None
+        marks.update(snaps.rebuild)
+        for (db, table), mark in sorted(snaps.rebuild.items()):
+            snapshots.rewind(spark, cfg, silver_table_path(cfg.warehouse, db, table), mark)
 
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     has_new = delta_io.table_exists(bronze_path, spark=spark, backend=backend) and not (
@@ -234,6 +240,8 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
                 state.marks[key] = max(state.marks.get(key, ""), seq)
         if finished and bronze is not None and (shape_rows or since is None):  # with the tables' marks
             state.marks[read_through_key(cfg)] = stats.started_at.astimezone(_UTC).isoformat()
+        if finished:  # the snapshots this run applied: not rebuilt again
+            state.marks.update(snaps.new)
         write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
 
 
@@ -389,7 +397,7 @@ class _Run:
         """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table or inserts
         only (an append-only log without a key), nothing :func:`driver.eligible` refuses (its
         bytes are counted as it is read)."""
-        return self.scan is not None and (bool(resolution.keys) or set(step.ops) <= {"c"}) \
+        return self.scan is not None and (bool(resolution.keys) or set(step.ops) <= set(INSERT_OPS)) \
             and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
                                 rejected=resolution.rejected, partial=partial,
                                 scd2=self.cfg.is_scd2(step.db, step.table), rows=n_rows, limit=columnar.BIG_ROWS)
