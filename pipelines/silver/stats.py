@@ -37,7 +37,8 @@ class SilverStats:
         r = self.rows
         text = (
             f"silver run {self.run_id} {self.status}: {len(self.tables)} table(s), {self.segments} segment(s); "
-            f"changes c={r['c']} u={r['u']} d={r['d']}" + (f" r={r['r']}" if r['r'] else "") + "; silver +{self.inserted} ~{self.updated} -{self.deleted}; "
+            f"changes c={r['c']} u={r['u']} d={r['d']}" + (f" r={r['r']}" if r["r"] else "")
+            + f"; silver +{self.inserted} ~{self.updated} -{self.deleted}; "
             f"{self.resets} reset(s), {self.copies} rename copy(ies); {self.quarantined} quarantined; "
             f"{self.zero_dates} zero date(s) nulled; {self.schema_versions} new schema version(s)"
         )

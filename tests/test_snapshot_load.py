@@ -1,0 +1,263 @@
+"""A database older than its binlogs: a private MariaDB runs a workload, ``mariadb-dump`` takes a
+snapshot half-way, more workload follows (an ALTER, a RENAME, a key change, updates and deletes of
+rows from before the dump), the binlogs before the dump are purged; then the snapshot load
+(``pipelines.snapshot_load``, the code of ``jobs/load_snapshot.py``) and the pipeline, and every
+silver table against the server's ``SELECT``, on both Delta backends.
+
+Tables: keyed, composite-key, keyless with duplicate rows, one with ``binlog_row_metadata=NO_LOG``
+(its columns only known from the dump's CREATE TABLE), an empty one, and one the configuration
+excludes. Also: the binlogs before the dump present and applied *before* the dump is loaded
+(silver is rebuilt from the snapshot), the same dump loaded twice, dumps written with other
+options giving the same bronze rows, a dump cut mid-statement (one error naming file and offset,
+nothing landed), a dump without a position, and a SIGKILL during the load then a re-run.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from mariadb_server import MariaDBServer, mariadb_available
+from oracle import _diff, server_columns, server_rows, silver_rows
+from snapshot_oracle import dump as mariadb_dump
+from spark_fixtures import delta_backend, spark  # noqa: F401  (the shared session fixtures)
+
+from pipelines import bronze, delta_io
+from pipelines import snapshot_load
+from pipelines.bronze.schema import BRONZE_TABLE
+from pipelines.config import load_config
+from pipelines.silver import step as silver_step
+from pipelines.silver.columns import SilverStepError
+from pipelines.snapshot.errors import NoPosition, TruncatedDump
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DB, NOLOG = "snap", "snap_nolog"
+TABLES = {DB: ("k", "cpk", "nk", "empty", "k3"), NOLOG: ("n",)}  # k3: renamed from k2 after the dump
+
+BEFORE = {DB: """
+CREATE TABLE k (id INT NOT NULL PRIMARY KEY, v VARCHAR(20) CHARACTER SET utf8mb4, d DECIMAL(10,2), t DATETIME(3),
+                b BLOB) ENGINE=InnoDB;
+CREATE TABLE cpk (a INT NOT NULL, b VARCHAR(10) NOT NULL, v INT, PRIMARY KEY (a, b)) ENGINE=InnoDB;
+CREATE TABLE nk (a INT, b VARCHAR(20)) ENGINE=InnoDB;
+CREATE TABLE empty (id INT PRIMARY KEY) ENGINE=InnoDB;
+CREATE TABLE k2 (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;
+CREATE TABLE tmp_skip (id INT PRIMARY KEY) ENGINE=InnoDB;
+INSERT INTO k VALUES (1,'one',1.50,'2020-01-01 10:00:00.125',X'00ff'),(2,'two',NULL,NULL,NULL),
+                     (3,'it''s\\nnew',-3.25,'1999-12-31 23:59:59.999','a;b'),(4,'four',4,NULL,X'0a0d');
+INSERT INTO cpk VALUES (1,'a',10),(1,'b',11),(2,'a',20);
+INSERT INTO nk VALUES (1,'dup'),(1,'dup'),(1,'dup'),(2,NULL),(NULL,'x');
+INSERT INTO k2 VALUES (1,1),(2,2);
+INSERT INTO tmp_skip VALUES (1),(2);
+UPDATE k SET v = 'ONE' WHERE id = 1;
+DELETE FROM nk WHERE a = 2;
+""", NOLOG: """
+CREATE TABLE n (id INT NOT NULL, name VARCHAR(20), qty INT, PRIMARY KEY (id)) ENGINE=InnoDB;
+INSERT INTO n VALUES (1,'a',1),(2,'b',2),(3,'c',3);
+UPDATE n SET qty = 30 WHERE id = 3;
+"""}
+
+AFTER = {DB: """
+INSERT INTO k VALUES (5,'five',5,NULL,NULL);
+UPDATE k SET d = 2.75, v = 'TWO' WHERE id = 2;
+DELETE FROM k WHERE id = 4;
+ALTER TABLE k ADD COLUMN extra INT NOT NULL DEFAULT 7 AFTER v;
+UPDATE k SET extra = 8 WHERE id = 3;
+UPDATE cpk SET b = 'c' WHERE a = 1 AND b = 'b';
+ALTER TABLE cpk DROP PRIMARY KEY, ADD PRIMARY KEY (b, a);
+INSERT INTO cpk VALUES (3,'a',30);
+DELETE FROM nk WHERE a = 1 LIMIT 1;
+INSERT INTO nk VALUES (3,'new'),(1,'dup');
+UPDATE nk SET b = 'y' WHERE a IS NULL;
+RENAME TABLE k2 TO k3;
+UPDATE k3 SET v = 20 WHERE id = 2;
+INSERT INTO tmp_skip VALUES (3);
+""", NOLOG: """
+UPDATE n SET name = 'B' WHERE id = 2;
+DELETE FROM n WHERE id = 1;
+INSERT INTO n VALUES (4,'d',4);
+"""}
+
+META = {DB: "FULL", NOLOG: "NO_LOG"}
+
+
+def _run_sql(srv: MariaDBServer, scripts: dict[str, str], first: bool = False) -> None:
+    for db, script in scripts.items():
+        srv.sql(f"SET GLOBAL binlog_row_metadata = {META[db]}")  # (the next sessions')
+        if first:
+            srv.sql(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
+        srv.sql(script, db=db)
+        srv.flush_logs()
+
+
+def _state(srv: MariaDBServer) -> dict:
+    out = {}
+    for db, tables in TABLES.items():
+        for table in tables:
+            cols = server_columns(srv, db, table)
+            out[(db, table)] = (cols, server_rows(srv, db, table, cols))
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The server's story, run once: binlogs before and after the dump, the dumps, the final state."""
+    ok, why = mariadb_available()
+    if not ok:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("snapload")
+    srv = MariaDBServer(root / "mariadb", row_image="FULL", row_metadata="FULL")
+    srv.start()
+    try:
+        _run_sql(srv, BEFORE, first=True)
+        dumps = {}
+        for key, options in (("hex", ("--master-data=2", "--hex-blob")),
+                             ("plain", ("--master-data=2",)),
+                             ("single", ("--master-data=2", "--skip-extended-insert", "--complete-insert"))):
+            dumps[key] = mariadb_dump(srv, root / f"{key}.sql", *options, databases=(DB, NOLOG))
+        with open(dumps["hex"], "rb") as src, gzip.open(root / "hex.sql.gz", "wb") as out:
+            shutil.copyfileobj(src, out)
+        dumps["gzip"] = root / "hex.sql.gz"
+        dump_file = srv.master_status()[0]
+        all_binlogs = root / "all"
+        _run_sql(srv, AFTER)
+        all_binlogs.mkdir()
+        for f in srv.binlog_files()[:-1]:
+            shutil.copy(f, all_binlogs / f.name)
+        srv.sql(f"PURGE BINARY LOGS TO '{dump_file}'")
+        kept = root / "kept"  # what the server still has: the dump's file onward
+        kept.mkdir()
+        for f in srv.binlog_files()[:-1]:
+            shutil.copy(f, kept / f.name)
+        assert len(list(kept.iterdir())) < len(list(all_binlogs.iterdir()))
+        state = _state(srv)
+    finally:
+        srv.stop()
+    return {"dumps": dumps, "kept": kept, "all": all_binlogs, "state": state, "root": root}
+
+
+def _cfg(binlogs: Path, warehouse: Path, backend: str):
+    return load_config(REPO / "conf" / "pipeline.yaml", {"input": str(binlogs), "warehouse": str(warehouse),
+                                                         "progress": False, "delta.backend": backend})
+
+
+def _assert_silver_is_the_server(state: dict, warehouse: Path) -> None:
+    problems = []
+    for (db, table), (cols, want) in state.items():
+        got = silver_rows(warehouse, db, table, cols)
+        if got != want:
+            problems.append(_diff(f"{db}.{table}", cols, want, got or []))
+    assert not problems, "\n\n".join(problems)
+
+
+def _pipeline(spark, cfg) -> None:
+    bronze.run(spark, cfg)
+    stats = silver_step.run(spark, cfg)
+    assert stats.status == "ok", stats.summary()
+
+
+def test_dump_then_the_binlogs_after_it(spark, delta_backend, world, tmp_path):  # noqa: F811
+    wh = tmp_path / "wh"
+    cfg = _cfg(world["kept"], wh, delta_backend)
+    stats = snapshot_load.run(spark, cfg, [str(world["dumps"]["hex"])])
+    assert stats.rows[(DB, "k")] == 4 and stats.rows[(DB, "nk")] == 4 and stats.rows[(NOLOG, "n")] == 3
+    assert stats.excluded == {(DB, "tmp_skip"): 2}  # conf/pipeline.yaml excludes *.tmp_*
+    bronze_path = str(wh / BRONZE_TABLE)
+    version = DeltaTable(bronze_path).version()
+    again = snapshot_load.run(spark, cfg, [str(world["dumps"]["hex"])])  # the same dump: nothing changes
+    assert again.already == 1 and again.dumps == 0
+    assert DeltaTable(bronze_path).version() == version
+    _pipeline(spark, cfg)
+    _assert_silver_is_the_server(world["state"], wh)
+    ops = {r["op"] for r in delta_io.read_arrow(bronze_path, ["op"]).to_pylist()}
+    assert "r" in ops
+
+
+def test_binlogs_applied_first_then_the_dump(spark, delta_backend, world, tmp_path):  # noqa: F811
+    # every binlog file, the older ones too, through silver first (tables older than them: their
+    # ALTERs unparsed, rows missing); then the dump: silver is rebuilt from it, equal to the server
+    wh = tmp_path / "wh"
+    cfg = _cfg(world["all"], wh, delta_backend)
+    _pipeline(spark, cfg)
+    snapshot_load.run(spark, cfg, [str(world["dumps"]["gzip"])])
+    _pipeline(spark, cfg)
+    _assert_silver_is_the_server(world["state"], wh)
+    marks = silver_step.run(spark, cfg)  # the snapshot is applied: the next run rebuilds nothing
+    assert marks.status == "ok" and marks.segments == 0, marks.summary()
+
+
+def _r_rows(wh: Path) -> list:
+    rows = delta_io.read_arrow(str(wh / BRONZE_TABLE), ["db", "table", "op", "after"]).to_pylist()
+    return sorted(repr((r["db"], r["table"], [(c["idx"], c["name"], c["type"], c["text"], c["bin"]) for c in r["after"]]))
+                  for r in rows if r["op"] == "r")
+
+
+def test_dumps_of_other_options_land_the_same_rows(spark, world, tmp_path):  # noqa: F811
+    want = None
+    for key in ("hex", "plain", "single", "gzip"):
+        wh = tmp_path / key
+        snapshot_load.run(spark, _cfg(world["kept"], wh, "rs"), [str(world["dumps"][key])])
+        got = _r_rows(wh)
+        if want is None:
+            want = got
+            assert len(want) == 4 + 3 + 4 + 2 + 3  # k, cpk, nk, k2, n
+        assert got == want, key
+
+
+def test_a_cut_dump_lands_nothing(spark, delta_backend, world, tmp_path):  # noqa: F811
+    whole = world["dumps"]["single"].read_bytes()
+    at = whole.index(b"INSERT INTO `k` ") + 30
+    cut = tmp_path / "cut.sql"
+    cut.write_bytes(whole[:at])
+    wh = tmp_path / "wh"
+    cfg = _cfg(world["kept"], wh, delta_backend)
+    with pytest.raises(TruncatedDump) as e:
+        snapshot_load.run(spark, cfg, [str(cut)])
+    assert e.value.file == "cut.sql" and e.value.offset == at - 30, str(e.value)
+    assert f"cut.sql: offset {at - 30}" in str(e.value)
+    assert not delta_io.deltalake_table_exists(str(wh / BRONZE_TABLE))
+    assert not (wh / "_pipeline" / "snapshots").exists()
+    staged = [p for p in (wh / BRONZE_TABLE).rglob("*.parquet")] if (wh / BRONZE_TABLE).exists() else []
+    assert staged == []
+
+
+def test_a_dump_without_a_position_is_refused(spark, world, tmp_path):  # noqa: F811
+    text = world["dumps"]["plain"].read_bytes().replace(b"-- CHANGE MASTER TO", b"-- (no position)")
+    text = text.replace(b"-- SET GLOBAL gtid_slave_pos", b"-- (no GTID)")
+    path = tmp_path / "nopos.sql"
+    path.write_bytes(text)
+    cfg = _cfg(world["kept"], tmp_path / "wh", "rs")
+    with pytest.raises(NoPosition, match="--position FILE:POS"):
+        snapshot_load.run(spark, cfg, [str(path)])
+    # the job says it in one line, naming the file
+    done = subprocess.run([sys.executable, str(REPO / "jobs" / "load_snapshot.py"), "--dump", str(path),
+                           "--warehouse", str(tmp_path / "wh2"), "--no-progress"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("error: nopos.sql: offset 0: the dump records no binlog")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_kill_during_the_load_then_a_rerun(spark, world, tmp_path):  # noqa: F811
+    wh = tmp_path / "wh"
+    dump = str(world["dumps"]["hex"])
+    job = [sys.executable, str(REPO / "jobs" / "load_snapshot.py"), "--dump", dump, "--warehouse", str(wh),
+           "--binlog-dir", str(world["kept"]), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BINLOG_DELTA_FAULT": "append.bronze.after:kill"}
+    killed = subprocess.run(job, capture_output=True, text=True, timeout=300, env=env)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    cfg = _cfg(world["kept"], wh, "rs")
+    with pytest.raises(SilverStepError, match="interrupted: run jobs/load_snapshot.py"):
+        silver_step.run(spark, cfg)
+    env.pop("BINLOG_DELTA_FAULT")
+    done = subprocess.run(job, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _pipeline(spark, cfg)
+    _assert_silver_is_the_server(world["state"], wh)
