@@ -108,6 +108,14 @@ SOAK_JOBS ?= 1
 soak: setup
 	$(PY) tests/soak.py --seeds $(SEEDS) --jobs $(SOAK_JOBS) $(SOAK_ARGS)
 
+# A logical dump (DUMP=path: mariadb-dump/mysqldump output, plain, .gz or .zst) into the warehouse of
+# conf/pipeline.yaml at the binlog position it records (README, "Start from an existing database");
+# LOAD_SNAPSHOT_ARGS: more flags of jobs/load_snapshot.py (--warehouse, --position FILE:POS, --debug).
+.PHONY: load-snapshot
+load-snapshot: setup
+	@test -n "$(DUMP)" || { echo "usage: make load-snapshot DUMP=path/to/dump.sql [LOAD_SNAPSHOT_ARGS=...]" >&2; exit 2; }
+	$(PY) jobs/load_snapshot.py --config conf/pipeline.yaml --dump "$(DUMP)" $(LOAD_SNAPSHOT_ARGS)
+
 sql: setup
 	$(PY) -m pipelines.sql "$(Q)"
 
