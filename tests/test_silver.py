@@ -475,7 +475,7 @@ def test_source_columns_named_like_silvers_own_land_under_another_prefix(spark, 
 def test_null_key_and_bad_op_fail_fast(spark, delta_backend, target):
     with pytest.raises(ValueError, match="NULL in key columns"):
         apply_changes(spark, changes(spark, [("01", "c", (None, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
-    with pytest.raises(ValueError, match="op other than c/u/d"):
+    with pytest.raises(ValueError, match="op other than c/u/d/r"):
         apply_changes(spark, changes(spark, [("02", "x", (1, "a"), None)]), SPECS, target, keys=["id"], backend=delta_backend)
 
 

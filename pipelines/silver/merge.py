@@ -400,7 +400,7 @@ def apply_changes(
     if overview["null_seq"] or overview["bad_op"]:
         raise ValueError(
             f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
-            f"{overview['bad_op']} with an op other than c/u/d"
+            f"{overview['bad_op']} with an op other than c/u/d/r"
         )
     base = dict(
         changes=int(overview["fresh"] or 0),
