@@ -212,10 +212,17 @@ def _r_rows(wh: Path) -> list:
 
 def test_dumps_of_other_options_land_the_same_rows(spark, world, tmp_path):  # noqa: F811
     want = None
-    for key in ("hex", "plain", "single", "gzip"):
-        wh = tmp_path / key
-        snapshot_load.run(spark, _cfg(world["kept"], wh, "rs"), [str(world["dumps"][key])])
-        got = _r_rows(wh)
+    for key in ("hex", "plain", "single", "gzip", "hex in ranges of 600 bytes", "single in ranges of 256 bytes"):
+        name, _, small = key.partition(" in ranges of ")
+        cfg = _cfg(world["kept"], tmp_path / key.replace(" ", "-"), "rs")
+        if small:  # a task per range, each from the first statement boundary in it (mid-INSERT cuts)
+            size = int(small.split()[0])
+            cfg = load_config(REPO / "conf" / "pipeline.yaml", {
+                "input": str(world["kept"]), "warehouse": str(tmp_path / key.replace(" ", "-")), "progress": False,
+                "delta.backend": "rs", "parallelism.target_bytes_per_task": size})
+            assert world["dumps"][name].stat().st_size > 5 * size
+        snapshot_load.run(spark, cfg, [str(world["dumps"][name])])
+        got = _r_rows(tmp_path / key.replace(" ", "-"))
         if want is None:
             want = got
             assert len(want) == 4 + 3 + 4 + 2 + 3  # k, cpk, nk, k2, n

@@ -240,7 +240,7 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
 def _outline(spark, cfg: PipelineConfig, plan: DumpPlan) -> tuple[list[tuple[int, int]], list]:
     """The ranges a plain dump is read in (each from its first statement boundary) and its outline
     (two small Spark jobs; the driver joins what they find)."""
-    size, step = plan.dump.size, max(1 << 20, cfg.parallelism.target_bytes_per_task)
+    size, step = plan.dump.size, cfg.parallelism.target_bytes_per_task
     cuts = list(range(0, size, step)) or [0]
     bounds = [(a, min(size, a + step)) for a in cuts]
     sc = spark.sparkContext
