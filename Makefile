@@ -65,6 +65,7 @@ run: setup
 
 bench: setup
 	$(PY) -m scripts.bench
+	$(PY) -m scripts.snapshot_load_bench
 	$(PY) -m scripts.history_bench
 	$(PY) -m scripts.driver_bench
 	$(PY) -m scripts.dv_bench
