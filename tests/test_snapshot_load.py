@@ -34,7 +34,7 @@ from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import load_config
 from pipelines.silver import step as silver_step
 from pipelines.silver.columns import SilverStepError
-from pipelines.snapshot.errors import NoPosition, TruncatedDump
+from pipelines.snapshot.errors import DumpError, NoPosition, TruncatedDump
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -135,6 +135,7 @@ def world(tmp_path_factory):
             shutil.copyfileobj(src, out)
         dumps["gzip"] = root / "hex.sql.gz"
         dump_file = srv.master_status()[0]
+        gtid = srv.gtid_binlog_pos()
         all_binlogs = root / "all"
         _run_sql(srv, AFTER)
         dumps["late"] = mariadb_dump(srv, root / "late.sql", "--master-data=2", databases=(DB, NOLOG))
@@ -151,7 +152,7 @@ def world(tmp_path_factory):
         state = _state(srv)
     finally:
         srv.stop()
-    return {"dumps": dumps, "kept": kept, "all": all_binlogs, "state": state, "root": root}
+    return {"dumps": dumps, "kept": kept, "all": all_binlogs, "state": state, "root": root, "gtid": gtid}
 
 
 def _cfg(binlogs: Path, warehouse: Path, backend: str):
@@ -306,3 +307,22 @@ def test_a_newer_dump_replaces_a_drifted_table(spark, world, tmp_path):  # noqa:
     snapshot_load.run(spark, cfg, [str(world["dumps"]["late"])])  # taken after the ALTERs, before LATER
     _pipeline(spark, cfg)
     _assert_silver_is_the_server(world["state"], wh)
+
+
+def test_a_position_given_only_as_a_gtid_set_is_found_in_bronze(spark, world, tmp_path):  # noqa: F811
+    # MariaDB's gtid_slave_pos alone (MySQL's GTID_PURGED alike): the first change bronze holds
+    # outside the set is where the snapshot sits; before bronze has it, the load says what to do
+    text = world["dumps"]["hex"].read_bytes().replace(b"-- CHANGE MASTER TO", b"-- (no file position)")
+    path = tmp_path / "gtid.sql"
+    path.write_bytes(text)
+    wh = tmp_path / "wh"
+    cfg = _cfg(world["kept"], wh, "rs")
+    with pytest.raises(DumpError, match=r"only a GTID set \(0-1-\d+\) and no change bronze holds is after it"):
+        snapshot_load.run(spark, cfg, [str(path)])
+    bronze.run(spark, cfg)
+    stats = snapshot_load.run(spark, cfg, [str(path)])
+    assert stats.dumps == 1
+    _pipeline(spark, cfg)
+    _assert_silver_is_the_server(world["state"], wh)
+    again = snapshot_load.run(spark, cfg, [str(path)], gtid=world["gtid"])  # the same set given by hand
+    assert again.already == 1

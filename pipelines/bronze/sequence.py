@@ -87,6 +87,34 @@ def _mysql_text(state: dict[str, list[tuple[int, int]]]) -> str:
     )
 
 
+def gtid_set_contains(flavor: str, gtid_set: str):
+    """A predicate: is a transaction's GTID (bronze's ``gtid``) in ``gtid_set``? MariaDB: a set of
+    ``domain-server-seq`` (the last per domain, as ``gtid_slave_pos`` says) holds every GTID of
+    its domains up to that sequence number; MySQL: ``uuid[:tag]:intervals``.
+
+    >>> contains = gtid_set_contains("mariadb", "0-1-18,1-2-5")
+    >>> contains("0-1-18"), contains("0-3-19"), contains("1-2-4"), contains("2-1-1")
+    (True, False, True, False)
+    >>> gtid_set_contains("mysql", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:7")("3e11fa47-71ca-11e1-9e33-c80aa9429562:6")
+    False
+    """
+    if flavor == "mariadb":
+        last: dict[int, int] = {}
+        for (d, _srv), n in _mariadb_state(gtid_set).items():
+            last[d] = max(last.get(d, n), n)
+
+        def contains(gtid: str) -> bool:
+            d, _srv, n = gtid.split("-")
+            return int(n) <= last.get(int(d), -1)
+        return contains
+    state = _mysql_state(gtid_set)
+
+    def contains_mysql(gtid: str) -> bool:
+        key, _, n = gtid.lower().rpartition(":")
+        return any(a <= int(n) <= b for a, b in state.get(key, ()))
+    return contains_mysql
+
+
 def advance_gtid_state(flavor: str, start: str, gtids) -> str:
     """The GTID state after a file: ``start`` (its GTID_LIST / PREVIOUS_GTIDS)
     plus the GTIDs of its transactions, in file order.

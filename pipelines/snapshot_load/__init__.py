@@ -3,6 +3,7 @@ rows with op ``r`` at the dump's binlog position, and its ``CREATE TABLE`` state
 schema history there, so silver starts from the dump and the binlogs after it apply on top. The
 Spark side of :mod:`pipelines.snapshot` (the pure reader).
 
+* ``position`` a snapshot's binlog position from a GTID set alone: the first change in bronze after it
 * ``tasks``  the Spark tasks: a byte range (or a compressed file) -> bronze rows, staged or returned
 * ``step``   one load: positions, the tasks' jobs, all-or-nothing writes, the run's summary
 

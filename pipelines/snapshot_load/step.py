@@ -9,7 +9,8 @@ How one dump goes
 -----------------
 1. **Position**: from the dump's header (``--master-data``, ``--source-data``, ``--dump-slave``;
    :func:`pipelines.snapshot.source.read_position`) unless the user gives it (``--position
-   FILE:POS``); a dump without one is refused, saying how to give it. Its ``_seq`` start is
+   FILE:POS``, ``--gtid SET``); a GTID set alone is found among bronze's changes
+   (:mod:`pipelines.snapshot_load.position`); a dump without any is refused, saying how to give it. Its ``_seq`` start is
    :func:`pipelines.bronze.schema.snapshot_start`: after every change before the position, before
    every change at or after it. The dump's identity (its name, size, first and last 64 KiB and the
    position) makes the transaction ids of every write: loading the same dump again changes nothing.
@@ -60,12 +61,13 @@ from pipelines.config import PipelineConfig
 from pipelines.lock import check_held
 from pipelines.schema.store import rebuild_history
 from pipelines.snapshot import errors as dump_errors
-from pipelines.snapshot.errors import DumpError, UnsupportedDump
+from pipelines.snapshot.errors import DumpError
 from pipelines.snapshot.position import SnapshotPosition, parse_user_gtid, parse_user_position
 from pipelines.snapshot.session import DumpState
 from pipelines.snapshot.source import DumpFile, read_position
 from pipelines.snapshot.split import delimiter_blocks
 from pipelines.snapshot.tablemap import create_table
+from pipelines.snapshot_load.position import locate
 from pipelines.snapshot_load.tasks import LoadWork, create_text, partition, range_delimiters, range_outline
 
 _UTC = _dt.timezone.utc
@@ -149,15 +151,11 @@ class DumpPlan:
         return APP_PREFIX + self.dump_id
 
 
-def plan_dump(path: str, user: SnapshotPosition | None) -> DumpPlan:
-    """The dump at ``path`` with its position (``user``'s, else the one it records)."""
+def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> DumpPlan:
+    """The dump at ``path`` with its position (``user``'s, else the one it records; a GTID set
+    alone is found in bronze: :func:`pipelines.snapshot_load.position.locate`)."""
     dump = DumpFile(path)
-    pos = user if user is not None else read_position(dump, whole=not dump.seekable)
-    if pos.file is None:
-        raise UnsupportedDump(f"the snapshot's position is only a GTID set ({pos.gtid}); the loader needs the binlog "
-                              "file and offset: give them with --position FILE:POS (SHOW MASTER STATUS at the "
-                              "dump's time, or the CHANGE MASTER line of a dump made with --master-data=2)",
-                              file=dump.name)
+    pos = locate(cfg, user if user is not None else read_position(dump, whole=not dump.seekable), dump.name)
     m = _BINLOG_NAME.match(pos.file)
     if m is None:
         raise DumpError(f"the position's binlog file {pos.file!r} has no number (expected a name like binlog.000004)",
@@ -178,7 +176,7 @@ def _committed(spark, cfg: PipelineConfig, dump_id: str) -> bool:
 
 def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: SnapshotPosition | None) -> None:
     """Load one dump (see the module docs); nothing when it was loaded before."""
-    plan = plan_dump(path, user)
+    plan = plan_dump(cfg, path, user)
     if _committed(spark, cfg, plan.dump_id):
         stats.already += 1
         print(f"{plan.dump.name}: loaded before (at {plan.position.text()}): nothing to do", flush=True)
