@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Load logical dumps (mysqldump / mariadb-dump, plain, gzip or zstd) into the warehouse at their
-binlog position; the pipeline's jobs then apply the binlogs from there.
+"""Load logical dumps (mysqldump / mariadb-dump: plain, gzip or zstd files, or --tab folders) into the
+warehouse at their binlog position; the pipeline's jobs then apply the binlogs from there.
 
     spark-submit jobs/load_snapshot.py --dump PATH [--dump PATH ...] --warehouse DIR [--config FILE]
         [--position FILE:POS | --gtid SET] [--debug] [--lock-timeout SECONDS]
@@ -11,7 +11,7 @@ import _bootstrap
 
 
 def _flags(p) -> None:
-    p.add_argument("--dump", action="append", required=True, metavar="PATH", help="a dump file (repeatable)")
+    p.add_argument("--dump", action="append", required=True, metavar="PATH", help="a dump file or --tab folder (repeatable)")
     p.add_argument("--position", metavar="FILE:POS", help="the snapshot's binlog position, when the dump has none")
     p.add_argument("--gtid", metavar="SET", help="the snapshot's GTID set, when the dump has no position")
     p.add_argument("--debug", action="store_true", help="a traceback with a dump's error")

@@ -134,6 +134,11 @@ def world(tmp_path_factory):
         with open(dumps["hex"], "rb") as src, gzip.open(root / "hex.sql.gz", "wb") as out:
             shutil.copyfileobj(src, out)
         dumps["gzip"] = root / "hex.sql.gz"
+        tab = srv.files_dir / "tab"  # --tab: the server writes the .txt files (secure_file_priv)
+        tab.mkdir(parents=True)
+        mariadb_dump(srv, tab / "position.sql", "--master-data=2", f"--tab={tab}", "--one-db", databases=(DB,))
+        dumps["tab"] = root / "tab"
+        shutil.copytree(tab, dumps["tab"])
         dump_file = srv.master_status()[0]
         gtid = srv.gtid_binlog_pos()
         all_binlogs = root / "all"
@@ -228,6 +233,9 @@ def test_dumps_of_other_options_land_the_same_rows(spark, world, tmp_path):  # n
             want = got
             assert len(want) == 4 + 3 + 4 + 2 + 3  # k, cpk, nk, k2, n
         assert got == want, key
+    # a --tab folder of one database (its position from the command's output saved in the folder)
+    snapshot_load.run(spark, _cfg(world["kept"], tmp_path / "tab", "rs"), [str(world["dumps"]["tab"])])
+    assert _r_rows(tmp_path / "tab") == [r for r in want if r.startswith(repr((DB,))[:-2])]
 
 
 def test_a_cut_dump_lands_nothing(spark, delta_backend, world, tmp_path):  # noqa: F811

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
 import sys
 import uuid
 from collections import Counter
@@ -61,11 +62,13 @@ from pipelines.config import PipelineConfig
 from pipelines.lock import check_held
 from pipelines.schema.store import rebuild_history
 from pipelines.snapshot import errors as dump_errors
-from pipelines.snapshot.errors import DumpError
+from pipelines.snapshot.errors import DumpError, NoPosition
 from pipelines.snapshot.position import SnapshotPosition, parse_user_gtid, parse_user_position
 from pipelines.snapshot.session import DumpState
 from pipelines.snapshot.source import DumpFile, read_position
 from pipelines.snapshot.split import delimiter_blocks
+from pipelines.snapshot.statements import iter_statements
+from pipelines.snapshot.tab import TabTable, read_tab_folder
 from pipelines.snapshot.tablemap import create_table
 from pipelines.snapshot_load.position import locate
 from pipelines.snapshot_load.tasks import LoadWork, create_text, partition, range_delimiters, range_outline
@@ -138,35 +141,65 @@ def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | Non
 
 @dataclass(frozen=True)
 class DumpPlan:
-    """One dump to load: its file, position, identity and where its rows go in bronze."""
+    """One dump to load: its file (or ``--tab`` folder: ``tabs``, its tables), position, identity and
+    where its rows go in bronze."""
 
-    dump: DumpFile
+    name: str
+    files: tuple[DumpFile, ...]  # the SQL file; a --tab folder's .txt files
     position: SnapshotPosition
     dump_id: str
     file_seq: int
     seq_start: str
+    tabs: tuple[TabTable, ...] = ()
 
     @property
     def app_id(self) -> str:
         return APP_PREFIX + self.dump_id
 
+    @property
+    def dump(self) -> DumpFile:
+        return self.files[0]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
 
 def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> DumpPlan:
     """The dump at ``path`` with its position (``user``'s, else the one it records; a GTID set
-    alone is found in bronze: :func:`pipelines.snapshot_load.position.locate`)."""
-    dump = DumpFile(path)
-    pos = locate(cfg, user if user is not None else read_position(dump, whole=not dump.seekable), dump.name)
+    alone is found in bronze: :func:`pipelines.snapshot_load.position.locate`). A folder is a
+    ``--tab`` dump: its tables' ``.sql`` and ``.txt``, the position from a ``.sql`` without a
+    ``.txt`` (the command's output saved in the folder) unless given."""
+    tabs: tuple[TabTable, ...] = ()
+    if os.path.isdir(path):
+        name = os.path.basename(os.path.normpath(path))
+        tabs = tuple(read_tab_folder(path))
+        if not tabs:
+            raise DumpError("a folder without --tab tables (a .sql with a .txt beside it)", file=name)
+        files = tuple(DumpFile(t.txt_path) for t in tabs)
+        headers = sorted(e for e in os.listdir(path) if e.endswith(".sql") and
+                         not os.path.exists(os.path.join(path, e[:-4] + ".txt")))
+        if user is None and not headers:
+            raise NoPosition(file=name)
+        found = user or read_position(DumpFile(os.path.join(path, headers[0])))
+    else:
+        files = (DumpFile(path),)
+        name = files[0].name
+        found = user if user is not None else read_position(files[0], whole=not files[0].seekable)
+    pos = locate(cfg, found, name)
     m = _BINLOG_NAME.match(pos.file)
     if m is None:
         raise DumpError(f"the position's binlog file {pos.file!r} has no number (expected a name like binlog.000004)",
-                        file=dump.name)
-    digest = hashlib.sha256(f"{dump.name}\0{dump.size}\0{pos.file}:{pos.pos}\0".encode())
-    with open(dump.path, "rb") as f:
-        digest.update(f.read(ID_BYTES))
-        f.seek(max(0, dump.size - ID_BYTES))
-        digest.update(f.read(ID_BYTES))
+                        file=name)
+    digest = hashlib.sha256(f"{name}\0{pos.file}:{pos.pos}\0".encode())
+    for dump in files:
+        digest.update(f"{dump.name}\0{dump.size}\0".encode())
+        with open(dump.path, "rb") as f:
+            digest.update(f.read(ID_BYTES))
+            f.seek(max(0, dump.size - ID_BYTES))
+            digest.update(f.read(ID_BYTES))
     file_seq = int(m.group("seq"))
-    return DumpPlan(dump, pos, digest.hexdigest()[:24], file_seq, snapshot_start(file_seq, pos.pos))
+    return DumpPlan(name, files, pos, digest.hexdigest()[:24], file_seq, snapshot_start(file_seq, pos.pos), tabs)
 
 
 def _committed(spark, cfg: PipelineConfig, dump_id: str) -> bool:
@@ -179,23 +212,28 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
     plan = plan_dump(cfg, path, user)
     if _committed(spark, cfg, plan.dump_id):
         stats.already += 1
-        print(f"{plan.dump.name}: loaded before (at {plan.position.text()}): nothing to do", flush=True)
+        print(f"{plan.name}: loaded before (at {plan.position.text()}): nothing to do", flush=True)
         return
-    initial = DumpState.from_header(plan.dump.head())
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     staged = delta_io.resolve_backend(spark, cfg.delta.backend) == "rs"
     struct = delta_io.ddl_schema(BRONZE_DDL)
     arrow_schema = delta_io.prepare_staging(bronze_path, struct) if staged else None
     settings = storage.current()
-    if plan.dump.seekable:
-        ranges, landmarks = _outline(spark, cfg, plan)
-    else:
-        ranges, landmarks = [(0, None)], ()
-    base = dict(path=plan.dump.path, name=plan.dump.name, landmarks=tuple(landmarks), initial=initial,
-                file_seq=plan.file_seq, event_pos=plan.position.pos - 1, seq_start=plan.seq_start,
+    base = dict(file_seq=plan.file_seq, event_pos=plan.position.pos - 1, seq_start=plan.seq_start,
                 tables=cfg.tables, run_id=stats.run_id, ingested_at=stats.started_at,
                 table_uri=bronze_path if staged else None, arrow_schema=arrow_schema, storage=settings)
-    works = {i: LoadWork(start=a, stop=b, **base) for i, (a, b) in enumerate(ranges)}
+    if plan.tabs:  # a task per table's .txt
+        initial, landmarks = DumpState(), ()
+        works = {i: LoadWork(path=t.txt_path, name=os.path.basename(t.txt_path), start=0, stop=None, landmarks=(),
+                             initial=initial, tab=t, **base) for i, t in enumerate(plan.tabs)}
+    else:
+        initial = DumpState.from_header(plan.dump.head())
+        if plan.dump.seekable:
+            ranges, landmarks = _outline(spark, cfg, plan)
+        else:
+            ranges, landmarks = [(0, None)], ()
+        works = {i: LoadWork(path=plan.dump.path, name=plan.dump.name, start=a, stop=b, landmarks=tuple(landmarks),
+                             initial=initial, **base) for i, (a, b) in enumerate(ranges)}
     sc = spark.sparkContext
     records = sc.parallelize(list(works), max(1, len(works))).mapPartitions(partition(works))
     cached = None
@@ -221,7 +259,8 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
             rows.update(rec["rows"])
             excluded.update(rec["excluded"])
             skipped.update(rec["skipped"])
-        ddl = _ddl_rows(plan, initial, landmarks, [c for rec in done for c in rec["creates"]], cfg, stats.run_id)
+        creates = [c for rec in done for c in rec["creates"]] + [c for t in plan.tabs for c in _tab_create(t)]
+        ddl = _ddl_rows(plan, initial, landmarks, creates, cfg, stats.run_id)
         loaded = sorted({(db, table) for *_x, db, table in ddl} | set(rows))
         _write(spark, cfg, plan, stats, ddl, loaded, rows, files if staged else None,
                cached.filter(lambda r: r[0] == "row").map(lambda r: r[1]) if cached is not None else None)
@@ -229,7 +268,7 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
         stats.excluded.update(excluded)
         stats.skipped.update(skipped)
         stats.dumps += 1
-        stats.bytes += plan.dump.size
+        stats.bytes += plan.size
     finally:
         if cached is not None:
             cached.unpersist()
@@ -263,6 +302,14 @@ def _outline(spark, cfg: PipelineConfig, plan: DumpPlan) -> tuple[list[tuple[int
     return ranges, landmarks
 
 
+def _tab_create(t: TabTable) -> list[tuple]:
+    """The ``CREATE TABLE`` of a ``--tab`` table's ``.sql``, as :func:`_ddl_rows` takes it."""
+    with open(t.sql_path, "rb") as f:
+        text = f.read()
+    return [(0, create_text(st), t.db) for st in iter_statements(text, state=t.state.copy(), name=t.sql_path)
+            if st.kind == "create_table"][:1]
+
+
 def _ddl_rows(plan: DumpPlan, initial: DumpState, landmarks, stream_creates, cfg: PipelineConfig,
               run_id: str) -> list[tuple]:
     """Rows of ``_pipeline/ddl`` (layout :data:`pipelines.state.DDL_TABLE_DDL`): each included
@@ -279,7 +326,7 @@ def _ddl_rows(plan: DumpPlan, initial: DumpState, landmarks, stream_creates, cfg
         found = create_table(sql, db, state.db_charsets)
         if not isinstance(found, tuple) or not cfg.tables.matches(found[0], found[1]):
             continue
-        out[(found[0], found[1])] = (plan.dump.name, plan.file_seq, plan.position.pos - 1, plan.seq_start, db, sql,
+        out[(found[0], found[1])] = (plan.name, plan.file_seq, plan.position.pos - 1, plan.seq_start, db, sql,
                                      None, False, None, None, run_id, None, found[0], found[1])
     return [row for _k, row in sorted(out.items())]
 
@@ -291,9 +338,9 @@ def _write(spark, cfg: PipelineConfig, plan: DumpPlan, stats: LoadStats, ddl: li
     where = plan.position.text()
 
     def snapshot_rows(phase: str, per_table: bool) -> list[tuple]:
-        head = [(plan.dump_id, plan.dump.name, phase, None, None, plan.seq_start, where, sum(rows.values()),
+        head = [(plan.dump_id, plan.name, phase, None, None, plan.seq_start, where, sum(rows.values()),
                  stats.run_id, now)]
-        tables = [(plan.dump_id, plan.dump.name, phase, db, table, plan.seq_start, where, rows.get((db, table), 0),
+        tables = [(plan.dump_id, plan.name, phase, db, table, plan.seq_start, where, rows.get((db, table), 0),
                    stats.run_id, now) for db, table in loaded] if per_table else []
         return tables + head
 

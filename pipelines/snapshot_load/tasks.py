@@ -9,18 +9,21 @@ Plain values in, records out; what the driver does with them is :mod:`pipelines.
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 
 from pipelines.bronze.rows import _TableLayout, snapshot_row
 from pipelines.bronze.schema import snapshot_seq
 from pipelines.config import TableFilter
+from pipelines.snapshot.cells import RowReader
 from pipelines.snapshot.errors import DumpError
 from pipelines.snapshot.reader import DumpReading, reading_at
 from pipelines.snapshot.session import DumpState
 from pipelines.snapshot.source import DumpFile
 from pipelines.snapshot.split import delimiter_lines, next_statement_start, outline
 from pipelines.snapshot.statements import iter_statements, iter_stream
+from pipelines.snapshot.tab import TabTable, iter_tab_rows
 from pipelines.storage import NO_SETTINGS, StorageSettings
 
 
@@ -47,6 +50,7 @@ class LoadWork:
     table_uri: str | None = None  # the bronze table's folder when the task stages Parquet (delta-rs)
     arrow_schema: object = None
     storage: StorageSettings = field(default=NO_SETTINGS)
+    tab: TabTable | None = None  # a --tab folder's table: ``path`` is its .txt, read whole
 
 
 # -- the two planning passes over a plain file's ranges -------------------------------------------
@@ -98,8 +102,12 @@ def load_range(w: LoadWork):
     excluded: Counter = Counter()
     creates: list = []
     dump = DumpFile(w.path)
+    reading = None
     try:
-        if w.stop is not None:
+        if w.tab is not None:
+            with dump.buffer() as buf:
+                yield from _tab_rows(w, buf, rows, excluded, stager)
+        elif w.stop is not None:
             with dump.buffer() as buf:
                 reading = reading_at(w.landmarks, w.start, w.initial, name=w.name)
                 statements = iter_statements(buf, w.start, w.stop, reading.state, name=w.name)
@@ -121,7 +129,7 @@ def load_range(w: LoadWork):
     if stager is not None:
         yield ("files", stager.close())
     yield ("stat", {"start": w.start, "rows": dict(rows), "excluded": dict(excluded),
-                    "skipped": dict(reading.skipped), "creates": creates})
+                    "skipped": dict(reading.skipped) if reading is not None else {}, "creates": creates})
 
 
 def _rows(w: LoadWork, reading: DumpReading, statements, rows: Counter, excluded: Counter, stager, creates):
@@ -146,6 +154,33 @@ def _rows(w: LoadWork, reading: DumpReading, statements, rows: Counter, excluded
         row = snapshot_row(layout, r.idx, r.values, source_file=w.name, file_seq=w.file_seq, event_pos=w.event_pos,
                            row_idx=r.row, seq=snapshot_seq(w.seq_start, r.offset, r.row), db=r.db, table=r.table,
                            run_id=w.run_id, ingested_at=w.ingested_at)
+        rows[key] += 1
+        if stager is not None:
+            stager.add(row)
+        else:
+            yield ("row", row)
+
+
+def _tab_rows(w: LoadWork, buf, rows: Counter, excluded: Counter, stager):
+    """Bronze rows of a ``--tab`` table's ``.txt`` (``buf``), as :func:`_rows` makes them."""
+    t = w.tab
+    key = (t.db, t.table)
+    reader = RowReader(t.db, t.table, t.schema, client_charset=t.txt_charset, time_zone=t.state.time_zone,
+                       flavor=t.state.flavor)
+    layout = _TableLayout(reader.table_map)
+    idx = reader.order(None)
+    wanted = w.tables.matches(*key)
+    for offset, literals in iter_tab_rows(t, buf):
+        if not wanted:
+            excluded[key] += 1
+            continue
+        try:
+            values = reader.values(literals)
+        except DumpError as e:
+            raise e.at(os.path.basename(w.path), offset)
+        row = snapshot_row(layout, idx, values, source_file=os.path.basename(w.path), file_seq=w.file_seq,
+                           event_pos=w.event_pos, row_idx=0, seq=snapshot_seq(w.seq_start, offset, 0), db=t.db,
+                           table=t.table, run_id=w.run_id, ingested_at=w.ingested_at)
         rows[key] += 1
         if stager is not None:
             stager.add(row)
