@@ -23,6 +23,8 @@ What each module holds (each imports only the ones above it in this list):
 * :mod:`~pipelines.silver.stats`: what one run did: its summary and its row of ``_pipeline/runs``.
 * :mod:`~pipelines.silver.marks`: which bronze rows are new: watermarks, the read-through mark, and
   the filters that keep the rows above them.
+* :mod:`~pipelines.silver.snapshots`: what a loaded dump means to silver: the tables a pending
+  snapshot rebuilds from its position (a reset there: its CREATE TABLE), and their rewind.
 * :mod:`~pipelines.silver.segments`: a run's plan: each table's segments, their rows' shapes, and
   the lanes they run in.
 * :mod:`~pipelines.silver.step`: the silver step of a run: reads what is new, plans it, and runs the
