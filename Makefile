@@ -102,7 +102,8 @@ maintain: setup
 # SOAK_JOBS processes run side by side, the modes dealt out among them (the same batches); each
 # holds a Spark session of about 5 GB, and a job beside it while a batch SIGKILLs (3 fit in 24 GB).
 # SOAK_ARGS: more options of tests/soak.py (--start, --batch, --mode, --backend, --kill, --steps, -v;
-# --place s3: binlogs and warehouse on a private S3 server; --place overlap: two silver runs at once).
+# --place s3: binlogs and warehouse on a private S3 server; --place overlap: two silver runs at once;
+# --place dump: each batch starts from a mariadb-dump taken half-way, older binlogs never shipped).
 SEEDS ?= 20
 SOAK_JOBS ?= 1
 .PHONY: soak

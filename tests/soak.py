@@ -33,7 +33,12 @@ applied twice.
 S3 settings only in the job's ``spark.conf`` (the jobs run as subprocesses; a killed run's lease
 frees the warehouse after ``lock.lease_seconds``); ``overlap``, two silver runs at once on the
 same warehouse after each bronze run, in this process and without a lock (what a lease that
-expired lets happen): each table's commits are made only on the version its plan read.
+expired lets happen): each table's commits are made only on the version its plan read; ``dump``,
+the database older than its binlogs: ``mariadb-dump --master-data=2`` half-way through the first
+seed's workload, the binlogs before the dump's file never shipped, the dump loaded first
+(``jobs/load_snapshot.py``: in this process, or as a subprocess SIGKILLed once and run again in
+the batches that kill), then the pipeline. About one local batch in four starts from a dump too
+(:func:`dump_seed`).
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ from mariadb_server import MariaDBServer  # noqa: E402
 from oracle import _diff, q, server_columns, server_rows, silver_rows  # noqa: E402
 from workloads import Col, random_value, sql_literal  # noqa: E402
 
-PLACES = ("local", "s3", "overlap")
+PLACES = ("local", "s3", "overlap", "dump")
 S3_LEASE_SECONDS = 5  # place s3: a killed run's lease; the next run waits for it (--lock-timeout)
 
 MODES = {
@@ -349,8 +354,9 @@ class Workload:
     prefixed: set[str] = field(default_factory=set)
 
 
-def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -> Workload:
-    """Create the seed's tables and run its random statements on ``srv``; FLUSH halfway too."""
+def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40, at_half=None) -> Workload:
+    """Create the seed's tables and run its random statements on ``srv``; FLUSH halfway too (and
+    call ``at_half()`` there: place dump takes its dump)."""
     rng = random.Random(f"{seed}/{mode}")
     db = rng.choice(["soak", "soak db", "soak`d", "sœak"]) + f"_{seed}"
     names = rng.sample(TABLE_NAMES, k=rng.randint(1, 3))
@@ -389,6 +395,8 @@ def run_workload(srv: MariaDBServer, seed: int, mode: str, *, steps: int = 40) -
                 run(sql)
         if step == steps // 2:
             run("FLUSH BINARY LOGS")
+            if at_half is not None:
+                at_half()
         w.prefixed |= {u.name for u in tables if u.collides}
     return w
 
@@ -484,12 +492,12 @@ def write_config(workloads: "Workload | list[Workload]", workdir: Path, backend:
 
 
 def job(config: Path, backend: str, *, kill_after: float | None = None,
-        timeout: float = 900) -> subprocess.CompletedProcess | None:
+        timeout: float = 900, script: str = "run_pipeline.py", extra: tuple = ()) -> subprocess.CompletedProcess | None:
     """The main job as users run it; with ``kill_after`` SIGKILLed after that many seconds
     (None back when it was killed, the completed process when it ended first). It waits for a
     killed run's lease (place s3), and sees no ``AWS_*`` variable: only the config's settings."""
-    cmd = [sys.executable, str(REPO / "jobs" / "run_pipeline.py"), "--config", str(config), "--no-progress",
-           "--delta-backend", backend, "--lock-timeout", str(4 * S3_LEASE_SECONDS)]
+    cmd = [sys.executable, str(REPO / "jobs" / script), "--config", str(config), "--no-progress",
+           "--delta-backend", backend, "--lock-timeout", str(4 * S3_LEASE_SECONDS), *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if kill_after is None:
@@ -505,14 +513,15 @@ def job(config: Path, backend: str, *, kill_after: float | None = None,
 
 
 def bronze_duplicates(warehouse: Path) -> int:
-    """Row changes bronze holds more than once (by file, position and row)."""
+    """Row changes bronze holds more than once (by file, position and row; a snapshot's rows, which
+    share their dump's file and position, by ``_seq`` too)."""
     from pipelines import delta_io
 
     path = f"{str(warehouse).rstrip('/')}/bronze/binlog_changes"
     if not delta_io.deltalake_table_exists(path):
         return 0
-    keys = delta_io.read_arrow(str(path), ["source_file", "event_pos", "row_idx"]).to_pylist()
-    return len(keys) - len({(k["source_file"], k["event_pos"], k["row_idx"]) for k in keys})
+    keys = delta_io.read_arrow(str(path), ["source_file", "event_pos", "row_idx", "_seq"]).to_pylist()
+    return len(keys) - len({(k["source_file"], k["event_pos"], k["row_idx"], k["_seq"]) for k in keys})
 
 
 def seed_backend(seed: int) -> str:
@@ -523,6 +532,30 @@ def seed_backend(seed: int) -> str:
 def fault_seed(seed: int) -> bool:
     """The seeds that SIGKILL the job once (about one in five)."""
     return random.Random(f"kill/{seed}").random() < 0.2
+
+
+def dump_seed(seed: int) -> bool:
+    """The local batches (by their first seed) that start from a dump, as place dump does (about
+    one in four)."""
+    return random.Random(f"dump/{seed}").random() < 0.25
+
+
+_SYSTEM_DBS = frozenset({"information_schema", "performance_schema", "mysql", "sys"})
+
+
+def take_dump(srv: MariaDBServer, dest: Path) -> Path:
+    """``mariadb-dump`` of every user database, with its binlog position (as README says)."""
+    from snapshot_oracle import dump as mariadb_dump
+
+    dbs = tuple(r[0] for r in srv.query_rows("SHOW DATABASES") if r[0] not in _SYSTEM_DBS)
+    return mariadb_dump(srv, dest, "--master-data=2", "--hex-blob", databases=dbs)
+
+
+def load_job(config: Path, dump: Path, backend: str, *, kill_after: float | None = None,
+             timeout: float = 900) -> subprocess.CompletedProcess | None:
+    """``jobs/load_snapshot.py`` as users run it (``kill_after``: as :func:`job`)."""
+    return job(config, backend, kill_after=kill_after, timeout=timeout,
+               script="load_snapshot.py", extra=("--dump", str(dump)))
 
 
 def arrow_seed(seed: int) -> bool:
@@ -639,10 +672,10 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
     (:func:`keyed_segments_in_arrow`). ``place``: where the binlogs and the warehouse are, and
     whether two silver runs overlap (:data:`PLACES`; s3 runs the job as a subprocess).
     """
-    from pipelines import storage
-    from pipelines import bronze
+    from pipelines import bronze, snapshot_load, storage
     from pipelines.silver import step as silver_step
     from pipelines.config import load_config
+    from pipelines.snapshot.source import DumpFile, read_position
 
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -651,13 +684,19 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
         srv.flush_logs()  # the install's own events stay out: the binlogs start with the workload
         first = len(srv.binlog_files()) - 1
         workloads = []
+        dump: list[Path] = []
+        from_dump = place == "dump" or (place == "local" and dump_seed(seeds[0]))
         for seed in seeds:
-            w = run_workload(srv, seed, mode, steps=steps)
+            at_half = (lambda: dump.append(take_dump(srv, workdir / "dump.sql"))) if from_dump and not dump else None
+            w = run_workload(srv, seed, mode, steps=steps, at_half=at_half)
             if verbose:
                 print(f"-- seed {seed}\n" + ";\n".join(w.statements) + ";")
             workloads.append(w)
         srv.flush_logs()
         files = srv.binlog_files()[first:-1]
+        if dump:  # the files before the dump's are gone (purged), as on a server that keeps a few days
+            since = read_position(DumpFile(dump[0])).file
+            files = [f for f in files if int(f.name.rsplit(".", 1)[1]) >= int(since.rsplit(".", 1)[1])]
         binlogs, warehouse = workdir / "binlogs", workdir / "warehouse"
         s3 = None
         if place == "s3":  # (this process's checks read the bucket with the same settings)
@@ -669,6 +708,16 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
         shared: list[str] = []  # problems of the runs themselves: every seed of the batch has them
         silver_failed = ""
         rng = random.Random(f"kill/{seeds[0]}/{mode}")
+        if dump:  # the dump first (killed once in the batches that kill)
+            if spark is not None and not kill:
+                snapshot_load.run(spark, load_config(config), [str(dump[0])])
+            else:
+                if kill:
+                    load_job(config, dump[0], backend, kill_after=rng.uniform(2.0, 15.0))
+                done = load_job(config, dump[0], backend)
+                if done.returncode != 0:
+                    shared.append(f"load job exit {done.returncode}: "
+                                  + (done.stderr.strip().splitlines() or ["?"])[-1])
         for part, files_now in enumerate((files[:half], files[half:])):
             if not files_now:
                 continue
@@ -707,7 +756,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
             out.append(Outcome(w.seed, mode, backend, problems, kill, arrow and in_process, rows,
                                sum(len(t.columns) for t in w.tables),
-                               len(w.statements), seconds, place=place))
+                               len(w.statements), seconds, place="dump" if dump else place))
         return out
     finally:
         srv.stop()
