@@ -23,7 +23,8 @@ rebuilds the table from P:
 * silver's own record of how far the table was applied (its commits' watermark) is set back to
   that point, with the table emptied (:func:`rewind`), or the reset would be skipped as done;
 * bronze is read whole for this run (not only what was ingested since the last run): the
-  binlog's changes after P may have been ingested long before the snapshot.
+  binlog's changes after P may have been ingested long before the snapshot;
+* a table it was renamed to after P is rebuilt from the same point (:func:`follow_renames`).
 
 A run that fails leaves the snapshot pending, and the next one rebuilds again. A dump whose load
 was interrupted (a ``pending`` row of ``_pipeline/snapshots`` without its ``committed`` one)
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pipelines import delta_io
 from pipelines import state as pipeline_state
 from pipelines.config import PipelineConfig
+from pipelines.schema import RENAME_FROM, SchemaHistory
 from pipelines.silver.columns import SilverStepError
 from pipelines.silver.marks import READ_THROUGH_DB
 from pipelines.silver.merge import read_watermark, watermark_metadata
@@ -90,6 +92,22 @@ def pending(spark, cfg: PipelineConfig, marks: dict[tuple[str, str], str]) -> Sn
         if dump_id not in applied and cfg.tables.matches(*key):
             out.rebuild[key] = just_before(start)
     return out
+
+
+def follow_renames(history: SchemaHistory, rebuild: dict[tuple[str, str], str]) -> None:
+    """Add to ``rebuild`` the tables a rebuilt table was renamed to after its snapshot (``RENAME
+    TABLE t TO u``, ``ALTER TABLE t RENAME u``), from the same point: their rows are a copy of the
+    rebuilt one's at the rename, which the rebuild makes again (a name renamed to does not exist
+    before, or was dropped: a reset of its own). Chains of renames are followed."""
+    todo = list(rebuild.items())
+    renames = [v for v in history.all_versions() if v.kind == RENAME_FROM and v.peer_db is not None]
+    while todo:
+        (db, table), mark = todo.pop()
+        for v in renames:
+            key = (v.db, v.table)
+            if (v.peer_db, v.peer_table) == (db, table) and v.valid_from > mark and rebuild.get(key, mark + "~") > mark:
+                rebuild[key] = mark
+                todo.append((key, mark))
 
 
 def rewind(spark, cfg: PipelineConfig, path: str, mark: str) -> bool:

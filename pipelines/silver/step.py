@@ -146,6 +146,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
     if snaps.rebuild:  # tables rebuilt from their snapshot: bronze is read whole, from just before it
         since = None
+        snapshots.follow_renames(history, snaps.rebuild)
         marks.update(snaps.rebuild)
         for (db, table), mark in sorted(snaps.rebuild.items()):
             snapshots.rewind(spark, cfg, silver_table_path(cfg.warehouse, db, table), mark)
