@@ -291,15 +291,11 @@ def _outline(spark, cfg: PipelineConfig, plan: DumpPlan) -> tuple[list[tuple[int
         offset, file, message, cls = bad[0]
         raise getattr(dump_errors, cls, DumpError)(message + "; nothing of this dump was loaded", file=file,
                                                    offset=None if offset < 0 else offset)
-    starts = [s for s, _f, _e in found]
     landmarks = [st for _s, f, _e in found for st in f]
-    ranges = []
-    for i, (s, (_a, b)) in enumerate(zip(starts, bounds)):
-        if s is not None:
-            ranges.append((s, b))
-    # a range reads the statements that start in it: from its boundary to the next range's
-    ranges = [(s, ranges[i + 1][0] if i + 1 < len(ranges) else size) for i, (s, _b) in enumerate(ranges)]
-    return ranges, landmarks
+    # a task reads the statements that start from its range's first boundary to the next range's
+    # (None: a range inside one statement, read by the task before it)
+    starts = [s for s, _f, _e in found if s is not None]
+    return list(zip(starts, starts[1:] + [size])), landmarks
 
 
 def _tab_create(t: TabTable) -> list[tuple]:
