@@ -48,12 +48,15 @@ def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package, s3_se
         storage.use(storage.StorageSettings.of(s3_server.hadoop_options()))
         warehouse = f"s3a://{bucket}/warehouse"
 
+        srv.flush_logs()
+        sent = {f.name for f in srv.binlog_files()[:-1]}  # (the server's own set-up: not the workloads')
+
         def workload(seed: int, before: list):
-            srv.flush_logs()
-            first = len(srv.binlog_files()) - 1
             w = run_workload(srv, seed=seed, mode="full/full", steps=20)
             srv.flush_logs()
-            upload(srv.binlog_files()[first:-1], s3_server, bucket)
+            closed = [f for f in srv.binlog_files()[:-1] if f.name not in sent]
+            upload(closed, s3_server, bucket)
+            sent.update(f.name for f in closed)
             return w, write_config([*before, w], tmp_path, "auto", s3=(s3_server, bucket))
 
         assert "local[2]" in (REPO / "conf" / "pipeline.yaml").read_text()  # what the job must not obey
