@@ -56,9 +56,12 @@ $(AIRFLOW_STAMP): requirements-airflow.txt
 	touch $(AIRFLOW_STAMP)
 
 # PYTEST_ARGS: e.g. make test PYTEST_ARGS="-k spark tests/test_delta_io.py" (default: every test)
+# TEST_WORKERS: processes the tests are dealt to (pytest-xdist; 2 for CI's two cores: most tests
+# wait on a JVM, a server or a job they started; 0 runs them in this one process)
 PYTEST_ARGS ?= tests
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 run: setup
 	$(PY) jobs/run_pipeline.py --config conf/pipeline.yaml

@@ -71,9 +71,22 @@ def corpus_dir() -> Path:
 @pytest.fixture(scope="session")
 def package() -> str:
     """``dist/binlog_delta.zip`` built by ``make package``, as ``spark-submit --py-files`` takes it."""
+    import fcntl
+
     repo = _TESTS_DIR.parent
-    done = subprocess.run(["make", "-s", "package"], cwd=repo, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    (repo / "dist").mkdir(exist_ok=True)
+    # pytest -n: one build for the run's workers (a second would replace the zip under the first)
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    built = repo / "dist" / f".package-built-{run}"
+    with open(repo / "dist" / ".package.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if run is None or not built.exists():
+            done = subprocess.run(["make", "-s", "package"], cwd=repo, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stdout + done.stderr
+            for old in (repo / "dist").glob(".package-built-*"):
+                old.unlink()
+            if run is not None:
+                built.touch()
     return str(repo / "dist" / "binlog_delta.zip")
 
 

@@ -16,32 +16,20 @@ Usage::
 """
 from __future__ import annotations
 
-import atexit
-import ctypes
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pyspark
 
+from server_process import ServerProcess, die_with_parent
+
 JARS = Path(pyspark.__file__).resolve().parent / "jars"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "binlog-delta"
-
-try:
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except Exception:  # pragma: no cover - non-Linux
-    _PRCTL = None
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if _PRCTL is not None:
-        _PRCTL(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def hadoop_version(jars: Path = JARS) -> str:
@@ -76,19 +64,15 @@ def minicluster_jars(version: str | None = None, cache: Path = CACHE) -> list[st
     return [str(folder / n) for n in names]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
-
-class HdfsServer:
+class HdfsServer(ServerProcess):
     """A MiniDFSCluster (``org.apache.hadoop.test.MiniDFSClusterManager``) under ``basedir``."""
 
+    stop_wait = 5.0  # (its data is thrown away: no need to wait for a clean shutdown)
+
     def __init__(self, basedir: Path):
+        super().__init__()
         self.basedir = Path(basedir)
-        self.port = _free_port()
-        self.proc: subprocess.Popen | None = None
         self.started_in: float | None = None  # seconds the last start took
 
     def uri(self, path: str = "/") -> str:
@@ -109,8 +93,8 @@ class HdfsServer:
         started = time.monotonic()
         with open(self.basedir / "minidfs.log", "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent)
-        atexit.register(self.stop)
+                                         preexec_fn=die_with_parent)
+        self.stop_at_exit()
         while not (details.is_file() and details.stat().st_size > 0):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"MiniDFSCluster exited with {self.proc.returncode}: "
@@ -122,19 +106,3 @@ class HdfsServer:
         assert json.loads(details.read_text())["namenode_port"] == self.port
         self.started_in = time.monotonic() - started
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # (its data is thrown away: no need to wait for a clean shutdown)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def __enter__(self) -> "HdfsServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

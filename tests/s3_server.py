@@ -17,12 +17,8 @@ started it dies.
 """
 from __future__ import annotations
 
-import atexit
-import ctypes
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,17 +27,9 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from server_process import ServerProcess, die_with_parent
+
 ACCESS_KEY, SECRET_KEY, REGION = "moto-test-key", "moto-test-secret", "us-east-1"
-
-try:
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except Exception:  # pragma: no cover - non-Linux
-    _PRCTL = None
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if _PRCTL is not None:
-        _PRCTL(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def moto_server_command() -> list[str] | None:
@@ -53,20 +41,14 @@ def moto_server_command() -> list[str] | None:
     return [found] if found else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
-
-class S3Server:
+class S3Server(ServerProcess):
     """moto's S3 server on ``127.0.0.1:<port>`` (see the module docstring)."""
 
     def __init__(self, log_dir: Path | None = None):
-        self.port = _free_port()
+        super().__init__()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir or "/tmp") / f"moto-{self.port}.log"
-        self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30.0) -> "S3Server":
         command = moto_server_command()
@@ -75,8 +57,8 @@ class S3Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(self.port)], stdout=log,
-                                         stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
-        atexit.register(self.stop)
+                                         stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
+        self.stop_at_exit()
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -89,22 +71,6 @@ class S3Server:
                     self.stop()
                     raise RuntimeError(f"moto_server did not answer on {self.endpoint} within {timeout:g} s")
                 time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def __enter__(self) -> "S3Server":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # -- for the tests
 

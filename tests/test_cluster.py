@@ -1,13 +1,12 @@
 """The main job on a real Spark standalone cluster (a master and two one-core workers on
 127.0.0.1), submitted the way docs/deploy.md says: ``spark-submit --master spark://...
---py-files dist/binlog_delta.zip jobs/run_pipeline.py``. The shipped configuration names
-``spark.master: local[2]``; the submit command must win: the master registers the application
-and both workers launch executors. Silver must equal the source server: a local warehouse on
-delta-spark (what ``auto`` takes on a cluster), then binlogs and warehouse on S3, on delta-spark
-and, with more binlogs, on delta-rs."""
+--py-files dist/binlog_delta.zip jobs/run_pipeline.py``, with binlogs and warehouse on S3 (where a
+cluster keeps them). The shipped configuration names ``spark.master: local[2]``; the submit command
+must win: the master registers the application and both workers launch executors. Silver must
+equal the source server: on delta-spark (what ``auto`` takes on a cluster), then, with more
+binlogs, on delta-rs."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
@@ -29,11 +28,11 @@ def _submit(cluster, package, config, *extra, jars: list[str] = ()) -> subproces
 
 
 def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package, s3_server, no_aws_env):
-    """One cluster, three submits: a local warehouse on delta-spark (what ``auto`` takes on a
-    cluster); then binlogs and warehouse on S3 (the private S3 server; its settings only the
-    config's ``spark.hadoop.fs.s3a.*``, hadoop-aws and its SDK with ``--jars``), first on
-    delta-spark, then, with more binlogs, on delta-rs (the executors' tasks stage bronze's files on
-    S3 with pyarrow, the driver commits them with delta-rs). Silver equals the server each time."""
+    """One cluster, two submits, binlogs and warehouse on S3 (the private S3 server; its settings
+    only the config's ``spark.hadoop.fs.s3a.*``, hadoop-aws and its SDK with ``--jars``): first on
+    delta-spark (what ``auto`` takes on a cluster), then, with more binlogs, on delta-rs (the
+    executors' tasks stage bronze's files on S3 with pyarrow, the driver commits them with
+    delta-rs). Silver equals the server each time."""
     from soak import upload
 
     from pipelines import storage
@@ -45,24 +44,25 @@ def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package, s3_se
     assert s3a, "hadoop-aws and the AWS SDK are missing from jars/ (make setup fetches them)"
     srv = MariaDBServer(tmp_path / "mariadb", row_metadata="FULL").start()
     try:
-        srv.flush_logs()
-        first = len(srv.binlog_files()) - 1
-        w = run_workload(srv, seed=4242, mode="full/full", steps=25)
-        srv.flush_logs()
-        files = srv.binlog_files()[first:-1]
-        half = len(files) // 2 or 1
-        (tmp_path / "binlogs").mkdir()
-        for f in files:
-            shutil.copy(f, tmp_path / "binlogs" / f.name)
-        config = write_config(w, tmp_path, "auto")
-        assert "local[2]" in (REPO / "conf" / "pipeline.yaml").read_text()  # what the job must not obey
         bucket = s3_server.bucket("cluster")
-        upload(files[:half], s3_server, bucket)
-        (tmp_path / "s3").mkdir()
-        on_s3 = write_config(w, tmp_path / "s3", "auto", s3=(s3_server, bucket))
+        storage.use(storage.StorageSettings.of(s3_server.hadoop_options()))
+        warehouse = f"s3a://{bucket}/warehouse"
 
+        srv.flush_logs()
+        sent = {f.name for f in srv.binlog_files()[:-1]}  # (the server's own set-up: not the workloads')
+
+        def workload(seed: int, before: list):
+            w = run_workload(srv, seed=seed, mode="full/full", steps=20)
+            srv.flush_logs()
+            closed = [f for f in srv.binlog_files()[:-1] if f.name not in sent]
+            upload(closed, s3_server, bucket)
+            sent.update(f.name for f in closed)
+            return w, write_config([*before, w], tmp_path, "auto", s3=(s3_server, bucket))
+
+        assert "local[2]" in (REPO / "conf" / "pipeline.yaml").read_text()  # what the job must not obey
+        w1, config = workload(4242, [])
         with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
-            run = _submit(cluster, package, config)
+            run = _submit(cluster, package, config, jars=s3a)
             assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
             # (spark-submit merges the Python driver's stderr into its stdout)
             assert "is not applied: this job was submitted with --master spark://127.0.0.1" in run.stdout + run.stderr
@@ -73,18 +73,14 @@ def test_the_job_runs_on_the_cluster_it_is_submitted_to(tmp_path, package, s3_se
             assert "silver run" in run.stdout and " ok:" in run.stdout.split("silver run", 1)[1]
             info = [line for line in run.stderr.splitlines() if " INFO " in line]
             assert len(info) < 30, f"{len(info)} INFO lines on the console:\n" + "\n".join(info[:40])
-            problems = compare(srv, w, tmp_path / "warehouse")
+            problems = compare(srv, w1, warehouse)
             assert not problems, "\n".join(problems)
 
-            s3_run = _submit(cluster, package, on_s3, jars=s3a)
-            assert s3_run.returncode == 0, s3_run.stdout[-3000:] + s3_run.stderr[-6000:]
-            assert "silver run" in s3_run.stdout and " ok:" in s3_run.stdout.split("silver run", 1)[1]
-            upload(files[half:], s3_server, bucket)
-            again = _submit(cluster, package, on_s3, "--delta-backend", "rs", jars=s3a)
+            w2, config = workload(4243, [w1])
+            again = _submit(cluster, package, config, "--delta-backend", "rs", jars=s3a)
             assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
-            assert len([a for a in cluster.applications() if a["name"] == "binlog-delta"]) == 3
-        storage.use(storage.StorageSettings.of(s3_server.hadoop_options()))
-        problems = compare(srv, w, f"s3a://{bucket}/warehouse")
+            assert len([a for a in cluster.applications() if a["name"] == "binlog-delta"]) == 2
+        problems = compare(srv, w1, warehouse) + compare(srv, w2, warehouse)
         assert not problems, "\n".join(problems)
     finally:
         srv.stop()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,11 +19,11 @@ from pyarrow import fs as pafs
 
 from pipelines import delta_io, lock, storage
 from pipelines.binlog.txindex import scan
-from pipelines.lock import Lease, LockLost, WarehouseLocked, check_held, remote_lock, warehouse_lock
+from pipelines.lock import LockLost, WarehouseLocked, check_held, remote_lock, warehouse_lock
+from test_remote_lock import SHORT, race_for_the_lock
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples" / "binlogs"
-SHORT = Lease(seconds=2.5, renew_every=0.25)  # (a stall of the test machine up to 2 s is not an expiry)
 
 
 @pytest.fixture
@@ -167,24 +166,7 @@ def test_hdfs_expired_lease_is_taken_over_by_one_of_two_racing_runs(hdfs):
     stale = {"host": "gone", "pid": 1, "started_at": "2020-01-01T00:00:00+00:00", "command": "x",
              "lease_expires": "2020-01-01T00:02:00.000+00:00", "lease_seconds": 120, "token": "t0"}
     _put(f"{wh}/{lock.LOCK_FILE}", json.dumps(stale).encode())
-    won, refused, go = [], [], threading.Barrier(3)
-
-    def contend():
-        go.wait(10)
-        try:
-            with remote_lock(wh, lease=SHORT) as held:
-                won.append(held)
-                deadline = time.monotonic() + 30  # held until every other run has an answer
-                while len(refused) < 2 and time.monotonic() < deadline:
-                    time.sleep(0.05)
-        except WarehouseLocked as e:
-            refused.append(e)
-
-    threads = [threading.Thread(target=contend) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won, refused = race_for_the_lock(wh, 3, SHORT)
     assert (len(won), len(refused)) == (1, 2) and not won[0].lost
     assert _lock_record(root) is None
 

@@ -27,6 +27,30 @@ REPO = Path(__file__).resolve().parents[1]
 SHORT = Lease(seconds=2.5, renew_every=0.25)  # (a stall of the test machine up to 2 s is not an expiry)
 
 
+def race_for_the_lock(wh: str, runs: int, lease: Lease = SHORT) -> tuple[list, list]:
+    """``runs`` threads take the lock of ``wh`` at once; the winner holds it until every other has
+    its answer. Returns (the holders, the refusals)."""
+    won, refused, go = [], [], threading.Barrier(runs)
+
+    def contend():
+        go.wait(10)
+        try:
+            with remote_lock(wh, lease=lease) as held:
+                won.append(held)
+                deadline = time.monotonic() + 30
+                while len(refused) < runs - 1 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        except WarehouseLocked as e:
+            refused.append(e)
+
+    threads = [threading.Thread(target=contend) for _ in range(runs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return won, refused
+
+
 @pytest.fixture
 def s3_wh(s3_server, no_aws_env, monkeypatch):
     """``(server, bucket, warehouse URI, settings)``; the settings are this process's for the test."""
@@ -139,24 +163,7 @@ def test_two_runs_racing_for_an_expired_lease_one_wins(s3_wh):
     stale = {"host": "gone", "pid": 1, "started_at": "2020-01-01T00:00:00+00:00", "command": "x",
              "lease_expires": "2020-01-01T00:02:00.000+00:00", "lease_seconds": 120, "token": "t"}
     server.client().put_object(Bucket=bucket, Key="wh/_pipeline/.lock", Body=json.dumps(stale).encode())
-    won, refused, go = [], [], threading.Barrier(4)
-
-    def contend():
-        go.wait(10)
-        try:
-            with remote_lock(wh, lease=SHORT) as held:
-                won.append(held)
-                deadline = time.monotonic() + 30  # held until every other run has an answer
-                while len(refused) < 3 and time.monotonic() < deadline:
-                    time.sleep(0.05)
-        except WarehouseLocked as e:
-            refused.append(e)
-
-    threads = [threading.Thread(target=contend) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won, refused = race_for_the_lock(wh, 4)
     assert len(won) == 1 and len(refused) == 3
     assert all(not h.lost for h in won)
 

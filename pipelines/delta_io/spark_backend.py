@@ -9,6 +9,7 @@ The operation modules (:mod:`~pipelines.delta_io.reads`, ``writes``, ``merging``
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
@@ -132,17 +133,40 @@ def _pin_after(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str
     one (ALTER TABLE) is stale then."""
     if pin is None:
         return
-    from delta.tables import DeltaTable
-
-    rows = (DeltaTable.forPath(spark, str(path)).history(_PIN_LOOKBACK).select("version", "userMetadata").collect())
-    found = [int(r["version"]) for r in rows if pins.token_of(r["userMetadata"]) == pin.token]
+    first = 0 if pin.version is None else pin.version + 1
+    found = _versions_with_token(spark, path, pin.token, first)
     if not found:
         raise pin.stale(what, "delta-spark skipped it: another writer's commit came first")
     at = max(found)
-    first = 0 if pin.version is None else pin.version + 1
     if at != first and not guarded:
         raise pin.stale(what, f"it landed at version {at}, after another writer's version {first}")
     pin.landed(at)
+
+
+def _versions_with_token(spark: SparkSession, path: str, token: str, first: int) -> list[int]:
+    """The versions from ``first`` on (at most :data:`_PIN_LOOKBACK` of them, up to the log's last)
+    whose commit's user metadata carries the pin ``token``, read from the commit files through
+    the session's Hadoop file system: a few small reads, where the table's history is a Spark job."""
+    jvm = spark._jvm
+    log = spark_delta_log(spark, path)
+    fs = log.logPath().getFileSystem(log.newDeltaHadoopConf())
+    found = []
+    for version in range(first, first + _PIN_LOOKBACK):
+        file = jvm.org.apache.hadoop.fs.Path(log.logPath(), f"{version:020d}.json")
+        if not fs.exists(file):
+            break
+        stream = fs.open(file)
+        try:
+            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+        for line in text.splitlines():
+            action = json.loads(line) if '"commitInfo"' in line else {}
+            if "commitInfo" in action:
+                if pins.token_of(action["commitInfo"].get("userMetadata")) == token:
+                    found.append(version)
+                break
+    return found
 
 
 _EXISTS_ERRORS = ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_PATH_EXISTS")  # a create that found a table there
