@@ -166,7 +166,11 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
         started_at=_dt.datetime.now(_UTC), retention_hours=cfg.maintenance.retention_hours)
     backend = delta_io.resolve_backend(spark, cfg.delta.backend)
     silver_root = cfg.warehouse_path("silver") + "/"
-    try:
+
+    def ended(stats: MaintenanceStats) -> None:
+        stats.seconds = time.monotonic() - started
+
+    with pipeline_state.logged_run(spark, cfg, stats, ended=ended):
         stats.watermark_rows_folded = pipeline_state.fold_watermarks(spark, cfg, backend=backend)
         for path in find_tables(cfg.warehouse):
             check_held()  # (a run that lost its remote warehouse lock stops here)
@@ -175,12 +179,4 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
                 mark = silver.read_watermark(path, spark=spark, backend=backend)
                 meta = None if mark is None else silver.watermark_metadata(mark)
             stats.tables.append(maintain_table(spark, path, cfg, backend, meta))
-        stats.status = "ok"
-    except Exception as e:
-        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        stats.seconds = time.monotonic() - started
-        print(stats.summary(), flush=True)
-        pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
     return stats

@@ -20,8 +20,10 @@ table                     written by             one row per
 """
 from __future__ import annotations
 
+import datetime as _dt
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from pipelines import delta_io
 from pipelines.config import PipelineConfig
@@ -144,6 +146,28 @@ def log_run(spark, cfg: PipelineConfig, row: tuple, ok: bool) -> None:
         if ok:
             raise
         print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+
+
+def _ended_now(stats) -> None:
+    stats.ended_at = _dt.datetime.now(_dt.timezone.utc)
+
+
+@contextmanager
+def logged_run(spark, cfg: PipelineConfig, stats, *, ended: Callable = _ended_now) -> Iterator:
+    """The run ``stats`` describes (a step's stats: ``status``, ``error``, ``summary()``,
+    ``run_row()``): ``ok`` when the block ends, else ``failed`` with its error (raised again);
+    then, whatever happened, ``ended(stats)`` (by default the end time), the summary on stdout and
+    the run's row in :data:`RUNS` (:func:`log_run`)."""
+    try:
+        yield stats
+        stats.status = "ok"
+    except BaseException as e:
+        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        ended(stats)
+        print(stats.summary(), file=sys.stdout, flush=True)
+        log_run(spark, cfg, stats.run_row(), stats.status == "ok")
 
 
 def append_at(spark, cfg: PipelineConfig, layout: str, table_path: str, rows: Sequence[tuple], *,

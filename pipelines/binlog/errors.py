@@ -15,7 +15,7 @@ class BinlogError(Exception):
         self.file = file
         self.offset = offset
 
-    def at(self, file: str | None, offset: int | None) -> "BinlogError":
+    def at(self, file: str | None, offset: int | None = None) -> "BinlogError":
         """Fill in the location if it is not known yet; returns self for ``raise e.at(...)``."""
         if self.file is None:
             self.file = file

@@ -175,7 +175,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import sys
 import uuid
 
 from pipelines.bronze.commit import _run_batch
@@ -220,17 +219,8 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
     """
     now = _dt.datetime.now(_UTC)
     stats = BronzeStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
-    with job_description(spark, f"bronze {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
-        try:
-            _run(spark, cfg, stats, now)
-            stats.status = "ok"
-        except BaseException as e:
-            stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-            raise
-        finally:
-            stats.ended_at = _dt.datetime.now(_UTC)
-            print(stats.summary(), file=sys.stdout, flush=True)
-            pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
+    with job_description(spark, f"bronze {stats.run_id}"), pipeline_state.logged_run(spark, cfg, stats):
+        _run(spark, cfg, stats, now)  # (the job description: the Spark UI's name of the run's jobs)
     return stats
 
 

@@ -112,23 +112,19 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
     with job_description(spark, f"silver {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
         saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
-        try:
-            for k, v in _SESSION_CONF.items():
-                spark.conf.set(k, v)
-            _run(spark, cfg, stats)
-            stats.status = "ok"
-        except BaseException as e:
-            stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-            raise
-        finally:
+
+        def ended(stats: SilverStats) -> None:  # (the session's settings back as they were, then the log)
             for k, v in saved.items():
                 if v is None:
                     spark.conf.unset(k)
                 else:
                     spark.conf.set(k, v)
             stats.ended_at = _dt.datetime.now(_UTC)
-            print(stats.summary(), file=sys.stdout, flush=True)
-            pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
+
+        with pipeline_state.logged_run(spark, cfg, stats, ended=ended):
+            for k, v in _SESSION_CONF.items():
+                spark.conf.set(k, v)
+            _run(spark, cfg, stats)
     return stats
 
 

@@ -6,39 +6,19 @@ that knows it fills it in with :meth:`DumpError.at`, as the decoder's errors do.
 """
 from __future__ import annotations
 
+from pipelines.binlog.errors import BinlogError
 
-class DumpError(Exception):
-    """Root of every dump-reader error. ``file`` and ``offset`` say where."""
 
-    def __init__(self, message: str, *, file: str | None = None, offset: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.file = file
-        self.offset = offset
-
-    def at(self, file: str | None, offset: int | None = None) -> "DumpError":
-        """Fill in the location where it is not known yet; returns self for ``raise e.at(...)``."""
-        if self.file is None:
-            self.file = file
-        if self.offset is None:
-            self.offset = offset
-        return self
+class DumpError(BinlogError):
+    """Root of every dump-reader error. ``file`` and ``offset`` say where. A dump is input as a
+    binlog is: its errors are the decoder's kind (:class:`~pipelines.binlog.errors.BinlogError`:
+    the location filled in by :meth:`at`, picklable across Spark workers), read as a dump's."""
 
     def __str__(self) -> str:
         where = [str(self.file) if self.file is not None else "<dump>"]
         if self.offset is not None:
             where.append(f"offset {self.offset}")
         return ": ".join(where + [self.message])
-
-    def __reduce__(self):  # picklable across Spark workers
-        return (_rebuild, (type(self), self.__dict__.copy()))
-
-
-def _rebuild(cls, state):
-    obj = cls.__new__(cls)
-    Exception.__init__(obj, state.get("message", ""))
-    obj.__dict__.update(state)
-    return obj
 
 
 class NoPosition(DumpError):

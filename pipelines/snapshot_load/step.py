@@ -47,7 +47,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -121,19 +120,11 @@ def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | Non
     now = _dt.datetime.now(_UTC)
     stats = LoadStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
     user = parse_user_position(position) if position else parse_user_gtid(gtid) if gtid else None
-    try:
+    with pipeline_state.logged_run(spark, cfg, stats):
         ship_package(spark)
         for path in dumps:
             check_held()
             load_dump(spark, cfg, path, stats, user)
-        stats.status = "ok"
-    except BaseException as e:
-        stats.status, stats.error = "failed", f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        stats.ended_at = _dt.datetime.now(_UTC)
-        print(stats.summary(), file=sys.stdout, flush=True)
-        pipeline_state.log_run(spark, cfg, stats.run_row(), stats.status == "ok")
     return stats
 
 
