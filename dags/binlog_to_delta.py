@@ -1,12 +1,5 @@
-"""Airflow DAG ``binlog_to_delta``: ingest_bronze >> apply_silver, hourly, one run at a time, with
-an optional load_snapshot before them; and ``binlog_to_delta_maintenance``: maintain (compact,
-checkpoint, VACUUM), daily.
-
-A run triggered with the param ``dump`` (a logical dump's path, as ``jobs/load_snapshot.py
---dump`` takes it) first loads that dump (README, "Start from an existing database"); other runs
-skip that task (``has_dump``) and go straight to bronze::
-
-    airflow dags trigger binlog_to_delta -c '{"dump": "/backups/shop.sql.gz"}'
+"""Airflow DAG ``binlog_to_delta``: ingest_bronze >> apply_silver, hourly, one run at a time; and
+``binlog_to_delta_maintenance``: maintain (compact, checkpoint, VACUUM), daily.
 
 Each task is a ``spark-submit`` (``SparkSubmitOperator``, connection ``spark_default``)
 of one of the repository's jobs::
@@ -60,10 +53,6 @@ try:  # Airflow 3
 except ImportError:  # Airflow 2.10 / 2.11
     from airflow import DAG
     from airflow.models.param import Param
-try:  # Airflow 3 (the standard provider)
-    from airflow.providers.standard.operators.python import ShortCircuitOperator
-except ImportError:  # Airflow 2
-    from airflow.operators.python import ShortCircuitOperator
 
 DAG_ID = "binlog_to_delta"
 MAINTENANCE_DAG_ID = "binlog_to_delta_maintenance"
@@ -143,8 +132,8 @@ def job_args() -> list[str]:
     ]
 
 
-def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = (), **kwargs) -> SparkSubmitOperator:
-    """One ``spark-submit`` of ``jobs/<script>`` (``kwargs``: more operator arguments)."""
+def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = ()) -> SparkSubmitOperator:
+    """One ``spark-submit`` of ``jobs/<script>``."""
     return SparkSubmitOperator(
         task_id=task_id,
         application=str(JOBS / script),
@@ -155,24 +144,13 @@ def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = (), **kwa
         conf=dict(DELTA_CONF),
         name=f"binlog-delta-{task_id.replace('_', '-')}",
         conn_id=os.environ.get("BINLOG_DELTA_SPARK_CONN", "spark_default"),
-        **kwargs,
     )
 
 
-def has_dump(params=None, **_context) -> bool:
-    """Does this run load a dump first (the trigger param ``dump``)?"""
-    return bool((params or {}).get("dump"))
-
-
-def run_params(dump: bool = False) -> dict:
-    """The trigger params both DAGs take: a run's own --config, --binlog-dir, --warehouse (and the
-    pipeline's: ``dump``, a dump to load first)."""
-    params = {name: Param(None, type=["null", "string"], description=f"override --{flag} for this run")
-              for name, flag in (("config", "config"), ("binlog_dir", "binlog-dir"), ("warehouse", "warehouse"))}
-    if dump:
-        params["dump"] = Param(None, type=["null", "string"],
-                               description="a logical dump to load before bronze (jobs/load_snapshot.py --dump)")
-    return params
+def run_params() -> dict:
+    """The trigger params both DAGs take: a run's own --config, --binlog-dir, --warehouse."""
+    return {name: Param(None, type=["null", "string"], description=f"override --{flag} for this run")
+            for name, flag in (("config", "config"), ("binlog_dir", "binlog-dir"), ("warehouse", "warehouse"))}
 
 
 with DAG(
@@ -189,19 +167,15 @@ with DAG(
         "retry_exponential_backoff": True,
         "execution_timeout": timedelta(hours=3),
     },
-    params=run_params(dump=True),
+    params=run_params(),
     user_defined_macros={"defaults": DEFAULTS},
     tags=["binlog", "delta", "cdc"],
     doc_md=__doc__,
 ) as dag:
-    dump_given = ShortCircuitOperator(task_id="has_dump", python_callable=has_dump,
-                                      ignore_downstream_trigger_rules=False)  # (skips load_snapshot only)
-    load_snapshot = spark_job("load_snapshot", "load_snapshot.py", ("--dump", "{{ params.dump }}"))
-    # runs after a load, and when there is none to run (skipped), never after a failed one
-    ingest_bronze = spark_job("ingest_bronze", "ingest_bronze.py", trigger_rule="none_failed")
+    ingest_bronze = spark_job("ingest_bronze", "ingest_bronze.py")
     apply_silver = spark_job("apply_silver", "apply_silver.py")
 
-    dump_given >> load_snapshot >> ingest_bronze >> apply_silver
+    ingest_bronze >> apply_silver
 
 
 # Warehouse upkeep (compaction, checkpoints and log cleanup, VACUUM: jobs/maintain.py), daily. It

@@ -36,12 +36,9 @@ except ImportError:
     from airflow.models.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1], include_examples=False)
 contexts = {
-    "defaults": {"params": {"config": None, "binlog_dir": None, "warehouse": None, "dump": None},
-                 "var": {"value": {}}},
-    "overrides": {"params": {"config": None, "binlog_dir": "/param/binlogs", "warehouse": None, "dump": None},
+    "defaults": {"params": {"config": None, "binlog_dir": None, "warehouse": None}, "var": {"value": {}}},
+    "overrides": {"params": {"config": None, "binlog_dir": "/param/binlogs", "warehouse": None},
                   "var": {"value": {"binlog_delta_warehouse": "/var/warehouse", "binlog_delta_packages": ""}}},
-    "dump_given": {"params": {"config": None, "binlog_dir": None, "warehouse": None, "dump": "/backups/shop.sql"},
-                   "var": {"value": {}}},
 }
 try:
     from airflow.serialization.serialized_objects import DagSerialization as Serializer  # Airflow >= 3.2
@@ -63,8 +60,6 @@ for dag_id, dag in bag.dags.items():
             "application": getattr(t, "application", None),
             "application_args": getattr(t, "application_args", None),
             "conf": getattr(t, "conf", None),
-            "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)),
-            "ignore_downstream": getattr(t, "ignore_downstream_trigger_rules", None),
         }
         for name, ctx in contexts.items():
             info[name] = {f: t.render_template(getattr(t, f, None), ctx)
@@ -128,10 +123,6 @@ def dag(bag) -> dict:
     return bag["dags"][DAG_ID]
 
 
-def _spark_tasks(dag: dict) -> list[dict]:
-    return [t for t in dag["tasks"].values() if t["operator"] == OPERATOR]
-
-
 def _arg(args: list[str], flag: str) -> str:
     assert flag in args, f"{flag} missing from {args}"
     i = args.index(flag)
@@ -143,26 +134,14 @@ def test_dag_folder_imports_cleanly(bag):
     assert bag["import_errors"] == {}
     assert sorted(bag["dags"]) == [DAG_ID, MAINTENANCE_DAG_ID]
     assert Path(bag["dags"][DAG_ID]["fileloc"]) == REPO / "dags" / "binlog_to_delta.py"
-    assert bag["dags"][DAG_ID]["serialized"] == ["apply_silver", "has_dump", "ingest_bronze", "load_snapshot"]
+    assert bag["dags"][DAG_ID]["serialized"] == ["apply_silver", "ingest_bronze"]
 
 
 def test_tasks_run_bronze_then_silver(dag):
     tasks = dag["tasks"]
-    assert sorted(tasks) == ["apply_silver", "has_dump", "ingest_bronze", "load_snapshot"]
-    assert (tasks["ingest_bronze"]["upstream"], tasks["ingest_bronze"]["downstream"]) == (["load_snapshot"],
-                                                                                          ["apply_silver"])
+    assert sorted(tasks) == ["apply_silver", "ingest_bronze"]
+    assert (tasks["ingest_bronze"]["upstream"], tasks["ingest_bronze"]["downstream"]) == ([], ["apply_silver"])
     assert (tasks["apply_silver"]["upstream"], tasks["apply_silver"]["downstream"]) == (["ingest_bronze"], [])
-    # bronze runs whether the optional load ran or was skipped (no dump given), not after a failed one
-    assert tasks["ingest_bronze"]["trigger_rule"] == "none_failed"
-    assert tasks["has_dump"]["downstream"] == ["load_snapshot"] and tasks["has_dump"]["ignore_downstream"] is False
-
-
-def test_the_optional_load_takes_the_runs_dump(dag):
-    task = dag["tasks"]["load_snapshot"]
-    assert task["operator"] == OPERATOR and Path(task["application"]) == REPO / "jobs" / "load_snapshot.py"
-    assert _arg(task["dump_given"]["application_args"], "--dump") == "/backups/shop.sql"
-    assert _arg(task["dump_given"]["application_args"], "--warehouse") == load_config(REPO / "conf" /
-                                                                                      "pipeline.yaml").warehouse
 
 
 def test_runs_never_overlap_and_do_not_catch_up(dag):
@@ -173,8 +152,7 @@ def test_runs_never_overlap_and_do_not_catch_up(dag):
 
 
 def test_tasks_spark_submit_the_repository_jobs(dag):
-    for task_id, script in (("ingest_bronze", "ingest_bronze.py"), ("apply_silver", "apply_silver.py"),
-                            ("load_snapshot", "load_snapshot.py")):
+    for task_id, script in (("ingest_bronze", "ingest_bronze.py"), ("apply_silver", "apply_silver.py")):
         task = dag["tasks"][task_id]
         assert task["operator"] == OPERATOR
         assert Path(task["application"]) == REPO / "jobs" / script
@@ -188,7 +166,7 @@ def test_tasks_spark_submit_the_repository_jobs(dag):
 def test_default_arguments_agree_with_the_pipeline_config(dag):
     conf = REPO / "conf" / "pipeline.yaml"
     cfg = load_config(conf)
-    for task in _spark_tasks(dag):
+    for task in dag["tasks"].values():
         rendered = task["defaults"]
         args = rendered["application_args"]
         assert _arg(args, "--config") == str(conf)
@@ -200,7 +178,7 @@ def test_default_arguments_agree_with_the_pipeline_config(dag):
 
 
 def test_params_and_variables_override_the_defaults(dag):
-    for task in _spark_tasks(dag):
+    for task in dag["tasks"].values():
         rendered = task["overrides"]
         assert _arg(rendered["application_args"], "--binlog-dir") == "/param/binlogs"
         assert _arg(rendered["application_args"], "--warehouse") == "/var/warehouse"
@@ -210,7 +188,7 @@ def test_params_and_variables_override_the_defaults(dag):
 def test_delta_jars_replace_packages(tmp_path):
     jars = "/opt/jars/delta-spark_2.13-4.0.0.jar,/opt/jars/delta-storage-4.0.0.jar"
     bag = _inspect(tmp_path, DELTA_JARS=jars)
-    for task in _spark_tasks(bag["dags"][DAG_ID]):
+    for task in bag["dags"][DAG_ID]["tasks"].values():
         assert (task["defaults"]["jars"], task["defaults"]["packages"]) == (jars, "")
 
 
