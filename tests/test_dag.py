@@ -1,4 +1,4 @@
-"""dags/binlog_to_delta.py parsed by a real Airflow ``DagBag``, and run by ``airflow dags test``.
+"""dags/binlog_to_delta.py parsed by a real Airflow ``DagBag`` (tests/test_docs.py runs it with ``airflow dags test``).
 
 Airflow lives in its own venv, ``.venv-airflow/`` (``make setup`` builds it from
 ``requirements-airflow.txt``), because its pins clash with ours. The DagBag runs in a
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -211,70 +210,5 @@ def test_maintenance_dag_submits_the_maintain_job_and_waits_for_the_lock(bag):
     assert _arg(args, "--warehouse") == cfg.warehouse
 
 
-# ------------------------------------------------------------------ a real run: airflow dags test
-
-SAMPLES = REPO / "samples" / "binlogs"
-RUN_SECONDS = 900
-
-
-def _airflow(args: list[str], env: dict, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(AIRFLOW_PYTHON.parent / "airflow"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def _live_rows(path: Path) -> list[dict]:
-    from deltalake import DeltaTable
-
-    return [r for r in DeltaTable(str(path)).to_pyarrow_table().to_pylist() if not r["_deleted"]]
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_airflow_dags_test_runs_both_tasks_through_spark_submit(tmp_path, package):
-    """What an Airflow user does: a fresh metadata database, the connection ``spark_default``
-    on ``local[2]``, then ``airflow dags test`` of the pipeline DAG over the sample binlogs. Both
-    tasks run their ``spark-submit`` and succeed, and silver holds the samples' final state
-    (samples/README.md)."""
-    from pipelines import delta_jars
-
-    _require_airflow()
-    jars = delta_jars.find_jars()
-    assert jars, "the delta-spark jars are missing from jars/ (make setup fetches them)"
-    home, warehouse = tmp_path / "airflow-home", tmp_path / "wh"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "BINLOG_DELTA_", "DELTA_JARS", "PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        # the connection as an environment variable: Airflow reads it like one stored in its database
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "DELTA_JARS": ",".join(jars),  # the DAG passes them as --jars (no Maven at run time)
-        # the workers' spark-submit and Python: the project's venv (pyspark, pyyaml, deltalake, ...)
-        "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": str(REPO / ".venv" / "bin" / "python"),
-    })
-    for step in (["db", "migrate"], ["dags", "reserialize"]):
-        done = _airflow(step, env, tmp_path)
-        assert done.returncode == 0, f"airflow {' '.join(step)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-
-    conf = json.dumps({"binlog_dir": str(SAMPLES), "warehouse": str(warehouse)})
-    run = _airflow(["dags", "test", DAG_ID, "-c", conf], env, tmp_path, timeout=RUN_SECONDS)
-    log = run.stdout + run.stderr
-    assert run.returncode == 0, f"airflow dags test failed ({run.returncode}):\n{log[-8000:]}"
-    for task in ("ingest_bronze", "apply_silver"):
-        assert f"Marking task as SUCCESS. dag_id={DAG_ID}, task_id={task}," in log, log[-8000:]
-    assert "state=success" in log and "Error running task" not in log, log[-8000:]
-    # the jobs really ran under spark-submit, with the params given to the trigger
-    assert re.search(r"bronze run \S+ ok: 4 file\(s\) read", log), log[-8000:]
-    assert re.search(r"silver run \S+ ok: 3 table\(s\)", log), log[-8000:]
-
-    silver = warehouse / "silver" / "shop"
-    customers = {r["id"]: r for r in _live_rows(silver / "customers")}
-    assert sorted(customers) == [1, 2, 5, 100]
-    assert {i for i, r in customers.items() if r["phone"] is not None} == {1, 5}
-    assert customers[100]["name"] == "Chen Jing 陈静" and customers[2]["name"] == "Björn Ågren"
-    assert sorted((r["order_id"], r["line"]) for r in _live_rows(silver / "orders")) == [
-        (1001, 1), (1001, 3), (1001, 5)]
-    assert len(_live_rows(silver / "event_log")) == 4
+# A real run, `airflow dags test` of this DAG as docs/deploy.md gives it: tests/test_docs.py runs that
+# block as written and checks silver.
