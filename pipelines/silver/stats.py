@@ -46,11 +46,16 @@ class SilverStats:
             text += f"; {self.missing_deletes} keyless delete(s) found no row"
         if self.replans:
             text += f"; {self.replans} segment(s) planned again after another run's commit"
+        text += f"; {self.seconds():.1f} s"
         for v in self.unparsed_ddl:
             text += f"\n  unparsed DDL for {v}"
         if self.error:
             text += f"\n  error: {self.error}"
         return text
+
+    def seconds(self) -> float:
+        """The run's time so far, or in all once it ended."""
+        return ((self.ended_at or _dt.datetime.now(_UTC)) - self.started_at).total_seconds()
 
     def run_row(self) -> tuple:
         """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_DDL`)."""
