@@ -157,10 +157,6 @@ def peer_replay(binlog_dir: Path) -> dict:
     """What a user could do instead: start a scratch MariaDB, replay the binlogs with
     ``mariadb-binlog FILES | mariadb``, export every table with delta-rs ``write_deltalake``.
     Timed from before the server starts to the last table written."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    from deltalake import write_deltalake
-
     files = sorted(str(f) for f in binlog_dir.iterdir() if f.name.startswith("binlog.0"))
     base, out = Path(tempfile.mkdtemp(prefix="bench-peer-")), Path(tempfile.mkdtemp(prefix="bench-peer-wh-"))
     try:
@@ -171,23 +167,34 @@ def peer_replay(binlog_dir: Path) -> dict:
             if binlog.wait():
                 raise RuntimeError("mariadb-binlog failed")
             t1 = time.perf_counter()
-            tables = [r for r in srv.query_rows(
-                "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN "
-                "('mysql', 'information_schema', 'performance_schema', 'sys', 'test')")]
-            for db, table in tables:
-                tsv = subprocess.run([*srv.client_args(), "--column-names", "-e", f"SELECT * FROM `{db}`.`{table}`"],
-                                     check=True, capture_output=True).stdout
-                if not tsv.strip():  # an empty table: the client prints nothing, not even the header
-                    continue
-                data = pacsv.read_csv(pa.BufferReader(tsv), parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
-                                      convert_options=pacsv.ConvertOptions(null_values=["NULL"]))
-                write_deltalake(str(out / db / table), data, mode="overwrite")
+            tables = export_tables(srv, out)
             t2 = time.perf_counter()
         return {"peer_s": round(t2 - t0, 2), "peer_replay_s": round(t1 - t0, 2), "peer_export_s": round(t2 - t1, 2),
                 "peer_tables": len(tables)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
+
+
+def export_tables(srv: MariaDBServer, out: Path) -> list[tuple[str, str]]:
+    """Every user table of ``srv`` written to ``out/<db>/<table>`` by delta-rs ``write_deltalake``,
+    from the client's tab-separated output (the peer's export); returns the tables."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    from deltalake import write_deltalake
+
+    tables = [tuple(r) for r in srv.query_rows(
+        "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN "
+        "('mysql', 'information_schema', 'performance_schema', 'sys', 'test')")]
+    for db, table in tables:
+        tsv = subprocess.run([*srv.client_args(), "--column-names", "-e", f"SELECT * FROM `{db}`.`{table}`"],
+                             check=True, capture_output=True).stdout
+        if not tsv.strip():  # an empty table: the client prints nothing, not even the header
+            continue
+        data = pacsv.read_csv(pa.BufferReader(tsv), parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
+                              convert_options=pacsv.ConvertOptions(null_values=["NULL"]))
+        write_deltalake(str(out / db / table), data, mode="overwrite")
+    return tables
 
 
 def ours_cold(binlog_dir: Path, backend: str = "auto", warehouse: str | None = None) -> dict:
