@@ -43,6 +43,7 @@ from .constants import (
     event_type_name,
 )
 from .errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType, need
+from .gtid import MariadbGtidState, MysqlGtidSet, mysql_gtid
 from .framing import EVENT_HEADER, EventHeader, FormatDescription, RawEvent, parse_format_description
 from .layout import Layout
 from .charsets import BINARY_COLLATION, codec_for_collation
@@ -581,7 +582,7 @@ class GtidEvent:
         """``uuid:gno`` or ``uuid:tag:gno``; None for an anonymous transaction."""
         if self.anonymous:
             return None
-        return f"{self.sid}:{self.tag}:{self.gno}" if self.tag else f"{self.sid}:{self.gno}"
+        return mysql_gtid(self.sid, self.tag, self.gno)
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,7 +721,7 @@ class GtidListEvent:
 
     @property
     def gtid_list(self) -> str:
-        return ",".join(f"{d}-{s}-{n}" for d, s, n in self.gtids)
+        return str(MariadbGtidState.of(self.gtids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1698,23 +1699,9 @@ def decode_gtid_tagged(data, ctx, header) -> GtidEvent:
     return GtidEvent(header, **vals)
 
 
-def _intervals_text(intervals) -> str:
-    return ":".join(f"{a}" if a == b else f"{a}-{b}" for a, b in intervals)
-
-
 def gtid_set_text(sids) -> str:
-    """``uuid:1-5:7,uuid2:1-3``; tagged entries of one UUID follow its untagged
-    intervals as ``uuid:1-5:tag:1-3``."""
-    parts: list[str] = []
-    last_uuid = None
-    for u, tag, intervals in sids:
-        chunk = (f"{tag}:" if tag else "") + _intervals_text(intervals)
-        if u == last_uuid:
-            parts[-1] += ":" + chunk
-        else:
-            parts.append(f"{u}:{chunk}")
-            last_uuid = u
-    return ",".join(parts)
+    """PREVIOUS_GTIDS' ``(uuid, tag, intervals)`` in MySQL's text form (:class:`MysqlGtidSet`)."""
+    return str(MysqlGtidSet.of(((u, tag), ivs) for u, tag, ivs in sids))
 
 
 _GTID_SET_TAGGED = 1
