@@ -65,7 +65,7 @@ from typing import Any, Mapping
 import yaml
 
 DELETE_MODES = ("hard", "soft")
-DELTA_BACKENDS = ("auto", "spark", "rs")
+DELTA_BACKENDS = ("auto", "spark", "rs")  # the one list of Delta backends (delta_io, the jobs' flag, sql --engine)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
