@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -161,9 +160,9 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     if retention_hours is not None:
         cfg = replace(cfg, maintenance=replace(cfg.maintenance, retention_hours=int(retention_hours)))
     started = time.monotonic()
-    stats = MaintenanceStats(
-        run_id=_dt.datetime.now(_UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8],
-        started_at=_dt.datetime.now(_UTC), retention_hours=cfg.maintenance.retention_hours)
+    now = _dt.datetime.now(_UTC)
+    stats = MaintenanceStats(run_id=pipeline_state.new_run_id(now), started_at=now,
+                             retention_hours=cfg.maintenance.retention_hours)
     backend = delta_io.resolve_backend(spark, cfg.delta.backend)
     silver_root = cfg.warehouse_path("silver") + "/"
 

@@ -175,7 +175,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import uuid
 
 from pipelines.bronze.commit import _run_batch
 from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
@@ -218,7 +217,7 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
     'bronze run ... ok: 3 file(s) read, 0 skipped, 1 other name(s) ignored; ...'
     """
     now = _dt.datetime.now(_UTC)
-    stats = BronzeStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    stats = BronzeStats(run_id=pipeline_state.new_run_id(now), started_at=now)
     with job_description(spark, f"bronze {stats.run_id}"), pipeline_state.logged_run(spark, cfg, stats):
         _run(spark, cfg, stats, now)  # (the job description: the Spark UI's name of the run's jobs)
     return stats

@@ -50,7 +50,6 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 import threading
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -109,7 +108,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     """
     use_fast_pool()  # (big segments are typed and folded in Arrow on the driver)
     now = _dt.datetime.now(_UTC)
-    stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    stats = SilverStats(run_id=pipeline_state.new_run_id(now), started_at=now)
     with job_description(spark, f"silver {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
         saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
 

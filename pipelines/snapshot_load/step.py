@@ -47,7 +47,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -118,7 +117,7 @@ def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | Non
     """Load each dump of ``dumps`` (paths of plain, gzip or zstd SQL files) into the warehouse;
     ``position`` (``FILE:POS``) or ``gtid`` stand for the position the dumps do not record."""
     now = _dt.datetime.now(_UTC)
-    stats = LoadStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    stats = LoadStats(run_id=pipeline_state.new_run_id(now), started_at=now)
     user = parse_user_position(position) if position else parse_user_gtid(gtid) if gtid else None
     with pipeline_state.logged_run(spark, cfg, stats):
         ship_package(spark)
