@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pipelines import bronze
 from pipelines.bronze import decode as bronze_decode
-from pipelines.bronze import state as bronze_state
+from pipelines.bronze import bookkeeping
 from pipelines.binlog.txindex import scan
 from pipelines.bronze.rows import ArrowRowsBuilder, _generic, column_arrays
 from spark_fixtures import spark  # noqa: F401
@@ -30,7 +30,7 @@ NOW = dt.datetime(2026, 11, 24, 1, 2, 3, tzinfo=dt.timezone.utc)
 def schema(spark):
     from pipelines.delta_io import spark_schema_to_arrow
 
-    return spark_schema_to_arrow(bronze_state._bronze_struct(), force_nullable=True)
+    return spark_schema_to_arrow(bookkeeping._bronze_struct(), force_nullable=True)
 
 
 def _work(path: Path) -> bronze.WorkRange | None:

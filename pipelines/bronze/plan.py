@@ -15,7 +15,7 @@ from pipelines.bronze.decode import batch_statements
 from pipelines.bronze.files import as_buffer, quarantine_raw, sha256_prefixes, task_file
 from pipelines.bronze.listing import SourceFile
 from pipelines.bronze.sequence import MARIADB, MYSQL, _HEAD_TYPES, Link, advance_gtid_state
-from pipelines.bronze.state import DONE, PARTIAL, QUARANTINED, BronzeError
+from pipelines.bronze.bookkeeping import DONE, PARTIAL, QUARANTINED, BronzeError
 from pipelines.config import PipelineConfig
 
 _XA_KINDS = frozenset({XA_PREPARE, XA_COMMIT, XA_ROLLBACK})

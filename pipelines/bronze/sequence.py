@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pipelines.binlog.constants import EventType
 from pipelines.binlog.gtid import MARIADB, MYSQL, MariadbGtidState, MysqlGtidSet, parse_gtid_set  # noqa: F401 (MYSQL: re-exported)
 from pipelines.bronze.listing import SourceFile, _BINLOG_NAME
-from pipelines.bronze.state import BronzeError
+from pipelines.bronze.bookkeeping import BronzeError
 
 
 def check_sequence(files: list[SourceFile], known: dict[int, str], accept_gaps: bool) -> None:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import delta_io
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.binlog.gtid import parse_gtid_set
 from pipelines.config import PipelineConfig
@@ -30,7 +30,7 @@ def locate(cfg: PipelineConfig, pos: SnapshotPosition, name: str) -> SnapshotPos
     contains = parse_gtid_set(pos.gtid_flavor, pos.gtid).contains
     first: tuple[int, int, str] | None = None
     for path, columns in ((cfg.warehouse_path(BRONZE_TABLE), ["gtid", "file_seq", "event_pos", "source_file"]),
-                          (pipeline_state.path(cfg, pipeline_state.DDL), ["gtid", "file_seq", "pos", "file"])):
+                          (state.path(cfg, state.DDL), ["gtid", "file_seq", "pos", "file"])):
         if not delta_io.deltalake_table_exists(path):
             continue
         t = delta_io.read_arrow(path, columns).filter(pc.is_valid(pc.field("gtid")))
