@@ -3,9 +3,10 @@ tagged with its transaction (GTID, XID, commit time) from the file's index.
 
 This is what the pipeline consumes:
 
->>> idx = txindex.scan("binlog.000001")
->>> for ch in iter_changes("binlog.000001", idx):
-...     print(ch.op, ch.db, ch.table, ch.after)
+>>> path = "samples/binlogs/binlog.000001"
+>>> rows = [ch for ch in iter_changes(path, scan(path)) if type(ch) is RowChange]
+>>> rows[0].op, rows[0].db, rows[0].table, rows[0].after[:3]
+('insert', 'shop', 'customers', (1, 'Ada Lovelace', 'ada@example.com'))
 """
 from __future__ import annotations
 

@@ -5,9 +5,11 @@ Every decoded event is a frozen dataclass whose first field is ``header``
 ``decode_x(data, ctx, header) -> Event`` where ``data`` is the memoryview of the
 event's post-header + body (common header and checksum stripped).
 
->>> ctx = DecodeContext(binlog_file.format)
->>> for raw in binlog_file.events():
-...     ev = decode_event(raw, ctx)
+>>> from pipelines.binlog.framing import BinlogFile
+>>> with BinlogFile("samples/binlogs/binlog.000001") as f:
+...     ctx = DecodeContext(f.format)
+...     [type(decode_event(raw, ctx)).__name__ for raw in f.events()][:3]
+['FormatDescriptionEvent', 'GtidListEvent', 'BinlogCheckpointEvent']
 
 :func:`decode_event` is the only entry point callers need: it picks the decoder,
 turns unknown types into :class:`UnknownEvent`, records every decoded

@@ -2,8 +2,8 @@
 bronze change log ``<warehouse>/bronze/binlog_changes`` (schema:
 :mod:`pipelines.bronze.schema`), exactly once.
 
->>> stats = run(spark, load_config("conf/pipeline.yaml"))
->>> stats.rows
+>>> stats = run(spark, load_config("conf/pipeline.yaml"))  # doctest: +SKIP
+>>> stats.rows  # doctest: +SKIP
 {'c': 1200, 'u': 310, 'd': 45}
 
 How a run goes
