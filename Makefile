@@ -132,12 +132,7 @@ package: $(STAMP) jars
 	mkdir -p dist
 	$(PY) -m pipelines.delta_jars list --out dist/jars.txt
 	$(PY) -m pipelines.log_store package --out dist
-	rm -f dist/binlog_delta.zip
-	$(PY) -c 'import pathlib, zipfile; \
-	files = [p for p in sorted(pathlib.Path("pipelines").rglob("*")) if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]; \
-	z = zipfile.ZipFile("dist/binlog_delta.zip", "w", zipfile.ZIP_DEFLATED); \
-	[z.write(p, p.as_posix()) for p in files]; z.write("jobs/_bootstrap.py", "_bootstrap.py"); z.close(); \
-	print(f"dist/binlog_delta.zip: {len(files) + 1} files")'
+	$(PY) -m pipelines.pyfiles --out dist/binlog_delta.zip --bootstrap jobs/_bootstrap.py
 	$(PY) -m pip wheel -q --no-deps -w dist .
 
 clean:

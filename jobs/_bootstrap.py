@@ -45,7 +45,9 @@ def parse_args(description: str | None, argv: Sequence[str] | None = None,
     p.add_argument("--binlog-dir", help="folder of binlog files (any Hadoop path); overrides 'input'")
     p.add_argument("--warehouse", help="warehouse folder (any Hadoop path); overrides 'warehouse'")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--delta-backend", choices=["auto", "spark", "rs"],
+    from pipelines.config import DELTA_BACKENDS
+
+    p.add_argument("--delta-backend", choices=DELTA_BACKENDS,
                    help="Delta backend; overrides 'delta.backend' (auto: delta-rs on a local master, "
                         "delta-spark on a cluster whose classpath has it)")
     p.add_argument("--lock-timeout", type=_seconds, default=0.0, metavar="SECONDS",

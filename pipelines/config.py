@@ -1,5 +1,6 @@
-"""The pipeline configuration: ``conf/pipeline.yaml`` validated into typed,
-frozen dataclasses.
+"""The pipeline configuration: ``conf/pipeline.yaml`` validated into typed, frozen dataclasses
+(pydantic dataclasses: unknown keys forbidden, each value checked by the validator its field
+names).
 
 Every problem is reported at once, each with the file, the key and what was
 expected, so one run of ``load_config`` tells the whole story:
@@ -58,14 +59,19 @@ import fnmatch
 import os
 import re
 import zoneinfo
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 import yaml
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
+from pydantic_core import PydanticCustomError
 
 DELETE_MODES = ("hard", "soft")
-DELTA_BACKENDS = ("auto", "spark", "rs")
+DELTA_BACKENDS = ("auto", "spark", "rs")  # the one list of Delta backends (delta_io, the jobs' flag, sql --engine)
+WHOLE_FILE_READERS = ("binaryFile", "binaryFiles", "ranges")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
@@ -84,12 +90,162 @@ class ConfigError(ValueError):
         super().__init__("\n".join(lines))
 
 
-@dataclass(frozen=True)
+# -- the values' checks: each turns the YAML value into the field's value or says what it expected
+
+def _problem(message: str) -> PydanticCustomError:
+    return PydanticCustomError("config", "{message}", {"message": message})
+
+
+def _bad(expected: str, got: Any) -> PydanticCustomError:
+    return _problem(f"expected {expected}, got {got!r}")
+
+
+def _check(fn: Callable[[Any], Any]):
+    return BeforeValidator(fn)
+
+
+def _string(default: str | None = None, required: bool = False):
+    def check(v):
+        if v is None:
+            if required:
+                raise _problem("missing; expected a path")
+            return default
+        if not isinstance(v, str) or not v.strip():
+            raise _bad("a non-empty string", v)
+        return v.strip()
+    return _check(check)
+
+
+def _boolean(v):
+    if not isinstance(v, bool):
+        raise _bad("true or false", v)
+    return v
+
+
+def _choice(choices: tuple[str, ...]):
+    def check(v):
+        if v not in choices:
+            raise _bad(f"one of {' | '.join(choices)}", v)
+        return v
+    return _check(check)
+
+
+def _positive_int(v):
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise _bad("a positive integer (bytes)", v)
+    return v
+
+
+def _count(v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise _bad("a whole number >= 0", v)
+    return v
+
+
+def _patterns(v):
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(p, str) and p for p in v):
+        raise _bad("a list of glob patterns like 'shop.*'", v)
+    return tuple(v)
+
+
+def _pattern(p):
+    if "." not in p and p != "*":
+        raise _bad("patterns over 'db.table' (with a dot, or '*')", p)
+    return p
+
+
+def _mapping(expected: str):
+    def check(v):
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            raise _bad(expected, v)
+        return v
+    return _check(check)
+
+
+def _table_name(v):
+    if not isinstance(v, str) or v.count(".") != 1 or any(ch in v for ch in "*?["):
+        raise _bad("a 'db.table' name (no patterns)", v)
+    return v
+
+
+def _prefixed_table(v):
+    if not isinstance(v, str) or "." not in v or any(ch in v for ch in "*?["):
+        raise _bad("a 'db.table' name (no patterns)", v)
+    return v
+
+
+def _columns(v):
+    if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) and x for x in v):
+        raise _bad("a non-empty list of column names", v)
+    return tuple(v)
+
+
+def _time_zone(v):
+    try:
+        if not isinstance(v, str):
+            raise ValueError
+        zoneinfo.ZoneInfo(v)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise _bad("an IANA time zone name like 'UTC' or 'Europe/Paris'", v) from None
+    return v
+
+
+def _packages(v):
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [p.strip() for p in v.split(",") if p.strip()]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(p, str) and p.count(":") == 2 for p in v):
+        raise _bad("a list of maven coordinates 'group:artifact:version'", v)
+    return tuple(v)
+
+
+def _conf_value(v):
+    if isinstance(v, (Mapping, list)) or v is None:
+        raise _bad("a scalar value", v)
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+_PREFIX_RULE = "a non-empty prefix for silver's own column names, e.g. '_' or '_cdc_' (not '__silver_...')"
+
+
+def _good_prefix(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 32 and not value.lower().startswith("__silver_")
+
+
+def _prefix(v):
+    if not _good_prefix(v):
+        raise _bad(_PREFIX_RULE, v)
+    return v
+
+
+def _section(v):
+    return {} if v is None else v
+
+
+Bool = Annotated[bool, _check(_boolean)]
+PositiveInt = Annotated[int, _check(_positive_int)]
+Count = Annotated[int, _check(_count)]
+Patterns = Annotated[tuple[Annotated[str, _check(_pattern)], ...], _check(_patterns)]
+TableName = Annotated[str, _check(_table_name)]
+Prefix = Annotated[str, _check(_prefix)]
+_FORBID = ConfigDict(extra="forbid")
+
+
+# -- the configuration -----------------------------------------------------------
+
+@dataclass(frozen=True, config=_FORBID)
 class TableFilter:
     """Which tables the pipeline applies: glob patterns over ``db.table``."""
 
-    include: tuple[str, ...] = ("*",)
-    exclude: tuple[str, ...] = ()
+    include: Patterns = ("*",)
+    exclude: Patterns = ()
 
     def matches(self, db: str, table: str) -> bool:
         """True when ``db.table`` matches an include pattern and no exclude pattern.
@@ -103,42 +259,41 @@ class TableFilter:
         )
 
 
-WHOLE_FILE_READERS = ("binaryFile", "binaryFiles", "ranges")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_FORBID)
 class Parallelism:
-    target_bytes_per_task: int = 16 << 20
-    max_batch_bytes: int = 2 << 30
+    target_bytes_per_task: PositiveInt = 16 << 20
+    max_batch_bytes: PositiveInt = 2 << 30
     # how a task reads a file it decodes whole: Spark's binaryFile source ("binaryFile"), Spark's
     # whole-file RDD reader ("binaryFiles": no query planning, ~1 s less in a new process), or the
     # byte-range reader every split file uses ("ranges")
-    whole_files: str = "binaryFile"
+    whole_files: Annotated[str, _choice(WHOLE_FILE_READERS)] = "binaryFile"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_FORBID)
 class DeltaConfig:
-    backend: str = "auto"
-    packages: tuple[str, ...] = ()  # maven coordinates for spark.jars.packages
+    backend: Annotated[str, _choice(DELTA_BACKENDS)] = "auto"
+    packages: Annotated[tuple[str, ...], _check(_packages)] = ()  # maven coordinates for spark.jars.packages
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_FORBID)
 class SparkConfig:
-    master: str | None = None  # None: whatever spark-submit set (or local[*])
-    app_name: str = "binlog-delta"
-    conf: Mapping[str, str] = field(default_factory=dict)
+    master: Annotated[str | None, _string()] = None  # None: whatever spark-submit set (or local[*])
+    app_name: Annotated[str, _string("binlog-delta")] = "binlog-delta"
+    conf: Annotated[Mapping[str, Annotated[str, _check(_conf_value)]],
+                    _mapping("a mapping of Spark setting to value")] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_FORBID)
 class SilverConfig:
     """Names of silver's own columns: ``<prefix>seq``, ``<prefix>op``, ... (see pipelines.silver)."""
 
-    column_prefix: str = "_"
-    table_column_prefix: Mapping[str, str] = field(default_factory=dict)  # "db.table" -> prefix
+    column_prefix: Prefix = "_"
+    table_column_prefix: Annotated[Mapping[Annotated[str, _check(_prefixed_table)], Prefix],
+                                   _mapping("a mapping of 'db.table' to a prefix")] = field(default_factory=dict)
     # new silver tables that delta-spark creates take deletion vectors: a MERGE that touches a few
     # rows marks them deleted instead of rewriting whole files (delta-rs reads and MERGEs such tables
     # too, rewriting the files it touches; it cannot write deletion vectors itself)
-    deletion_vectors: bool = True
+    deletion_vectors: Bool = True
 
     def prefix_for(self, db: str, table: str) -> str:
         """The prefix of a new silver table's own columns.
@@ -149,42 +304,48 @@ class SilverConfig:
         return self.table_column_prefix.get(f"{db}.{table}", self.column_prefix)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_FORBID)
 class MaintenanceConfig:
-    retention_hours: int = 168  # Delta's default VACUUM retention (7 days)
-    log_retention_hours: int = 720  # Delta's default delta.logRetentionDuration (30 days)
-    compact_min_files: int = 8
-    target_file_bytes: int = 128 << 20
-    every_runs: int = 0
+    retention_hours: Count = 168  # Delta's default VACUUM retention (7 days)
+    log_retention_hours: Count = 720  # Delta's default delta.logRetentionDuration (30 days)
+    compact_min_files: Count = 8
+    target_file_bytes: PositiveInt = 128 << 20
+    every_runs: Count = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_FORBID)
 class LockConfig:
-    lease_seconds: int = 120  # a remote warehouse lease (pipelines.lock.Lease); renewed every quarter of it
+    lease_seconds: PositiveInt = 120  # a remote warehouse lease (pipelines.lock.Lease); renewed every quarter of it
 
 
-@dataclass(frozen=True)
+def _in(section):
+    """A section of the YAML file: absent or null is every default."""
+    return Annotated[section, _check(_section)]
+
+
+@dataclass(frozen=True, config=_FORBID)
 class PipelineConfig:
     """The validated configuration. Build it with :func:`load_config`."""
 
-    input: str
-    warehouse: str
-    tables: TableFilter = TableFilter()
-    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    delete_mode: str = "hard"
-    scd2: tuple[str, ...] = ()
-    time_zone: str = "UTC"
-    strict: bool = False
-    accept_gaps: bool = False
-    schema_seed: str | None = None
-    progress: bool = True
-    parallelism: Parallelism = Parallelism()
-    delta: DeltaConfig = DeltaConfig()
-    spark: SparkConfig = SparkConfig()
-    silver: SilverConfig = SilverConfig()
-    maintenance: MaintenanceConfig = MaintenanceConfig()
-    lock: LockConfig = LockConfig()
-    source: str = "<defaults>"  # the YAML file this came from
+    input: Annotated[str, _string(required=True)]
+    warehouse: Annotated[str, _string(required=True)]
+    tables: _in(TableFilter) = TableFilter()
+    keys: Annotated[Mapping[TableName, Annotated[tuple[str, ...], _check(_columns)]],
+                    _mapping("a mapping of 'db.table' to a list of column names")] = field(default_factory=dict)
+    delete_mode: Annotated[str, _choice(DELETE_MODES)] = "hard"
+    scd2: Patterns = ()
+    time_zone: Annotated[str, _check(_time_zone)] = "UTC"
+    strict: Bool = False
+    accept_gaps: Bool = False
+    schema_seed: Annotated[str | None, _string()] = None
+    progress: Bool = True
+    parallelism: _in(Parallelism) = Parallelism()
+    delta: _in(DeltaConfig) = DeltaConfig()
+    spark: _in(SparkConfig) = SparkConfig()
+    silver: _in(SilverConfig) = SilverConfig()
+    maintenance: _in(MaintenanceConfig) = MaintenanceConfig()
+    lock: _in(LockConfig) = LockConfig()
+    source: str = "<defaults>"  # the YAML file this came from (not a key of the file)
 
     def warehouse_path(self, *parts: str) -> str:
         """``<warehouse>/<parts...>`` with one slash between parts."""
@@ -203,20 +364,8 @@ class PipelineConfig:
 
 # -- loading -------------------------------------------------------------------
 
-_TOP_KEYS = {
-    "input", "warehouse", "tables", "keys", "delete_mode", "scd2", "time_zone", "strict",
-    "accept_gaps", "schema_seed", "progress", "parallelism", "delta", "spark", "silver", "maintenance",
-    "lock",
-}
-_SECTION_KEYS = {
-    "tables": {"include", "exclude"},
-    "parallelism": {"target_bytes_per_task", "max_batch_bytes", "whole_files"},
-    "delta": {"backend", "packages"},
-    "spark": {"master", "app_name", "conf"},
-    "silver": {"column_prefix", "table_column_prefix", "deletion_vectors"},
-    "maintenance": {"retention_hours", "log_retention_hours", "compact_min_files", "target_file_bytes", "every_runs"},
-    "lock": {"lease_seconds"},
-}
+_VALIDATOR = TypeAdapter(PipelineConfig)
+_PATH_KEYS = ("input", "warehouse", "schema_seed")
 
 
 def resolve_path(value: str, base: Path) -> str:
@@ -227,227 +376,52 @@ def resolve_path(value: str, base: Path) -> str:
     return str(p if p.is_absolute() else (base / p).resolve())
 
 
-class _Checker:
-    """Collects problems while reading values of one raw mapping."""
+_SECTIONS = {"tables": TableFilter, "parallelism": Parallelism, "delta": DeltaConfig, "spark": SparkConfig,
+             "silver": SilverConfig, "maintenance": MaintenanceConfig, "lock": LockConfig}
 
-    def __init__(self) -> None:
-        self.problems: list[tuple[str, str]] = []
 
-    def bad(self, key: str, expected: str, got: Any) -> None:
-        self.problems.append((key, f"expected {expected}, got {got!r}"))
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys of the file's top level (``loc`` empty) or of one of its sections."""
+    if not loc:
+        return sorted(k for k in PipelineConfig.__dataclass_fields__ if k != "source")
+    return sorted(_SECTIONS[loc[0]].__dataclass_fields__)
 
-    def section(self, raw: Mapping, key: str) -> Mapping:
-        v = raw.get(key, {})
-        if v is None:
-            return {}
-        if not isinstance(v, Mapping):
-            self.bad(key, "a mapping", v)
-            return {}
-        unknown = sorted(set(map(str, v)) - _SECTION_KEYS[key])
-        for k in unknown:
-            self.problems.append((f"{key}.{k}", f"unknown key; expected one of {sorted(_SECTION_KEYS[key])}"))
-        return v
 
-    def string(self, raw: Mapping, key: str, name: str, default=None, required=False) -> str | None:
-        if key not in raw or raw[key] is None:
-            if required:
-                self.problems.append((name, "missing; expected a path"))
-            return default
-        v = raw[key]
-        if not isinstance(v, str) or not v.strip():
-            self.bad(name, "a non-empty string", v)
-            return default
-        return v.strip()
-
-    def boolean(self, raw: Mapping, key: str, name: str, default: bool) -> bool:
-        v = raw.get(key, default)
-        if not isinstance(v, bool):
-            self.bad(name, "true or false", v)
-            return default
-        return v
-
-    def choice(self, raw: Mapping, key: str, name: str, choices: tuple[str, ...], default: str) -> str:
-        v = raw.get(key, default)
-        if v not in choices:
-            self.bad(name, f"one of {' | '.join(choices)}", v)
-            return default
-        return v
-
-    def positive_int(self, raw: Mapping, key: str, name: str, default: int) -> int:
-        v = raw.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            self.bad(name, "a positive integer (bytes)", v)
-            return default
-        return v
-
-    def count(self, raw: Mapping, key: str, name: str, default: int) -> int:
-        v = raw.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            self.bad(name, "a whole number >= 0", v)
-            return default
-        return v
-
-    def patterns(self, raw: Mapping, key: str, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        v = raw.get(key, list(default))
-        if v is None:
-            return ()
-        if isinstance(v, str):
-            v = [v]
-        if not isinstance(v, list) or not all(isinstance(p, str) and p for p in v):
-            self.bad(name, "a list of glob patterns like 'shop.*'", v)
-            return default
-        for p in v:
-            if "." not in p and p != "*":
-                self.bad(name, "patterns over 'db.table' (with a dot, or '*')", p)
-        return tuple(v)
+def _problems(e: ValidationError) -> list[tuple[str, str]]:
+    """``(dotted key, message)`` of every error pydantic found, in our words."""
+    out = []
+    for err in e.errors(include_url=False):
+        loc = tuple(str(p) for p in err["loc"] if p != "[key]" and not isinstance(p, int))  # (list items: their list)
+        key = ".".join(loc)
+        if err["type"] == "config":
+            out.append((key, err["ctx"]["message"]))
+        elif err["type"] == "missing":
+            out.append((key, "missing; expected a path"))
+        elif err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            out.append((key, f"unknown key; expected one of {_known_keys(loc[:-1])}"))
+        elif err["type"] in ("dataclass_type", "dataclass_args_type", "dict_type", "model_type"):
+            out.append((key, f"expected a mapping, got {err['input']!r}"))
+        else:
+            out.append((key, f"expected {err['msg'].lower()}, got {err['input']!r}"))
+    return out
 
 
 def _parse(raw: Mapping, base: Path, source: str, override_keys: set[str]) -> PipelineConfig:
-    c = _Checker()
-    for k in sorted(set(map(str, raw)) - _TOP_KEYS):
-        c.problems.append((k, f"unknown key; expected one of {sorted(_TOP_KEYS)}"))
-
-    cwd = Path.cwd()
-    paths: dict[str, str | None] = {}
-    for key, required in (("input", True), ("warehouse", True), ("schema_seed", False)):
-        v = c.string(raw, key, key, required=required)
-        paths[key] = resolve_path(v, cwd if key in override_keys else base) if v else None
-
-    tables_raw = c.section(raw, "tables")
-    tables = TableFilter(
-        include=c.patterns(tables_raw, "include", "tables.include", ("*",)),
-        exclude=c.patterns(tables_raw, "exclude", "tables.exclude", ()),
-    )
-
-    keys: dict[str, tuple[str, ...]] = {}
-    keys_raw = raw.get("keys") or {}
-    if not isinstance(keys_raw, Mapping):
-        c.bad("keys", "a mapping of 'db.table' to a list of column names", keys_raw)
-    else:
-        for t, cols in keys_raw.items():
-            if not isinstance(t, str) or t.count(".") != 1 or any(ch in t for ch in "*?["):
-                c.bad(f"keys.{t}", "a 'db.table' name (no patterns)", t)
-            elif not isinstance(cols, list) or not cols or not all(isinstance(x, str) and x for x in cols):
-                c.bad(f"keys.{t}", "a non-empty list of column names", cols)
-            else:
-                keys[t] = tuple(cols)
-
-    tz = raw.get("time_zone", "UTC")
+    raw = dict(raw)
+    problems = []
+    if "source" in raw:
+        raw.pop("source")
+        problems.append(("source", f"unknown key; expected one of {_known_keys(())}"))
     try:
-        if not isinstance(tz, str):
-            raise ValueError
-        zoneinfo.ZoneInfo(tz)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        c.bad("time_zone", "an IANA time zone name like 'UTC' or 'Europe/Paris'", tz)
-        tz = "UTC"
-
-    par_raw = c.section(raw, "parallelism")
-    parallelism = Parallelism(
-        target_bytes_per_task=c.positive_int(par_raw, "target_bytes_per_task", "parallelism.target_bytes_per_task",
-                                             Parallelism.target_bytes_per_task),
-        max_batch_bytes=c.positive_int(par_raw, "max_batch_bytes", "parallelism.max_batch_bytes",
-                                       Parallelism.max_batch_bytes),
-        whole_files=c.choice(par_raw, "whole_files", "parallelism.whole_files", WHOLE_FILE_READERS,
-                             Parallelism.whole_files),
-    )
-
-    delta_raw = c.section(raw, "delta")
-    packages = delta_raw.get("packages", list(DeltaConfig.packages))
-    if packages is None:
-        packages = []
-    if isinstance(packages, str):
-        packages = [p.strip() for p in packages.split(",") if p.strip()]
-    if not isinstance(packages, list) or not all(isinstance(p, str) and p.count(":") == 2 for p in packages):
-        c.bad("delta.packages", "a list of maven coordinates 'group:artifact:version'", packages)
-        packages = list(DeltaConfig.packages)
-    delta = DeltaConfig(
-        backend=c.choice(delta_raw, "backend", "delta.backend", DELTA_BACKENDS, "auto"),
-        packages=tuple(packages),
-    )
-
-    spark_raw = c.section(raw, "spark")
-    conf_raw = spark_raw.get("conf") or {}
-    conf: dict[str, str] = {}
-    if not isinstance(conf_raw, Mapping):
-        c.bad("spark.conf", "a mapping of Spark setting to value", conf_raw)
-    else:
-        for k, v in conf_raw.items():
-            if not isinstance(k, str) or isinstance(v, (Mapping, list)) or v is None:
-                c.bad(f"spark.conf.{k}", "a scalar value", v)
-            else:
-                conf[k] = str(v).lower() if isinstance(v, bool) else str(v)
-    spark = SparkConfig(
-        master=c.string(spark_raw, "master", "spark.master"),
-        app_name=c.string(spark_raw, "app_name", "spark.app_name", default=SparkConfig.app_name),
-        conf=dict(conf),
-    )
-
-    silver_raw = c.section(raw, "silver")
-    prefix = silver_raw.get("column_prefix", SilverConfig.column_prefix)
-    if not _good_prefix(prefix):
-        c.bad("silver.column_prefix", _PREFIX_RULE, prefix)
-        prefix = SilverConfig.column_prefix
-    per_table: dict[str, str] = {}
-    per_table_raw = silver_raw.get("table_column_prefix") or {}
-    if not isinstance(per_table_raw, Mapping):
-        c.bad("silver.table_column_prefix", "a mapping of 'db.table' to a prefix", per_table_raw)
-    else:
-        for t, p in per_table_raw.items():
-            if not isinstance(t, str) or "." not in t or any(ch in t for ch in "*?["):
-                c.bad(f"silver.table_column_prefix.{t}", "a 'db.table' name (no patterns)", t)
-            elif not _good_prefix(p):
-                c.bad(f"silver.table_column_prefix.{t}", _PREFIX_RULE, p)
-            else:
-                per_table[t] = p
-    silver = SilverConfig(column_prefix=prefix, table_column_prefix=dict(per_table),
-                          deletion_vectors=c.boolean(silver_raw, "deletion_vectors", "silver.deletion_vectors",
-                                                     SilverConfig.deletion_vectors))
-
-    m_raw = c.section(raw, "maintenance")
-    m = MaintenanceConfig
-    maintenance = MaintenanceConfig(
-        retention_hours=c.count(m_raw, "retention_hours", "maintenance.retention_hours", m.retention_hours),
-        log_retention_hours=c.count(m_raw, "log_retention_hours", "maintenance.log_retention_hours",
-                                    m.log_retention_hours),
-        compact_min_files=c.count(m_raw, "compact_min_files", "maintenance.compact_min_files", m.compact_min_files),
-        target_file_bytes=c.positive_int(m_raw, "target_file_bytes", "maintenance.target_file_bytes",
-                                         m.target_file_bytes),
-        every_runs=c.count(m_raw, "every_runs", "maintenance.every_runs", m.every_runs),
-    )
-    lock_raw = c.section(raw, "lock")
-    lock = LockConfig(lease_seconds=c.positive_int(lock_raw, "lease_seconds", "lock.lease_seconds",
-                                                   LockConfig.lease_seconds))
-
-    cfg = PipelineConfig(
-        input=paths["input"] or "",
-        warehouse=paths["warehouse"] or "",
-        tables=tables,
-        keys=dict(keys),
-        delete_mode=c.choice(raw, "delete_mode", "delete_mode", DELETE_MODES, "hard"),
-        scd2=c.patterns(raw, "scd2", "scd2", ()),
-        time_zone=tz,
-        strict=c.boolean(raw, "strict", "strict", False),
-        accept_gaps=c.boolean(raw, "accept_gaps", "accept_gaps", False),
-        schema_seed=paths["schema_seed"],
-        progress=c.boolean(raw, "progress", "progress", True),
-        parallelism=parallelism,
-        delta=delta,
-        spark=spark,
-        silver=silver,
-        maintenance=maintenance,
-        lock=lock,
-        source=source,
-    )
-    if c.problems:
-        raise ConfigError(source, c.problems)
-    return cfg
-
-
-_PREFIX_RULE = "a non-empty prefix for silver's own column names, e.g. '_' or '_cdc_' (not '__silver_...')"
-
-
-def _good_prefix(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 32 and not value.lower().startswith("__silver_")
+        cfg = _VALIDATOR.validate_python(raw)
+    except ValidationError as e:
+        problems += _problems(e)
+    if problems:
+        raise ConfigError(source, problems)
+    cwd = Path.cwd()
+    paths = {k: resolve_path(v, cwd if k in override_keys else base)
+             for k in _PATH_KEYS if (v := getattr(cfg, k)) is not None}
+    return replace(cfg, source=source, **paths)
 
 
 def _set_dotted(raw: dict, dotted: str, value: Any) -> None:

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from pipelines import delta_io
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.config import PipelineConfig
 from pipelines.lock import check_held
 from pipelines.storage import arrow_filesystem
@@ -105,7 +104,7 @@ def due(spark: SparkSession | None, cfg: PipelineConfig) -> bool:
     """True when ``maintenance.every_runs`` is set and that many silver runs have ended since the
     last maintenance run (the run log, ``_pipeline/runs``, says)."""
     every = cfg.maintenance.every_runs
-    runs = pipeline_state.read_arrow(spark, cfg, pipeline_state.RUNS, ["step", "started_at", "status"]) if every else None
+    runs = state.read_arrow(spark, cfg, state.RUNS, ["step", "started_at", "status"]) if every else None
     if runs is None:
         return False
     rows = runs.to_pylist()
@@ -161,17 +160,17 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
     if retention_hours is not None:
         cfg = replace(cfg, maintenance=replace(cfg.maintenance, retention_hours=int(retention_hours)))
     started = time.monotonic()
-    stats = MaintenanceStats(
-        run_id=_dt.datetime.now(_UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8],
-        started_at=_dt.datetime.now(_UTC), retention_hours=cfg.maintenance.retention_hours)
+    now = _dt.datetime.now(_UTC)
+    stats = MaintenanceStats(run_id=state.new_run_id(now), started_at=now,
+                             retention_hours=cfg.maintenance.retention_hours)
     backend = delta_io.resolve_backend(spark, cfg.delta.backend)
     silver_root = cfg.warehouse_path("silver") + "/"
 
     def ended(stats: MaintenanceStats) -> None:
         stats.seconds = time.monotonic() - started
 
-    with pipeline_state.logged_run(spark, cfg, stats, ended=ended):
-        stats.watermark_rows_folded = pipeline_state.fold_watermarks(spark, cfg, backend=backend)
+    with state.logged_run(spark, cfg, stats, ended=ended):
+        stats.watermark_rows_folded = state.fold_watermarks(spark, cfg, backend=backend)
         for path in find_tables(cfg.warehouse):
             check_held()  # (a run that lost its remote warehouse lock stops here)
             meta = None

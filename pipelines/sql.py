@@ -74,9 +74,10 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from pipelines import storage
+from pipelines.config import DELTA_BACKENDS
 from pipelines.paths import unescape_name
 
-ENGINES = ("auto", "spark", "rs")
+ENGINES = DELTA_BACKENDS
 FORMATS = ("table", "csv", "json", "jsonl")
 WAREHOUSE_ENV = "BINLOG_DELTA_WAREHOUSE"
 DELTA_JARS_ENV = "DELTA_JARS"  # as in pipelines.spark_session, read here without importing pyspark

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -146,6 +147,15 @@ def log_run(spark, cfg: PipelineConfig, row: tuple, ok: bool) -> None:
         if ok:
             raise
         print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+
+
+def new_run_id(now: _dt.datetime) -> str:
+    """A run's id: its start (to the second) and 8 random hex digits, for every step.
+
+    >>> new_run_id(_dt.datetime(2026, 11, 27, 8, 15, 0, tzinfo=_dt.timezone.utc))[:16]
+    '20261127T081500-'
+    """
+    return f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 def _ended_now(stats) -> None:

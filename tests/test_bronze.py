@@ -20,7 +20,7 @@ from pipelines.bronze import commit as bronze_commit
 from pipelines.bronze import decode as bronze_decode
 from pipelines.bronze import files as bronze_files
 from pipelines.bronze import listing as bronze_listing
-from pipelines.bronze import state as bronze_state
+from pipelines.bronze import bookkeeping
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, TxInfo
 from pipelines.bronze import BronzeError, SourceFile, check_sequence, cut_event, sha256_prefixes, split_range
@@ -402,7 +402,7 @@ def test_interrupted_batch_is_redone_exactly_once(spark, corpus_binlogs, tmp_pat
     d.mkdir()
     (d / name).write_bytes(full[: len(full) // 2 + 3])
     cfg = make_cfg(tmp_path)
-    real_append = bronze_state._append_rows
+    real_append = bookkeeping._append_rows
 
     def crash_on_commit(spark_, cfg_, rows, ddl, path, app_id=None, version=None):
         if path.endswith("manifest") and app_id == bronze.TXN_APP_ID:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pipelines import bronze
 from pipelines.bronze import decode as bronze_decode
-from pipelines.bronze import state as bronze_state
+from pipelines.bronze import bookkeeping
 from pipelines.binlog.txindex import scan
 from pipelines.bronze.rows import ArrowRowsBuilder, _generic, column_arrays
 from spark_fixtures import spark  # noqa: F401
@@ -30,7 +30,7 @@ NOW = dt.datetime(2026, 11, 24, 1, 2, 3, tzinfo=dt.timezone.utc)
 def schema(spark):
     from pipelines.delta_io import spark_schema_to_arrow
 
-    return spark_schema_to_arrow(bronze_state._bronze_struct(), force_nullable=True)
+    return spark_schema_to_arrow(bookkeeping._bronze_struct(), force_nullable=True)
 
 
 def _work(path: Path) -> bronze.WorkRange | None:
@@ -265,3 +265,16 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     got, want = comparable(_silver_tables(tmp_path / "old")), comparable(_silver_tables(tmp_path / "fresh"))
     assert set(got) == set(want) and len(want) >= 3
     assert got == want
+
+
+def test_bronze_sees_truncate_as_ddl(mariadb):
+    """TRUNCATE is DDL to bronze (:func:`pipelines.binlog.changes.is_ddl`): the survey hands it to
+    the driver with the other schema statements, and the DML around it is not among them."""
+    db = "bronze_truncate"
+    mariadb.sql(f"CREATE DATABASE `{db}`; CREATE TABLE `{db}`.t (id INT PRIMARY KEY)")
+    path = mariadb.flush_logs()
+    mariadb.sql(f"INSERT INTO `{db}`.t VALUES (1); TRUNCATE TABLE `{db}`.t; "
+                f"ALTER TABLE `{db}`.t ADD COLUMN c INT; FLUSH BINARY LOGS")
+    data = path.read_bytes()
+    queries = [q for q, _db, _seq in bronze_decode.batch_statements(data, 1, 4, len(data))]
+    assert [q.split(f"`{db}`")[0].strip() for q in queries] == ["TRUNCATE TABLE", "ALTER TABLE"]

@@ -783,7 +783,7 @@ def test_garbage_never_escapes_the_error_hierarchy(code, data, kind):
 
 @given(st.integers(min_value=0, max_value=2**64 - 1))
 def test_varlen_integer_round_trip(n):
-    from pipelines.binlog.events import _varlen_uint
+    from pipelines.binlog.wire import varlen_uint as _varlen_uint
 
     enc = eb.varlen_uint(n)
     assert _varlen_uint(enc, 0) == (n, len(enc))

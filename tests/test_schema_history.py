@@ -678,3 +678,15 @@ def test_shape_counts_equal_the_per_row_shapes(spark):  # noqa: F811
     # after image beside a whole one) have one shape, the union of their columns
     assert got.count() == 5
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE t (a INT)", "/*!40101 ALTER TABLE t ADD c INT */", "-- note\nDROP TABLE t", "RENAME TABLE a TO b",
+    "TRUNCATE t", "CREATE UNIQUE INDEX i ON t (a)", "DROP DATABASE d", "/* x */ ALTER DATABASE d CHARACTER SET utf8mb4",
+])
+def test_every_schema_statement_is_ddl(sql):
+    """statement_kind names the kind of a statement :func:`is_ddl` says is DDL (one test for DDL)."""
+    from pipelines.binlog.changes import is_ddl
+
+    assert sh.statement_kind(sql) is not None and is_ddl(sql)
+    assert not is_ddl("INSERT INTO t VALUES (1)") and sh.statement_kind("INSERT INTO t VALUES (1)") is None

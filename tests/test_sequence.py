@@ -19,6 +19,7 @@ from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from pipelines import bronze
 from pipelines.binlog.constants import EventType
+from pipelines.binlog.gtid import MysqlGtidSet
 from pipelines.bronze import BronzeError, Link, SourceFile, advance_gtid_state, gtid_head, gtids_missing, link_problem
 from pipelines.config import load_config
 
@@ -227,9 +228,22 @@ def test_gtid_state_arithmetic():
     u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4d22fa47-71ca-11e1-9e33-c80aa9429563"
     end = advance_gtid_state("mysql", f"{u1}:1-5:7", [f"{u1}:6", f"{u1}:9", f"{u2}:blue:1"])
     assert end == f"{u1}:1-7:9,{u2}:blue:1"
-    assert gtids_missing("mysql", end, f"{u1}:1-9,{u2}:blue:1-2:red:4") == f"{u1}:8,{u2}:blue:2,{u2}:red:4"
+    assert gtids_missing("mysql", end, f"{u1}:1-9,{u2}:blue:1-2:red:4") == f"{u1}:8,{u2}:blue:2:red:4"
     assert gtids_missing("mysql", end, f"{u1.upper()}:1-7") is None
     assert gtids_missing("mysql", "", "") is None
+
+
+def test_tagged_gtid_sets_have_one_spelling():
+    """MySQL prints a set as gtid_executed shows it (one entry per UUID, untagged intervals, then
+    each tag); the form with the UUID repeated per tag reads the same."""
+    u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    server = f"{u}:1-5:domain_1:1-3:15-21:domain_2:8-52"
+    repeated = f"{u.upper()}:Domain_1:1-3:15-21, {u}:Domain_2:8-52,{u}:1-5"
+    assert str(MysqlGtidSet.parse(repeated)) == server
+    assert advance_gtid_state("mysql", repeated, []) == server
+    assert advance_gtid_state("mysql", server, [f"{u}:domain_1:4", f"{u}:6"]) == f"{u}:1-6:domain_1:1-4:15-21:domain_2:8-52"
+    assert gtids_missing("mysql", server, repeated) is None
+    assert MysqlGtidSet.parse(server).contains(f"{u}:domain_2:9") and not MysqlGtidSet.parse(server).contains(f"{u}:9")
 
 
 def _mysql_file(prev_sets, gnos, rotate_to: str | None, uuid: str) -> bytes:

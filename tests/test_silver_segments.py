@@ -3,7 +3,7 @@ built from DDL and the shape counts bronze's read gives. No Spark, no server."""
 from __future__ import annotations
 
 from pipelines.schema import SchemaHistory
-from pipelines.silver.segments import SEG, lanes_of, plan_steps, segments_of
+from pipelines.silver.segments import SEG, lanes_of, plan_segments, segments_of
 
 
 def _history(*statements: tuple[str, str]) -> SchemaHistory:
@@ -24,7 +24,7 @@ def test_a_table_is_cut_at_each_schema_event_and_each_cut_takes_the_rows_of_its_
                        ("08", "TRUNCATE TABLE t"))
     rows = [_shape("t", "s2", "c", 3, "02", "04"), _shape("t", "s3", "u", 2, "06", "07", size=3),
             _shape("t", "s3", "c", 1, "09", "09", size=3)]
-    steps = plan_steps(history, [("d", "t")], {("d", "t"): "01"}, rows)
+    steps = plan_segments(history, [("d", "t")], {("d", "t"): "01"}, rows)
 
     assert [(s.start, s.end, [e.kind for e in s.events]) for s in steps] == [
         ("01", "05", []), ("05", "08", ["alter"]), ("08", None, ["truncate"])]
@@ -43,7 +43,7 @@ def test_a_table_with_two_events_or_more_is_cut_by_its_rows_segment_not_by_seq_r
     # one shape on both sides of the middle segment: its seq range alone would put it in all three
     rows = [_shape("t", "s1", "c", 2, "02", "09", segment=""), _shape("t", "s1", "c", 4, "02", "09", segment="08"),
             _shape("t", "s2", "c", 1, "06", "06", segment="05")]
-    steps = plan_steps(history, [("d", "t")], {("d", "t"): "01"}, rows, segmented={("d", "t")})
+    steps = plan_segments(history, [("d", "t")], {("d", "t"): "01"}, rows, segmented={("d", "t")})
     assert [(s.start, s.segment, dict(s.shapes)) for s in steps] == [
         ("01", "", {"s1": 2}), ("05", "05", {"s2": 1}), ("08", "08", {"s1": 4})]
 
@@ -54,7 +54,7 @@ def test_tables_a_rename_links_share_a_lane_and_keep_seq_order():
     rows = [_shape("a", "s", "c", 1, "04", "04"), _shape("a2", "s", "u", 1, "07", "07"),
             _shape("b", "s", "c", 5, "05", "05"), _shape("c", "s", "c", 1, "08", "08")]
     tables = [("d", "a"), ("d", "a2"), ("d", "b"), ("d", "c")]
-    steps = plan_steps(history, tables, {t: "03" for t in tables}, rows)
+    steps = plan_segments(history, tables, {t: "03" for t in tables}, rows)
     lanes = lanes_of(steps)
 
     named = sorted([[(s.table, s.start) for s in lane] for lane in lanes])

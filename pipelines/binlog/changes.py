@@ -3,12 +3,14 @@ tagged with its transaction (GTID, XID, commit time) from the file's index.
 
 This is what the pipeline consumes:
 
->>> idx = txindex.scan("binlog.000001")
->>> for ch in iter_changes("binlog.000001", idx):
-...     print(ch.op, ch.db, ch.table, ch.after)
+>>> path = "samples/binlogs/binlog.000001"
+>>> rows = [ch for ch in iter_changes(path, scan(path)) if type(ch) is RowChange]
+>>> rows[0].op, rows[0].db, rows[0].table, rows[0].after[:3]
+('insert', 'shop', 'customers', (1, 'Ada Lovelace', 'ada@example.com'))
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -43,6 +45,40 @@ class RowChange:
     @property
     def table(self) -> str:
         return self.table_map.table
+
+
+_DDL_VERB = re.compile(r"(?:CREATE|ALTER|RENAME|DROP|TRUNCATE)\b", re.IGNORECASE)
+_EXECUTABLE_COMMENT = re.compile(r"/\*M?!\d*")
+
+
+def is_ddl(sql: str) -> bool:
+    """Does a logged statement define, change or empty something (``CREATE``, ``ALTER``, ``RENAME``,
+    ``DROP``, ``TRUNCATE``) rather than change rows? Leading comments are skipped; an executable
+    comment's body counts (the server runs it). The one test for DDL: bronze's and the schema
+    history's (:func:`pipelines.schema.statement_kind` names the kind of the schema ones).
+
+    >>> is_ddl("/* app */ TRUNCATE TABLE t"), is_ddl("/*!40000 ALTER TABLE t DISABLE KEYS */"), is_ddl("INSERT INTO t VALUES (1)")
+    (True, True, False)
+    """
+    s = sql
+    while True:
+        s = s.lstrip()
+        if s.startswith("/*"):
+            m = _EXECUTABLE_COMMENT.match(s)
+            if m:
+                s = s[m.end():]
+                continue
+            end = s.find("*/")
+            if end < 0:
+                return False
+            s = s[end + 2:]
+        elif s.startswith("--") or s.startswith("#"):
+            nl = s.find("\n")
+            if nl < 0:
+                return False
+            s = s[nl + 1:]
+        else:
+            return _DDL_VERB.match(s) is not None
 
 
 @dataclass(frozen=True, slots=True)

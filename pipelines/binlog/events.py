@@ -5,9 +5,11 @@ Every decoded event is a frozen dataclass whose first field is ``header``
 ``decode_x(data, ctx, header) -> Event`` where ``data`` is the memoryview of the
 event's post-header + body (common header and checksum stripped).
 
->>> ctx = DecodeContext(binlog_file.format)
->>> for raw in binlog_file.events():
-...     ev = decode_event(raw, ctx)
+>>> from pipelines.binlog.framing import BinlogFile
+>>> with BinlogFile("samples/binlogs/binlog.000001") as f:
+...     ctx = DecodeContext(f.format)
+...     [type(decode_event(raw, ctx)).__name__ for raw in f.events()][:3]
+['FormatDescriptionEvent', 'GtidListEvent', 'BinlogCheckpointEvent']
 
 :func:`decode_event` is the only entry point callers need: it picks the decoder,
 turns unknown types into :class:`UnknownEvent`, records every decoded
@@ -43,8 +45,10 @@ from .constants import (
     event_type_name,
 )
 from .errors import BinlogError, CorruptEvent, TruncatedEvent, UnsupportedType, need
+from .gtid import MariadbGtidState, MysqlGtidSet, mysql_gtid
 from .framing import EVENT_HEADER, EventHeader, FormatDescription, RawEvent, parse_format_description
 from .layout import Layout
+from .wire import U16, U32, U64, cstr, lstr8, packed_int, varlen_int, varlen_uint
 from .charsets import BINARY_COLLATION, codec_for_collation
 from .values import decode_text
 
@@ -70,62 +74,7 @@ class DecodeContext:
 # small pure readers (each returns the value and the next offset)
 # =============================================================================
 
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-
-
-def _packed_int(buf, off: int, what: str = "packed integer") -> tuple[int, int]:
-    """MySQL length-encoded integer (``net_field_length``): 1, 3, 4 or 9 bytes."""
-    need(buf, off, 1, what)
-    first = buf[off]
-    if first < 251:
-        return first, off + 1
-    width = {252: 2, 253: 3, 254: 8}.get(first)
-    if width is None:
-        raise CorruptEvent(f"invalid {what}: first byte 0x{first:02x} at body offset {off}")
-    need(buf, off + 1, width, what)
-    return int.from_bytes(buf[off + 1 : off + 1 + width], "little"), off + 1 + width
-
-
-def _varlen_uint(buf, off: int, what: str = "variable-length integer") -> tuple[int, int]:
-    """MySQL serialization-library integer (``read_varlen_bytes_unsigned``): the number
-    of trailing one bits of the first byte plus one is the byte count (1..9)."""
-    need(buf, off, 1, what)
-    first = buf[off]
-    n = 1
-    while n <= 8 and (first >> (n - 1)) & 1:
-        n += 1
-    need(buf, off, n, what)
-    if n == 1:
-        return first >> 1, off + 1
-    rest = int.from_bytes(buf[off + 1 : off + n], "little")
-    if n == 9:
-        return rest, off + 9
-    return (first >> n) | (rest << (8 - n)), off + n
-
-
-def _varlen_int(buf, off: int, what: str = "variable-length integer") -> tuple[int, int]:
-    """Signed variant: the least significant bit is the sign (zig-zag like)."""
-    u, off = _varlen_uint(buf, off, what)
-    return (-(u >> 1) - 1 if u & 1 else u >> 1), off
-
-
-def _lstr8(buf, off: int, what: str) -> tuple[bytes, int]:
-    """A string preceded by its 1-byte length."""
-    need(buf, off, 1, what)
-    n = buf[off]
-    need(buf, off + 1, n, what)
-    return bytes(buf[off + 1 : off + 1 + n]), off + 1 + n
-
-
-def _cstr(buf, off: int, end: int, what: str) -> tuple[bytes, int]:
-    """A NUL-terminated string inside ``buf[off:end]``; returns the text and the offset after the NUL."""
-    raw = bytes(buf[off:end])
-    cut = raw.find(b"\0")
-    if cut < 0:
-        raise CorruptEvent(f"{what} is not NUL-terminated")
-    return raw[:cut], off + cut + 1
+# the wire-format readers are in wire.py
 
 
 def _text(raw: bytes) -> str:
@@ -581,7 +530,7 @@ class GtidEvent:
         """``uuid:gno`` or ``uuid:tag:gno``; None for an anonymous transaction."""
         if self.anonymous:
             return None
-        return f"{self.sid}:{self.tag}:{self.gno}" if self.tag else f"{self.sid}:{self.gno}"
+        return mysql_gtid(self.sid, self.tag, self.gno)
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,7 +669,7 @@ class GtidListEvent:
 
     @property
     def gtid_list(self) -> str:
-        return ",".join(f"{d}-{s}-{n}" for d, s, n in self.gtids)
+        return str(MariadbGtidState.of(self.gtids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -791,7 +740,7 @@ def decode_incident(data, ctx, header) -> IncidentEvent:
     ph, off = _post_header(data, ctx, EventType.INCIDENT, INCIDENT_POST_HEADER)
     msg = b""
     if off < len(data):
-        msg, off = _lstr8(data, off, "INCIDENT message")
+        msg, off = lstr8(data, off, "INCIDENT message")
     return IncidentEvent(header, ph.incident, _text(msg))
 
 
@@ -808,15 +757,15 @@ def decode_heartbeat_v2(data, ctx, header) -> HeartbeatEvent:
     off, end = 0, len(data)
     name, position = None, None
     while off < end:
-        ftype, off = _packed_int(data, off, "HEARTBEAT_V2 field type")
+        ftype, off = packed_int(data, off, "HEARTBEAT_V2 field type")
         if ftype == _HB_END:
             break
-        length, off = _packed_int(data, off, "HEARTBEAT_V2 field length")
+        length, off = packed_int(data, off, "HEARTBEAT_V2 field length")
         need(data, off, length, "HEARTBEAT_V2 field")
         if ftype == _HB_FILENAME:
             name = bytes(data[off : off + length])
         elif ftype == _HB_POSITION:
-            position, _ = _packed_int(data[off : off + length], 0, "HEARTBEAT_V2 log position")
+            position, _ = packed_int(data[off : off + length], 0, "HEARTBEAT_V2 log position")
         off += length  # unknown fields are skipped by their length
     if name is None or position is None:
         raise CorruptEvent("HEARTBEAT_V2 lacks its log file name or position field")
@@ -877,20 +826,20 @@ def _sv_layout(layout: Layout):
 
 
 def _sv_lstr(buf, off, end):
-    raw, off = _lstr8(buf[:end], off, "status variable string")
+    raw, off = lstr8(buf[:end], off, "status variable string")
     return _text(raw), off
 
 
 def _sv_catalog_z(buf, off, end):
     """Q_CATALOG (MySQL 5.0.0-5.0.3): length, text, and a NUL not counted in the length."""
-    raw, off = _lstr8(buf[:end], off, "Q_CATALOG")
+    raw, off = lstr8(buf[:end], off, "Q_CATALOG")
     need(buf[:end], off, 1, "Q_CATALOG terminator")
     return _text(raw), off + 1
 
 
 def _sv_invoker(buf, off, end):
-    user, off = _lstr8(buf[:end], off, "Q_INVOKER user")
-    host, off = _lstr8(buf[:end], off, "Q_INVOKER host")
+    user, off = lstr8(buf[:end], off, "Q_INVOKER user")
+    host, off = lstr8(buf[:end], off, "Q_INVOKER host")
     return {"user": _text(user), "host": _text(host)}, off
 
 
@@ -905,7 +854,7 @@ def _sv_updated_db_names(buf, off, end):
         return None, off
     names = []
     for _ in range(count):
-        raw, off = _cstr(buf, off, end, "Q_UPDATED_DB_NAMES name")
+        raw, off = cstr(buf, off, end, "Q_UPDATED_DB_NAMES name")
         names.append(_text(raw))
     return tuple(names), off
 
@@ -924,7 +873,7 @@ def _sv_gtid_flags3(buf, off, end):
     value: dict[str, int] = {"flags": flags}
     if flags & (MARIA_FL_COMMIT_ALTER | MARIA_FL_ROLLBACK_ALTER):
         need(buf[:end], off, 8, "Q_GTID_FLAGS3 sa_seq_no")
-        value["sa_seq_no"] = _U64.unpack_from(buf, off)[0]
+        value["sa_seq_no"] = U64.unpack_from(buf, off)[0]
         off += 8
     return value, off
 
@@ -1096,7 +1045,7 @@ def _user_var_value(value_type: int, raw: bytes, flags: int, charset: int):
 def decode_user_var(data, ctx, header) -> UserVarEvent:
     off = _declared_post_header(ctx, EventType.USER_VAR, 0)
     need(data, off, 4, "USER_VAR name length")
-    name_len = _U32.unpack_from(data, off)[0]
+    name_len = U32.unpack_from(data, off)[0]
     off += 4
     need(data, off, name_len + 1, "USER_VAR name")
     name = _text(bytes(data[off : off + name_len]))
@@ -1140,7 +1089,7 @@ def _sql_ex(data, off: int, new_format: bool) -> tuple[dict[str, Any], int]:
     if new_format:
         out: dict[str, Any] = {}
         for n in _SQL_EX_NAMES:
-            out[n], off = _lstr8(data, off, f"LOAD {n}")
+            out[n], off = lstr8(data, off, f"LOAD {n}")
         need(data, off, 1, "LOAD options")
         out["opt_flags"] = data[off]
         return out, off + 1
@@ -1257,7 +1206,7 @@ def _real_type(t: int, meta) -> int:
 def _tlv_ints(raw: bytes, what: str) -> list[int]:
     out, off = [], 0
     while off < len(raw):
-        v, off = _packed_int(raw, off, what)
+        v, off = packed_int(raw, off, what)
         out.append(v)
     return out
 
@@ -1265,7 +1214,7 @@ def _tlv_ints(raw: bytes, what: str) -> list[int]:
 def _tlv_strings(raw: bytes, what: str) -> list[str]:
     out, off = [], 0
     while off < len(raw):
-        n, off = _packed_int(raw, off, what)
+        n, off = packed_int(raw, off, what)
         need(raw, off, n, what)
         out.append(_text(raw[off : off + n]))
         off += n
@@ -1276,10 +1225,10 @@ def _tlv_string_lists(raw: bytes, what: str) -> list[tuple[bytes, ...]]:
     """Lists of member names as bytes (decoded later with the column's charset)."""
     out, off = [], 0
     while off < len(raw):
-        count, off = _packed_int(raw, off, what)
+        count, off = packed_int(raw, off, what)
         values = []
         for _ in range(count):
-            n, off = _packed_int(raw, off, what)
+            n, off = packed_int(raw, off, what)
             need(raw, off, n, what)
             values.append(bytes(raw[off : off + n]))
             off += n
@@ -1344,7 +1293,7 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
     off = 0
     while off < len(raw):
         ftype = raw[off]
-        length, off = _packed_int(raw, off + 1, "optional metadata length")
+        length, off = packed_int(raw, off + 1, "optional metadata length")
         need(raw, off, length, "optional metadata field")
         value = raw[off : off + length]
         off += length
@@ -1426,17 +1375,17 @@ def decode_table_map(data, ctx, header) -> TableMapEvent:
     declared = _declared_post_header(ctx, EventType.TABLE_MAP, TABLE_MAP_POST_HEADER.size)
     layout = TABLE_ID_4_POST_HEADER if declared == TABLE_ID_4_POST_HEADER.size else TABLE_MAP_POST_HEADER
     ph, off = _post_header(data, ctx, EventType.TABLE_MAP, layout)
-    schema, off = _lstr8(data, off, "TABLE_MAP schema name")
+    schema, off = lstr8(data, off, "TABLE_MAP schema name")
     need(data, off, 1, "TABLE_MAP schema terminator")
-    table, off = _lstr8(data, off + 1, "TABLE_MAP table name")
+    table, off = lstr8(data, off + 1, "TABLE_MAP table name")
     need(data, off, 1, "TABLE_MAP table terminator")
-    ncols, off = _packed_int(data, off + 1, "TABLE_MAP column count")
+    ncols, off = packed_int(data, off + 1, "TABLE_MAP column count")
     need(data, off, ncols, "TABLE_MAP column types")
     types = tuple(data[off : off + ncols])
     off += ncols
     if off >= len(data):
         raise UnsupportedType("TABLE_MAP without column metadata (MySQL 5.1 before 5.1.18)")
-    meta_len, off = _packed_int(data, off, "TABLE_MAP metadata length")
+    meta_len, off = packed_int(data, off, "TABLE_MAP metadata length")
     need(data, off, meta_len, "TABLE_MAP column metadata")
     metas, meta_end = _read_metadata(types, data, off, off + meta_len)
     if meta_end != off + meta_len:
@@ -1529,7 +1478,7 @@ def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False)
     else:
         layout = TABLE_ID_4_POST_HEADER if declared == TABLE_ID_4_POST_HEADER.size else ROWS_POST_HEADER_V1
         ph, off = _post_header(data, ctx, code, layout)
-    width, off = _packed_int(data, off, "rows event column count")
+    width, off = packed_int(data, off, "rows event column count")
     nbytes = (width + 7) // 8
     need(data, off, nbytes, "rows event column bitmap")
     present = _bits_lsb(data, off, width)
@@ -1618,19 +1567,19 @@ def decode_gtid(data, ctx, header) -> GtidEvent:
             else:
                 vals["immediate_commit_timestamp"] = vals["original_commit_timestamp"] = ts
             if off < end:
-                vals["transaction_length"], off = _packed_int(data, off, "GTID transaction length")
+                vals["transaction_length"], off = packed_int(data, off, "GTID transaction length")
             if end - off >= 4:
-                v = _U32.unpack_from(data, off)[0]
+                v = U32.unpack_from(data, off)[0]
                 off += 4
                 if v & _VERSION_ORIGINAL_FLAG:
                     need(data, off, 4, "GTID original server version")
                     vals["immediate_server_version"] = v & ~_VERSION_ORIGINAL_FLAG
-                    vals["original_server_version"] = _U32.unpack_from(data, off)[0]
+                    vals["original_server_version"] = U32.unpack_from(data, off)[0]
                     off += 4
                 else:
                     vals["immediate_server_version"] = vals["original_server_version"] = v
                 if end - off >= 8:
-                    vals["commit_group_ticket"] = _U64.unpack_from(data, off)[0]
+                    vals["commit_group_ticket"] = U64.unpack_from(data, off)[0]
     return GtidEvent(header, g.gtid_flags, _uuid(g.sid), g.gno, **vals)
 
 
@@ -1652,11 +1601,11 @@ def decode_gtid_tagged(data, ctx, header) -> GtidEvent:
     sequence_number); the UUID is 16 one-byte integers, the tag a length-prefixed
     string. ``message size`` counts everything from the format version on.
     """
-    version, off = _varlen_uint(data, 0, "GTID_TAGGED format version")
+    version, off = varlen_uint(data, 0, "GTID_TAGGED format version")
     if version != _SERIALIZATION_FORMAT_VERSION:
         raise UnsupportedType(f"GTID_TAGGED serialization format version {version}")
-    size, off = _varlen_uint(data, off, "GTID_TAGGED message size")
-    last_non_ignorable, off = _varlen_uint(data, off, "GTID_TAGGED last non-ignorable field")
+    size, off = varlen_uint(data, off, "GTID_TAGGED message size")
+    last_non_ignorable, off = varlen_uint(data, off, "GTID_TAGGED last non-ignorable field")
     if size < off or size > len(data):
         raise CorruptEvent(f"GTID_TAGGED message of {size} bytes in a {len(data)}-byte event")
     if last_non_ignorable > len(_TAGGED_FIELDS):
@@ -1664,29 +1613,29 @@ def decode_gtid_tagged(data, ctx, header) -> GtidEvent:
     vals: dict[str, Any] = {}
     end = size
     while off < end:
-        fid, off = _varlen_uint(data[:end], off, "GTID_TAGGED field id")
+        fid, off = varlen_uint(data[:end], off, "GTID_TAGGED field id")
         if fid >= len(_TAGGED_FIELDS):
             break  # an ignorable field of a newer server; the message size bounds it
         name = _TAGGED_FIELDS[fid]
         if name == "sid":
             raw = bytearray()
             for _ in range(16):
-                b, off = _varlen_uint(data[:end], off, "GTID_TAGGED uuid")
+                b, off = varlen_uint(data[:end], off, "GTID_TAGGED uuid")
                 if b > 255:
                     raise CorruptEvent(f"GTID_TAGGED uuid byte {b}")
                 raw.append(b)
             vals[name] = _uuid(raw)
         elif name == "tag":
-            n, off = _varlen_uint(data[:end], off, "GTID_TAGGED tag length")
+            n, off = varlen_uint(data[:end], off, "GTID_TAGGED tag length")
             if n > _TAG_MAX_LENGTH:
                 raise CorruptEvent(f"GTID_TAGGED tag of {n} bytes (max {_TAG_MAX_LENGTH})")
             need(data[:end], off, n, "GTID_TAGGED tag")
             vals[name] = _text(bytes(data[off : off + n]))
             off += n
         elif name in ("gno", "last_committed", "sequence_number"):
-            vals[name], off = _varlen_int(data[:end], off, f"GTID_TAGGED {name}")
+            vals[name], off = varlen_int(data[:end], off, f"GTID_TAGGED {name}")
         else:
-            vals[name], off = _varlen_uint(data[:end], off, f"GTID_TAGGED {name}")
+            vals[name], off = varlen_uint(data[:end], off, f"GTID_TAGGED {name}")
     for f in ("gtid_flags", "sid", "gno"):
         if f not in vals:
             raise CorruptEvent(f"GTID_TAGGED lacks field {f}")
@@ -1698,23 +1647,9 @@ def decode_gtid_tagged(data, ctx, header) -> GtidEvent:
     return GtidEvent(header, **vals)
 
 
-def _intervals_text(intervals) -> str:
-    return ":".join(f"{a}" if a == b else f"{a}-{b}" for a, b in intervals)
-
-
 def gtid_set_text(sids) -> str:
-    """``uuid:1-5:7,uuid2:1-3``; tagged entries of one UUID follow its untagged
-    intervals as ``uuid:1-5:tag:1-3``."""
-    parts: list[str] = []
-    last_uuid = None
-    for u, tag, intervals in sids:
-        chunk = (f"{tag}:" if tag else "") + _intervals_text(intervals)
-        if u == last_uuid:
-            parts[-1] += ":" + chunk
-        else:
-            parts.append(f"{u}:{chunk}")
-            last_uuid = u
-    return ",".join(parts)
+    """PREVIOUS_GTIDS' ``(uuid, tag, intervals)`` in MySQL's text form (:class:`MysqlGtidSet`)."""
+    return str(MysqlGtidSet.of(((u, tag), ivs) for u, tag, ivs in sids))
 
 
 _GTID_SET_TAGGED = 1
@@ -1726,7 +1661,7 @@ def decode_previous_gtids(data, ctx, header) -> PreviousGtidsEvent:
     n_intervals [start, end) pairs of 8-byte integers."""
     off = _declared_post_header(ctx, EventType.PREVIOUS_GTIDS, 0)
     need(data, off, 8, "PREVIOUS_GTIDS header")
-    head = _U64.unpack_from(data, off)[0]
+    head = U64.unpack_from(data, off)[0]
     off += 8
     fmt = head >> 56
     if fmt == 0:
@@ -1742,12 +1677,12 @@ def decode_previous_gtids(data, ctx, header) -> PreviousGtidsEvent:
         off += 16
         tag = None
         if fmt == _GTID_SET_TAGGED:
-            n, off = _varlen_uint(data, off, "PREVIOUS_GTIDS tag length")
+            n, off = varlen_uint(data, off, "PREVIOUS_GTIDS tag length")
             need(data, off, n, "PREVIOUS_GTIDS tag")
             tag = _text(bytes(data[off : off + n])) or None
             off += n
         need(data, off, 8, "PREVIOUS_GTIDS interval count")
-        n_iv = _U64.unpack_from(data, off)[0]
+        n_iv = U64.unpack_from(data, off)[0]
         off += 8
         need(data, off, 16 * n_iv, "PREVIOUS_GTIDS intervals")
         ivs = []
@@ -1774,7 +1709,7 @@ def _data_set(data, off: int, count: int, what: str) -> tuple[tuple[str, ...], i
     items = []
     for _ in range(count):
         need(data, off, 2, what)
-        n = _U16.unpack_from(data, off)[0]
+        n = U16.unpack_from(data, off)[0]
         need(data, off + 2, n, what)
         items.append(_text(bytes(data[off + 2 : off + 2 + n])))
         off += 2 + n
@@ -1801,11 +1736,11 @@ def decode_view_change(data, ctx, header) -> ViewChangeEvent:
     cert: dict[str, str] = {}
     for _ in range(ph.cert_info_len):
         need(data, off, 2, "VIEW_CHANGE certification key")
-        kn = _U16.unpack_from(data, off)[0]
+        kn = U16.unpack_from(data, off)[0]
         need(data, off + 2, kn + 4, "VIEW_CHANGE certification key")
         key = _text(bytes(data[off + 2 : off + 2 + kn]))
         off += 2 + kn
-        vn = _U32.unpack_from(data, off)[0]
+        vn = U32.unpack_from(data, off)[0]
         need(data, off + 4, vn, "VIEW_CHANGE certification value")
         cert[key] = _text(bytes(data[off + 4 : off + 4 + vn]))
         off += 4 + vn
@@ -1876,13 +1811,13 @@ def decode_transaction_payload(data, ctx, header) -> TransactionPayloadEvent:
     off = 0
     fields: dict[int, int] = {}
     while True:
-        ftype, off = _packed_int(data, off, "TRANSACTION_PAYLOAD field type")
+        ftype, off = packed_int(data, off, "TRANSACTION_PAYLOAD field type")
         if ftype == _PAYLOAD_END:
             break
-        length, off = _packed_int(data, off, "TRANSACTION_PAYLOAD field length")
+        length, off = packed_int(data, off, "TRANSACTION_PAYLOAD field length")
         need(data, off, length, "TRANSACTION_PAYLOAD field")
         if ftype in (_PAYLOAD_SIZE, _PAYLOAD_COMPRESSION, _PAYLOAD_UNCOMPRESSED_SIZE):
-            fields[ftype], _ = _packed_int(data[off : off + length], 0, "TRANSACTION_PAYLOAD field value")
+            fields[ftype], _ = packed_int(data[off : off + length], 0, "TRANSACTION_PAYLOAD field value")
         off += length  # unknown fields: skipped by their length, as the server does
     if _PAYLOAD_SIZE not in fields or _PAYLOAD_COMPRESSION not in fields:
         raise CorruptEvent("TRANSACTION_PAYLOAD lacks its payload size or compression type")
@@ -1940,7 +1875,7 @@ def decode_maria_gtid(data, ctx, header) -> MariaGtidEvent:
     vals: dict[str, Any] = {}
     if g.flags & MARIA_FL_GROUP_COMMIT_ID:
         need(data, off, 8, "MARIA_GTID commit id")
-        vals["commit_id"] = _U64.unpack_from(data, off)[0]
+        vals["commit_id"] = U64.unpack_from(data, off)[0]
         off += 8
     if g.flags & (MARIA_FL_PREPARED_XA | MARIA_FL_COMPLETED_XA):
         x = MARIA_XID_HEAD.unpack(data, off)
@@ -1962,7 +1897,7 @@ def decode_maria_gtid(data, ctx, header) -> MariaGtidEvent:
             off += 1
         if extra & (MARIA_FL_COMMIT_ALTER | MARIA_FL_ROLLBACK_ALTER):
             need(data, off, 8, "MARIA_GTID start alter seq_no")
-            vals["sa_seq_no"] = _U64.unpack_from(data, off)[0]
+            vals["sa_seq_no"] = U64.unpack_from(data, off)[0]
     return MariaGtidEvent(header, g.seq_no, g.domain_id, g.flags, **vals)
 
 

@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 from .constants import ColumnType
 from .decimal import decimal_bin_size, newdecimal_reader
 from .errors import BinlogError, CorruptEvent, TruncatedEvent
+from .wire import packed_int
 
 SMALL_OBJECT = 0x00
 LARGE_OBJECT = 0x01
@@ -573,21 +574,6 @@ class PartialJson:
         return cls(tuple(diffs))
 
 
-def _net_length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """``net_field_length``: 1 byte < 251, 0xfc + 2, 0xfd + 3, 0xfe + 8 bytes."""
-    if pos >= end:
-        raise TruncatedEvent(1, 0, "JSON diff length")
-    b = buf[pos]
-    if b < 251:
-        return b, pos + 1
-    n = {252: 2, 253: 3, 254: 8}.get(b)
-    if n is None:
-        raise CorruptEvent(f"JSON diff: bad length prefix 0x{b:02x}")
-    if pos + 1 + n > end:
-        raise TruncatedEvent(n, end - pos - 1, "JSON diff length")
-    return int.from_bytes(buf[pos + 1:pos + 1 + n], "little"), pos + 1 + n
-
-
 def read_diff_vector(buf, off: int) -> tuple[tuple[JsonDiff, ...], int]:
     """``Json_diff_vector::read_binary``: a 4-byte length, then diffs of
     (operation byte, length-prefixed path, and unless REMOVE a length-prefixed
@@ -605,7 +591,7 @@ def read_diff_vector(buf, off: int) -> tuple[tuple[JsonDiff, ...], int]:
         op = buf[pos]
         if op > REMOVE:
             raise CorruptEvent(f"JSON diff: unknown operation {op}")
-        n, pos = _net_length(buf, pos + 1, end)
+        n, pos = packed_int(buf, pos + 1, "JSON diff path length", end)
         if pos + n > end:
             raise TruncatedEvent(n, end - pos, "JSON diff path")
         try:
@@ -616,7 +602,7 @@ def read_diff_vector(buf, off: int) -> tuple[tuple[JsonDiff, ...], int]:
         legs = parse_path(path)
         value = None
         if op != REMOVE:
-            n, pos = _net_length(buf, pos, end)
+            n, pos = packed_int(buf, pos, "JSON diff value length", end)
             if pos + n > end:
                 raise TruncatedEvent(n, end - pos, "JSON diff value")
             if n == 0:

@@ -30,6 +30,7 @@ from . import accel
 from .columns import ColumnSpec, column_specs, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
 from .constants import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnType
 from .errors import BinlogError, CorruptEvent, TruncatedEvent
+from .wire import packed_int
 from .jsonb import PartialJson, apply_diffs, parse_binary, read_diff_vector, to_text
 
 PARTIAL_JSON_UPDATES = 1
@@ -247,20 +248,6 @@ def _retry(decoders, buf: bytes, end: int, first: Exception) -> None:
 # -- PARTIAL_UPDATE_ROWS ---------------------------------------------------------------
 
 
-def _net_field_length(buf: bytes, off: int) -> tuple[int, int]:
-    if off >= len(buf):
-        raise TruncatedEvent(1, 0, "value_options")
-    b = buf[off]
-    if b < 251:
-        return b, off + 1
-    n = {252: 2, 253: 3, 254: 8}.get(b)
-    if n is None:
-        raise CorruptEvent(f"value_options with length prefix 0x{b:02x}")
-    if off + 1 + n > len(buf):
-        raise TruncatedEvent(n, len(buf) - off - 1, "value_options")
-    return int.from_bytes(buf[off + 1:off + 1 + n], "little"), off + 1 + n
-
-
 def _decode_partial(table_map, buf: bytes, columns_before, columns_after) -> tuple:
     dec_b = row_decoder(table_map, columns_before)
     dec_a = row_decoder(table_map, columns_after)
@@ -277,7 +264,7 @@ def _decode_partial(table_map, buf: bytes, columns_before, columns_after) -> tup
                 _raw[spec.index] = bytes(b[start + n:stop])
 
         before, off = decode_row_reference(specs, columns_before, buf, off, hook=keep_json)
-        options, off = _net_field_length(buf, off)
+        options, off = packed_int(buf, off, "value_options")
         if options > PARTIAL_JSON_UPDATES:
             raise CorruptEvent(f"unknown value_options {options} in a partial update")
         partial_cols: set[int] = set()

@@ -1,9 +1,9 @@
 """A decoded event stream over one binlog file: framing + event decoders +
 the table-map bookkeeping that rows events need.
 
->>> with EventStream("binlog.000001") as s:
-...     for ev in s.events():
-...         print(type(ev).__name__, ev.header.pos)
+>>> with EventStream("samples/binlogs/binlog.000001") as s:
+...     [(type(ev).__name__, ev.header.pos) for ev in s.events()][:2]
+[('FormatDescriptionEvent', 4), ('GtidListEvent', 256)]
 """
 from __future__ import annotations
 

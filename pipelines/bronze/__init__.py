@@ -6,7 +6,7 @@ Modules, from the bottom up (each imports only those above it, the decoder, conf
 
 * ``schema``   the bronze table's columns, ``_seq`` and shapes (imported by silver too)
 * ``rows``     bronze rows from decoded row changes, row by row or column-wise into Arrow
-* ``state``    file statuses, transaction ids, run stats; the step's reads and writes of its tables
+* ``bookkeeping`` file statuses, transaction ids, manifest and XA rows, run stats; the step's appends
 * ``files``    a file's bytes: prefix checksums, raw event cuts, memory maps, range copies for tasks
 * ``listing``  the input folder: binlog names and numbers, copies under other names
 * ``sequence`` numbering, ROTATE and GTID continuity between consecutive files
@@ -28,7 +28,7 @@ from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import (
     Link, advance_gtid_state, check_sequence, gtids_missing, link_problem,
 )
-from pipelines.bronze.state import (
+from pipelines.bronze.bookkeeping import (
     DONE, PARTIAL, QUARANTINED, TXN_APP_ID, BronzeError, BronzeStats,
 )
 from pipelines.bronze.step import run

@@ -12,14 +12,14 @@ from pipelines.bronze.decode import (
 )
 from pipelines.bronze.plan import FilePlan
 from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
-from pipelines.bronze.state import (
+from pipelines.bronze.bookkeeping import (
     PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
     BronzeStats, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows,
 )
 from pipelines.bronze.tasks import (
     _GLOB, WHOLE_FILE_MAX, KeptFiles, _TaskProgress, _progress_enabled, prefix_facts, whole_files,
 )
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines import storage
 from pipelines.lock import check_held
 from pipelines.config import PipelineConfig
@@ -204,23 +204,23 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
 
     # a. write-ahead manifest rows (not when this run lost its remote warehouse lock)
     check_held()
-    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), pipeline_state.MANIFEST_DDL,
-                 pipeline_state.path(cfg, pipeline_state.MANIFEST), PENDING_APP_ID, batch)
+    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), state.MANIFEST_DDL,
+                 state.path(cfg, state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
         _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
     elif staged and work:
         d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
     if stmts:
-        _append_rows(spark, cfg, stmts, pipeline_state.DDL_TABLE_DDL, pipeline_state.path(cfg, pipeline_state.DDL),
+        _append_rows(spark, cfg, stmts, state.DDL_TABLE_DDL, state.path(cfg, state.DDL),
                      TXN_APP_ID, batch)
     xa = _xa_rows(plans, run_id)
     if xa:
-        _append_rows(spark, cfg, xa, pipeline_state.XA_DDL, pipeline_state.path(cfg, pipeline_state.XA), TXN_APP_ID,
+        _append_rows(spark, cfg, xa, state.XA_DDL, state.path(cfg, state.XA), TXN_APP_ID,
                      batch)
     if quar_rows:
-        _append_rows(spark, cfg, quar_rows, pipeline_state.QUARANTINE_DDL,
-                     pipeline_state.path(cfg, pipeline_state.QUARANTINE), TXN_APP_ID, batch)
+        _append_rows(spark, cfg, quar_rows, state.QUARANTINE_DDL,
+                     state.path(cfg, state.QUARANTINE), TXN_APP_ID, batch)
     # c. the batch is done
     rows_by_file: Counter = Counter()
     for (name, op), n in op_counts.items():
@@ -228,7 +228,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
         stats.rows[op] += n
     committed_at = _dt.datetime.now(_dt.timezone.utc)  # (after the appends: silver.marks.late_since)
     _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file, committed_at),
-                 pipeline_state.MANIFEST_DDL, pipeline_state.path(cfg, pipeline_state.MANIFEST), TXN_APP_ID, batch)
+                 state.MANIFEST_DDL, state.path(cfg, state.MANIFEST), TXN_APP_ID, batch)
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
     stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass
 from dataclasses import replace
 from typing import Iterator
 from urllib.parse import unquote
 
-from pipelines.binlog.changes import RowChange, RowsBatch, StatementChange, iter_change_batches, iter_changes
+from pipelines.binlog.changes import is_ddl, RowChange, RowsBatch, StatementChange, iter_change_batches, iter_changes
 from pipelines.binlog.columns import override_metas
 from pipelines.binlog.constants import ColumnType, EventFlag, EventType
 from pipelines.binlog.errors import BinlogError, ChecksumMismatch
@@ -30,7 +29,6 @@ from pipelines.storage import NO_SETTINGS, StorageSettings
 _QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
 
 
-_DDL_START = re.compile(r"\s*(?:/\*.*?\*/\s*)*(CREATE|ALTER|RENAME|DROP)\b", re.I | re.S)
 
 
 @dataclass(frozen=True)
@@ -151,7 +149,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                         invalid_stmts += raw is not None
                         yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, str(ch.query), _ts(ch.tx.commit_ts),
                                         ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
-                        if ch.in_group and not _DDL_START.match(ch.query):
+                        if ch.in_group and not is_ddl(ch.query):
                             # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
                             yield ("quar", (w.name, w.file_seq, ch.pos,
                                             "statement-format change cannot be replayed as rows: " + ch.query[:500],
@@ -333,7 +331,7 @@ def batch_statements(source, file_seq: int, start: int, end: int) -> list[tuple[
                     ctx.format = bf.format
                     ev = decode_event(raw, ctx)
                     query = getattr(ev, "query", None)
-                    if isinstance(query, str) and _DDL_START.match(query):
+                    if isinstance(query, str) and is_ddl(query):
                         out.append((query, getattr(ev, "schema", None) or None, seq_key(file_seq, raw.header.pos, 0)))
         except BinlogError:
             pass  # the tasks meet the same bad bytes and report them

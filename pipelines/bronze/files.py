@@ -11,7 +11,7 @@ import tempfile
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
-from pipelines.bronze.state import BronzeError
+from pipelines.bronze.bookkeeping import BronzeError
 from pipelines.storage import StorageSettings, arrow_filesystem
 
 MAX_RAW_EVENT = 16 << 20  # quarantine keeps at most this many raw bytes of a bad event (or transaction)

@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 from pipelines.bronze.files import local_path
-from pipelines.bronze.state import BronzeError
+from pipelines.bronze.bookkeeping import BronzeError
 
 
 _BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")

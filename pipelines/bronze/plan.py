@@ -8,14 +8,14 @@ from dataclasses import dataclass, field, replace
 from pipelines.binlog.constants import COMMON_HEADER_LEN
 from pipelines.binlog.errors import BinlogError, TruncatedEvent
 from pipelines.binlog.events import GtidListEvent, PreviousGtidsEvent
+from pipelines.binlog.gtid import MariadbGtidState
 from pipelines.binlog.stream import EventStream
 from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileIndex, scan
 from pipelines.bronze.decode import batch_statements
 from pipelines.bronze.files import as_buffer, quarantine_raw, sha256_prefixes, task_file
 from pipelines.bronze.listing import SourceFile
-from pipelines.bronze.sequence import (MARIADB, MYSQL, _HEAD_TYPES, Link, _mariadb_text, _mysql_text,
-                                      advance_gtid_state)
-from pipelines.bronze.state import DONE, PARTIAL, QUARANTINED, BronzeError
+from pipelines.bronze.sequence import MARIADB, MYSQL, _HEAD_TYPES, Link, advance_gtid_state
+from pipelines.bronze.bookkeeping import DONE, PARTIAL, QUARANTINED, BronzeError
 from pipelines.config import PipelineConfig
 
 _XA_KINDS = frozenset({XA_PREPARE, XA_COMMIT, XA_ROLLBACK})
@@ -62,10 +62,9 @@ def gtid_head(path: str) -> tuple[str | None, str | None]:
             flavor = MARIADB if st.format.is_mariadb else MYSQL
             for ev in st.events():
                 if type(ev) is GtidListEvent:
-                    return MARIADB, _mariadb_text({(d, srv): n for d, srv, n in ev.gtids})
+                    return MARIADB, str(MariadbGtidState.of(ev.gtids))
                 if type(ev) is PreviousGtidsEvent:
-                    state = {(u if t is None else f"{u}:{t}").lower(): list(ivs) for u, t, ivs in ev.sids}
-                    return MYSQL, _mysql_text(state)
+                    return MYSQL, ev.gtid_set
                 if ev.header.type_code not in _HEAD_TYPES:
                     break
     except BinlogError:

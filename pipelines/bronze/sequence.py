@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.binlog.constants import EventType
+from pipelines.binlog.gtid import MARIADB, MYSQL, MariadbGtidState, MysqlGtidSet, parse_gtid_set  # noqa: F401 (MYSQL: re-exported)
 from pipelines.bronze.listing import SourceFile, _BINLOG_NAME
-from pipelines.bronze.state import BronzeError
+from pipelines.bronze.bookkeeping import BronzeError
 
 
 def check_sequence(files: list[SourceFile], known: dict[int, str], accept_gaps: bool) -> None:
@@ -36,83 +37,8 @@ def check_sequence(files: list[SourceFile], known: dict[int, str], accept_gaps: 
         )
 
 
-MARIADB, MYSQL = "mariadb", "mysql"
-
-
 _HEAD_TYPES = frozenset({EventType.FORMAT_DESCRIPTION, EventType.MARIA_GTID_LIST, EventType.PREVIOUS_GTIDS,
                          EventType.MARIA_BINLOG_CHECKPOINT, EventType.MARIA_START_ENCRYPTION})
-
-
-def _mariadb_state(text: str) -> dict[tuple[int, int], int]:
-    state = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        d, srv, n = part.split("-")
-        state[(int(d), int(srv))] = int(n)
-    return state
-
-
-def _mariadb_text(state: dict[tuple[int, int], int]) -> str:
-    return ",".join(f"{d}-{srv}-{n}" for (d, srv), n in sorted(state.items()))
-
-
-def _merge_intervals(ivs) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(ivs):
-        if out and a <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-def _mysql_state(text: str) -> dict[str, list[tuple[int, int]]]:
-    """``uuid[:tag]`` -> inclusive intervals, from MySQL's GTID set text
-    (``uuid:1-5:7:tag:1-3`` applies ``tag`` to the intervals after it)."""
-    state: dict[str, list[tuple[int, int]]] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        bits = part.split(":")
-        key = uuid_ = bits[0].lower()
-        for b in bits[1:]:
-            if b[:1].isdigit():
-                lo, _, hi = b.partition("-")
-                state.setdefault(key, []).append((int(lo), int(hi or lo)))
-            else:
-                key = f"{uuid_}:{b}"
-    return {k: _merge_intervals(v) for k, v in state.items()}
-
-
-def _mysql_text(state: dict[str, list[tuple[int, int]]]) -> str:
-    return ",".join(
-        k + "".join(f":{a}" if a == b else f":{a}-{b}" for a, b in ivs) for k, ivs in sorted(state.items()) if ivs
-    )
-
-
-def gtid_set_contains(flavor: str, gtid_set: str):
-    """A predicate: is a transaction's GTID (bronze's ``gtid``) in ``gtid_set``? MariaDB: a set of
-    ``domain-server-seq`` (the last per domain, as ``gtid_slave_pos`` says) holds every GTID of
-    its domains up to that sequence number; MySQL: ``uuid[:tag]:intervals``.
-
-    >>> contains = gtid_set_contains("mariadb", "0-1-18,1-2-5")
-    >>> contains("0-1-18"), contains("0-3-19"), contains("1-2-4"), contains("2-1-1")
-    (True, False, True, False)
-    >>> gtid_set_contains("mysql", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5:7")("3e11fa47-71ca-11e1-9e33-c80aa9429562:6")
-    False
-    """
-    if flavor == "mariadb":
-        last: dict[int, int] = {}
-        for (d, _srv), n in _mariadb_state(gtid_set).items():
-            last[d] = max(last.get(d, n), n)
-
-        def contains(gtid: str) -> bool:
-            d, _srv, n = gtid.split("-")
-            return int(n) <= last.get(int(d), -1)
-        return contains
-    state = _mysql_state(gtid_set)
-
-    def contains_mysql(gtid: str) -> bool:
-        key, _, n = gtid.lower().rpartition(":")
-        return any(a <= int(n) <= b for a, b in state.get(key, ()))
-    return contains_mysql
 
 
 def advance_gtid_state(flavor: str, start: str, gtids) -> str:
@@ -124,17 +50,7 @@ def advance_gtid_state(flavor: str, start: str, gtids) -> str:
     >>> advance_gtid_state("mysql", "a:1-3", ["a:4", "a:5", "b:t:9"])
     'a:1-5,b:t:9'
     """
-    if flavor == MARIADB:
-        state = _mariadb_state(start)
-        for g in gtids:
-            d, srv, n = g.split("-")
-            state[(int(d), int(srv))] = int(n)  # the last one logged, as the server keeps it
-        return _mariadb_text(state)
-    state = _mysql_state(start)
-    for g in gtids:
-        key, _, gno = g.rpartition(":")
-        state.setdefault(key.lower(), []).append((int(gno), int(gno)))
-    return _mysql_text({k: _merge_intervals(v) for k, v in state.items()})
+    return str(parse_gtid_set(flavor, start).add(gtids))
 
 
 def gtids_missing(flavor: str, end: str, next_start: str) -> str | None:
@@ -148,33 +64,8 @@ def gtids_missing(flavor: str, end: str, next_start: str) -> str | None:
     'a:6-9'
     """
     if flavor == MARIADB:
-        have = _mariadb_state(end)
-        out = []
-        for (d, srv), n in sorted(_mariadb_state(next_start).items()):
-            last = have.get((d, srv))
-            if last is None:
-                out.append(f"{d}-{srv}-..{n}")
-            elif n > last:
-                out.append(f"{d}-{srv}-{last + 1}" + (f"..{n}" if n > last + 1 else ""))
-        return ", ".join(out) or None
-    have_sets = _mysql_state(end)
-    missing: dict[str, list[tuple[int, int]]] = {}
-    for key, ivs in _mysql_state(next_start).items():
-        for a, b in ivs:
-            cur = a  # subtract what the previous file had (both lists are sorted and merged)
-            for ha, hb in have_sets.get(key, ()):
-                if hb < cur:
-                    continue
-                if ha > b:
-                    break
-                if ha > cur:
-                    missing.setdefault(key, []).append((cur, ha - 1))
-                cur = hb + 1
-                if cur > b:
-                    break
-            if cur <= b:
-                missing.setdefault(key, []).append((cur, b))
-    return _mysql_text(missing) or None
+        return MariadbGtidState.parse(next_start).missing_from(MariadbGtidState.parse(end))
+    return str(MysqlGtidSet.parse(next_start).minus(MysqlGtidSet.parse(end))) or None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 bronze change log ``<warehouse>/bronze/binlog_changes`` (schema:
 :mod:`pipelines.bronze.schema`), exactly once.
 
->>> stats = run(spark, load_config("conf/pipeline.yaml"))
->>> stats.rows
+>>> stats = run(spark, load_config("conf/pipeline.yaml"))  # doctest: +SKIP
+>>> stats.rows  # doctest: +SKIP
 {'c': 1200, 'u': 310, 'd': 45}
 
 How a run goes
@@ -175,18 +175,17 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import uuid
 
 from pipelines.bronze.commit import _run_batch
 from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
 from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import Link, check_sequence, link_problem
-from pipelines.bronze.state import (
+from pipelines.bronze.bookkeeping import (
     DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _bronze_struct, _delta, _last_txn,
 )
 from pipelines.bronze.tasks import file_digests, keep_whole, ship_package, survey
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.config import PipelineConfig
 from pipelines.spark_session import job_description
 
@@ -218,8 +217,8 @@ def run(spark, cfg: PipelineConfig) -> BronzeStats:
     'bronze run ... ok: 3 file(s) read, 0 skipped, 1 other name(s) ignored; ...'
     """
     now = _dt.datetime.now(_UTC)
-    stats = BronzeStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
-    with job_description(spark, f"bronze {stats.run_id}"), pipeline_state.logged_run(spark, cfg, stats):
+    stats = BronzeStats(run_id=state.new_run_id(now), started_at=now)
+    with job_description(spark, f"bronze {stats.run_id}"), state.logged_run(spark, cfg, stats):
         _run(spark, cfg, stats, now)  # (the job description: the Spark UI's name of the run's jobs)
     return stats
 
@@ -254,7 +253,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     stats.files_ignored = len(others)
     by_name = {f.name: f for f in files}
     newest_seq = files[-1].file_seq if files else -1
-    manifest = pipeline_state.read_rows(spark, cfg, pipeline_state.MANIFEST)
+    manifest = state.read_rows(spark, cfg, state.MANIFEST)
     next_batch = max([r.batch for r in manifest] + [_last_txn(spark, cfg, cfg.warehouse_path(BRONZE_TABLE))]) + 1
 
     # 1. an interrupted batch is redone first, exactly
@@ -266,7 +265,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     for batch in sorted(interrupted):
         _run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now, history)
     if interrupted:
-        manifest = pipeline_state.read_rows(spark, cfg, pipeline_state.MANIFEST)
+        manifest = state.read_rows(spark, cfg, state.MANIFEST)
 
     latest = _latest(manifest)
     check_sequence(files, {r.file_seq: r.name for r in latest.values()}, accept_gaps=True)  # one number, one file

@@ -192,10 +192,10 @@ def ship_package(spark) -> None:
     in site-packages, zip the package and ``addPyFile`` it (once per SparkContext).
     Needed under ``spark-submit`` on a cluster and whenever the driver found the
     package through ``sys.path`` rather than an installation."""
-    import zipfile
     from pathlib import Path
 
     import pipelines
+    from pipelines.pyfiles import build_zip
 
     sc = spark.sparkContext
     if getattr(sc, "_bronze_pipelines_shipped", False):
@@ -203,9 +203,7 @@ def ship_package(spark) -> None:
     pkg = Path(next(iter(pipelines.__path__))).resolve()
     if "site-packages" not in pkg.parts and "dist-packages" not in pkg.parts:
         zpath = Path(tempfile.mkdtemp(prefix="pipelines-pyfiles-")) / "pipelines.zip"
-        with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
-            for f in sorted(pkg.rglob("*.py")):
-                z.write(f, f.relative_to(pkg.parent).as_posix())
+        build_zip(zpath, pkg=pkg)
         sc.addPyFile(str(zpath))
     sc._bronze_pipelines_shipped = True
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import SparkSession
 
+from pipelines.config import DELTA_BACKENDS
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql import types as T
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 Backend = Literal["auto", "spark", "rs"]
 
 
-BACKENDS = ("auto", "spark", "rs")
+BACKENDS = DELTA_BACKENDS  # the one list (pipelines.config: the config checks it too)
 
 
 DELTA_LOG = "_delta_log"

@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from pipelines.binlog.changes import is_ddl
 from pipelines.schema.sql_text import _MariaDB, _normalize, _words, strip_comments
 from pipelines.schema.model import (
     ColumnDef, TableSchema, UniqueKey, _BINARY_OF, _BINARY_TYPES, _FSP_TYPES, _GEOMETRY_TYPES, _MB_MAXLEN,
@@ -223,6 +224,8 @@ def statement_kind(sql: str) -> str | None:
     >>> statement_kind("/* x */ alter table t add c int"), statement_kind("INSERT INTO t VALUES (1)")
     ('alter_table', None)
     """
+    if not is_ddl(sql):
+        return None
     m = _HEAD_RE.match(strip_comments(sql).lstrip())
     if not m:
         return None

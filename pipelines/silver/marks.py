@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipelines import delta_io
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.config import PipelineConfig
 
 _UTC = _dt.timezone.utc
@@ -77,7 +77,7 @@ def late_since(spark, cfg: PipelineConfig, since: _dt.datetime) -> _dt.datetime:
     keeps them apart). Its rows would otherwise stay behind the read-through mark for good. Found
     in ``_pipeline/manifest``: a batch's committed row says when it was written (``committed_at``)
     and when its rows were stamped (``processed_at``)."""
-    path = pipeline_state.path(cfg, pipeline_state.MANIFEST)  # (delta-rs reads it on either backend: no Spark job)
+    path = state.path(cfg, state.MANIFEST)  # (delta-rs reads it on either backend: no Spark job)
     if not delta_io.deltalake_table_exists(path) or \
             "committed_at" not in delta_io.schema(path, backend="rs").fieldNames():  # (a warehouse from before)
         return since
@@ -105,4 +105,4 @@ def write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id
         return
     now = _dt.datetime.now(_UTC)
     data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
-    pipeline_state.append(spark, cfg, pipeline_state.WATERMARKS, data)
+    state.append(spark, cfg, state.WATERMARKS, data)

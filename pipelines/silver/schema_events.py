@@ -26,22 +26,22 @@ _IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
     T.StructField("text", T.StringType()), T.StructField("bin", T.BinaryType())]))
 
 
-def apply_events(spark, cfg: PipelineConfig, step, path: str, resolution: Resolution | None,
+def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolution | None,
                  version: SchemaVersion | None, history: SchemaHistory) -> str | None:
-    """Empty / replace / copy / alter the silver table for the schema events at ``step.start``
-    (``step``: the silver step's table step, with ``db``, ``table``, ``start`` and ``events``),
+    """Empty / replace / copy / alter the silver table for the schema events at ``seg.start``
+    (``seg``: a :class:`~pipelines.silver.segments.SegmentPlan`, with ``db``, ``table``, ``start`` and ``events``),
     once; returns ``"reset"``, ``"copy"``, ``"create"``, ``"alter"`` (what was written) or None.
-    What it writes records ``step.start`` as the table's watermark: a run that reads the table
+    What it writes records ``seg.start`` as the table's watermark: a run that reads the table
     afterwards knows these events are done."""
     backend = cfg.delta.backend
-    done = watermark_metadata(step.start)
-    kinds = {e.kind for e in step.events}
+    done = watermark_metadata(seg.start)
+    kinds = {e.kind for e in seg.events}
     exists = delta_io.table_exists(path, spark=spark, backend=backend)
     mark = read_watermark(path, spark=spark, backend=backend) if exists else None
-    if mark is not None and mark >= step.start:
+    if mark is not None and mark >= seg.start:
         return None  # silver already holds changes from after these events: done in an earlier run
-    scd2 = cfg.is_scd2(step.db, step.table)
-    copy_from = next((e for e in step.events if e.kind == RENAME_FROM), None)
+    scd2 = cfg.is_scd2(seg.db, seg.table)
+    copy_from = next((e for e in seg.events if e.kind == RENAME_FROM), None)
     if copy_from is not None and copy_from.peer_db is not None:
         source = silver_table_path(cfg.warehouse, copy_from.peer_db, copy_from.peer_table)
         if delta_io.table_exists(source, spark=spark, backend=backend):
@@ -57,7 +57,7 @@ def apply_events(spark, cfg: PipelineConfig, step, path: str, resolution: Resolu
         if specs and (exists or resolution is None):
             # replace an older table of that name (its schema too; its properties stay); show a new
             # empty table as empty, created as apply_changes creates one (deletion vectors)
-            schema = silver_table_schema(specs, scd2=scd2, own=OwnColumns(cfg.silver.prefix_for(step.db, step.table)))
+            schema = silver_table_schema(specs, scd2=scd2, own=OwnColumns(cfg.silver.prefix_for(seg.db, seg.table)))
             if not exists:
                 delta_io.create_if_missing(path, schema, spark=spark, backend=backend,
                                            properties=_new_table_properties(spark, cfg))
@@ -74,15 +74,15 @@ def apply_events(spark, cfg: PipelineConfig, step, path: str, resolution: Resolu
         empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
         delta_io.overwrite(spark, empty, path, backend=backend, user_metadata=done)
         return "reset"
-    alters = [e for e in step.events if e.kind == ALTER]
+    alters = [e for e in seg.events if e.kind == ALTER]
     if exists and alters:
-        before = history.schema_before(step.db, step.table, step.start)
+        before = history.schema_before(seg.db, seg.table, seg.start)
         if _alter_silver(spark, cfg, path, before, alters[-1], done):
             return "alter"
     return None
 
 
-def give_own_columns_their_prefix(spark, cfg: PipelineConfig, step, path: str) -> None:
+def give_own_columns_their_prefix(spark, cfg: PipelineConfig, seg, path: str) -> None:
     """Rename an existing silver table's own columns to the prefix the configuration gives the
     table, when they have another (the setting came after the table: a source column took one of
     their names). One rewrite of the table, once."""
@@ -90,7 +90,7 @@ def give_own_columns_their_prefix(spark, cfg: PipelineConfig, step, path: str) -
     if not delta_io.table_exists(path, spark=spark, backend=backend):
         return
     current = delta_io.schema(path, spark=spark, backend=backend)
-    renames = prefix_renames(current.fieldNames(), cfg.silver.prefix_for(step.db, step.table))
+    renames = prefix_renames(current.fieldNames(), cfg.silver.prefix_for(seg.db, seg.table))
     if renames:
         df = delta_io.read(spark, path, backend=backend).withColumnsRenamed(renames).localCheckpoint(eager=True)
         delta_io.overwrite(spark, df, path, overwrite_schema=True, backend=backend)

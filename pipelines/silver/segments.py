@@ -17,7 +17,7 @@ from pipelines.silver import bronze_scan
 
 
 @dataclass
-class Step:
+class SegmentPlan:
     """One segment of one table: the schema events at its start, its rows ``[start, end)``."""
 
     db: str
@@ -43,7 +43,7 @@ SEG = bronze_scan.SEG  # the start of a bronze row's segment: its table's last s
 
 def segments_of(history: SchemaHistory, marks: dict) -> list[tuple[str, str, str, str | None]]:
     """``(db, table, start, end)`` of every segment of the tables with a middle segment (two schema
-    events or more above their watermark), as :func:`plan_steps` cuts them (the first one's
+    events or more above their watermark), as :func:`plan_segments` cuts them (the first one's
     start is ``""``). With fewer, a shape whose ``_seq`` range overlaps a segment has rows in it."""
     out = []
     for db, table in sorted({(v.db, v.table) for v in history.all_versions() if v.table}):
@@ -66,8 +66,8 @@ def with_segment(bronze: DataFrame, segments: list[tuple]) -> DataFrame:
     return bronze.join(F.broadcast(segs), inside, "left").drop("_sg_db", "_sg_table", "_sg_end")
 
 
-def plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list,
-                segmented: set = frozenset()) -> list[Step]:
+def plan_segments(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks: dict, shape_rows: list,
+                segmented: set = frozenset()) -> list[SegmentPlan]:
     """Each table's segments and the shapes of their rows: by the rows' :data:`SEG` for the
     ``segmented`` tables (:func:`segments_of`), else by ``_seq`` range."""
     by_table: dict[tuple[str, str], list] = {}
@@ -82,22 +82,22 @@ def plan_steps(history: SchemaHistory, tables: Iterable[tuple[str, str]], marks:
         for i, start in enumerate(bounds):
             end = bounds[i + 1] if i + 1 < len(bounds) else None
             evs = [e for e in events if e.valid_from == start] if i > 0 else []
-            step = Step(db, table, start, end, evs,
+            seg = SegmentPlan(db, table, start, end, evs,
                          segment=(start if i > 0 else "") if (db, table) in segmented else None)
             for r in by_table.get((db, table), ()):
-                if ((r[SEG] or "") == step.segment) if step.segment is not None else \
+                if ((r[SEG] or "") == seg.segment) if seg.segment is not None else \
                         (r["max_seq"] > start and (end is None or r["min_seq"] < end)):
-                    step.shapes[r["_shape"]] = step.shapes.get(r["_shape"], 0) + int(r["n"])
-                    step.ops[r["op"]] += int(r["n"])
+                    seg.shapes[r["_shape"]] = seg.shapes.get(r["_shape"], 0) + int(r["n"])
+                    seg.ops[r["op"]] += int(r["n"])
                     sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
                     if sizes:
-                        step.min_image = min(sizes + ([step.min_image] if step.min_image is not None else []))
-            if step.events or step.shapes:
-                steps.append(step)
+                        seg.min_image = min(sizes + ([seg.min_image] if seg.min_image is not None else []))
+            if seg.events or seg.shapes:
+                steps.append(seg)
     return sorted(steps, key=lambda s: s.order)
 
 
-def lanes_of(steps: list[Step]) -> list[list[Step]]:
+def lanes_of(steps: list[SegmentPlan]) -> list[list[SegmentPlan]]:
     """Steps grouped into lanes that can run side by side: tables linked by a rename share a
     lane; each lane keeps the global ``_seq`` order."""
     parent: dict[tuple[str, str], tuple[str, str]] = {}
@@ -107,13 +107,13 @@ def lanes_of(steps: list[Step]) -> list[list[Step]]:
             k = parent[k]
         return k
 
-    for step in steps:
-        for e in step.events:
+    for seg in steps:
+        for e in seg.events:
             if e.peer_db is not None:
-                a, b = find((step.db, step.table)), find((e.peer_db, e.peer_table))
+                a, b = find((seg.db, seg.table)), find((e.peer_db, e.peer_table))
                 if a != b:
                     parent[b] = a
-    lanes: dict[tuple[str, str], list[Step]] = {}
-    for step in steps:
-        lanes.setdefault(find((step.db, step.table)), []).append(step)
+    lanes: dict[tuple[str, str], list[SegmentPlan]] = {}
+    for seg in steps:
+        lanes.setdefault(find((seg.db, seg.table)), []).append(seg)
     return sorted(lanes.values(), key=lambda lane: -len(lane))

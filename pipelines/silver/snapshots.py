@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipelines import delta_io
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.config import PipelineConfig
 from pipelines.schema import RENAME_FROM, SchemaHistory
 from pipelines.silver.columns import SilverStepError
@@ -66,7 +66,7 @@ def pending(spark, cfg: PipelineConfig, marks: dict[tuple[str, str], str]) -> Sn
     """The snapshots of ``_pipeline/snapshots`` this run must apply, given the watermarks ``marks``
     (as :func:`pipelines.state.read_watermarks` returns them, applied marks included). Raises
     :class:`SilverStepError` for a load that was interrupted."""
-    rows = pipeline_state.read_rows(spark, cfg, pipeline_state.SNAPSHOTS,
+    rows = state.read_rows(spark, cfg, state.SNAPSHOTS,
                                     ["dump_id", "dump", "phase", "db", "table", "_seq"])
     if not rows:
         return Snapshots()

@@ -50,7 +50,6 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 import threading
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -61,7 +60,7 @@ from pyspark.sql import functions as F
 
 from pipelines import delta_io
 from pipelines.arrow_pool import use_fast_pool
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema import store as schema_store
 from pipelines.bronze.schema import BRONZE_TABLE, INSERT_OPS
@@ -75,7 +74,7 @@ from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
                                     read_through_key, read_through_since, write_watermarks)
 from pipelines.silver.merge import apply_changes, read_watermark
-from pipelines.silver.segments import SEG, Step, lanes_of, plan_steps, segments_of, with_segment
+from pipelines.silver.segments import SEG, SegmentPlan, lanes_of, plan_segments, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.stats import SilverStats
 from pipelines.silver.typed_values import NotCanonical
@@ -87,7 +86,7 @@ _UTC = _dt.timezone.utc
 
 
 _IMAGES = ("before", "after")
-_IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see _Run.step)
+_IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see _Run.run_segment)
 _NAMED_FIXES = frozenset({schema_resolve.FIX_ENUM, schema_resolve.FIX_SET})  # they look at a cell's name
 
 
@@ -109,7 +108,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
     """
     use_fast_pool()  # (big segments are typed and folded in Arrow on the driver)
     now = _dt.datetime.now(_UTC)
-    stats = SilverStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    stats = SilverStats(run_id=state.new_run_id(now), started_at=now)
     with job_description(spark, f"silver {stats.run_id}"):  # (the Spark UI's name of the run's jobs)
         saved = {k: spark.conf.get(k, None) for k in _SESSION_CONF}
 
@@ -121,7 +120,7 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
                     spark.conf.set(k, v)
             stats.ended_at = _dt.datetime.now(_UTC)
 
-        with pipeline_state.logged_run(spark, cfg, stats, ended=ended):
+        with state.logged_run(spark, cfg, stats, ended=ended):
             for k, v in _SESSION_CONF.items():
                 spark.conf.set(k, v)
             _run(spark, cfg, stats)
@@ -155,7 +154,7 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         bronze = delta_io.read(spark, bronze_path, backend=backend,
                                above=None if since is None else ("_ingested_at", since))
         bronze = above_marks(bronze, marks)
-        xa = pipeline_state.read_frame(spark, cfg, pipeline_state.XA)
+        xa = state.read_frame(spark, cfg, state.XA)
         # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
         # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
         # own rows (with pushed-down filters), each pass only the columns it needs.
@@ -188,38 +187,38 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
             seg = (r[SEG] or "") if (r["db"], r["table"]) in segmented else None
             pk_idx.setdefault((r["db"], r["table"], seg, r["_shape"]), list(r["pk_idx"]))
 
-    steps = plan_steps(history, tables, marks, shape_rows, segmented)
-    state = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
-    state.scan = scan
+    steps = plan_segments(history, tables, marks, shape_rows, segmented)
+    work = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
+    work.scan = scan
     finished = False
     try:
         lanes = lanes_of(steps)
         if scan is not None:  # the small segments' rows, in one scan: they are folded on the driver
-            segments, large = state.small_segments(lanes)
-            state.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
-            reads = state.big_reads(lanes)
+            segments, large = work.small_segments(lanes)
+            work.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
+            reads = work.big_reads(lanes)
             if len(reads) > 1:  # (over the bytes they may take together: each read by itself)
-                state.big = {(r.db, r.table, r.start, r.end): seg
+                work.big = {(r.db, r.table, r.start, r.end): seg
                              for r, seg in (segment_cells.read_segments(scan, reads) or {}).items()}
         elif bronze is not None:  # (in one Spark job)
             slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
                                                   for c in driver.COLUMNS])
-            segments, large = state.small_segments(lanes)
+            segments, large = work.small_segments(lanes)
             if large:  # columns that may hold large values: only as many bytes as the driver takes
                 fits = set(driver.within_bytes(slim, large, driver.FETCH_BYTES))
                 segments = [s for s in segments if s not in large or s in fits]
-            state.small = driver.fetch(slim, segments)
+            work.small = driver.fetch(slim, segments)
         workers = max(1, min(len(lanes), SILVER_THREADS))
         errors: list[BaseException] = []
         if workers == 1:
             for lane in lanes:
                 try:
-                    state.lane(lane)
+                    work.lane(lane)
                 except SilverStepError as e:
                     errors.append(e)
         else:  # independent tables MERGE side by side: Spark runs their small jobs concurrently
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
-                for future in [pool.submit(state.lane, lane) for lane in lanes]:
+                for future in [pool.submit(work.lane, lane) for lane in lanes]:
                     try:
                         future.result()
                     except SilverStepError as e:
@@ -229,24 +228,24 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
                 from errors[0]
         finished = True
     finally:
-        if state.quarantine or state.set_aside:
-            n, handled = _write_quarantine(spark, cfg, bronze, state.quarantine, list(state.set_aside.values()),
+        if work.quarantine or work.set_aside:
+            n, handled = _write_quarantine(spark, cfg, bronze, work.quarantine, list(work.set_aside.values()),
                                            stats.run_id)
             stats.quarantined += n
             for key, seq in handled.items():  # quarantined rows are dealt with: not again next run
-                state.marks[key] = max(state.marks.get(key, ""), seq)
+                work.marks[key] = max(work.marks.get(key, ""), seq)
         if finished and bronze is not None and (shape_rows or since is None):  # with the tables' marks
-            state.marks[read_through_key(cfg)] = stats.started_at.astimezone(_UTC).isoformat()
+            work.marks[read_through_key(cfg)] = stats.started_at.astimezone(_UTC).isoformat()
         if finished:  # the snapshots this run applied: not rebuilt again
-            state.marks.update(snaps.new)
-        write_watermarks(spark, cfg, state.marks, state.rows, stats.run_id)
+            work.marks.update(snaps.new)
+        write_watermarks(spark, cfg, work.marks, work.rows, stats.run_id)
 
 
 # The bronze columns a segment reads: the change itself, and where it came from (for quarantine).
 _SEGMENT_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "commit_ts", "before",
                     "after", "decoder_version")
 SILVER_THREADS = 2  # tables applied at once (Spark jobs of small MERGEs are CPU-bound on the driver)
-REPLANS = 8  # plans of one segment, each made stale by another run's commit to its table (see _Run.step)
+REPLANS = 8  # plans of one segment, each made stale by another run's commit to its table (see _Run.run_segment)
 
 
 
@@ -275,89 +274,89 @@ class _Run:
         self.big_lock = threading.Lock()
         self.big: dict[tuple, segment_cells.Segment] = {}  # segment -> its rows, read together (big_reads)
 
-    def lane(self, steps: list[Step]) -> None:
-        for step in steps:
+    def lane(self, steps: list[SegmentPlan]) -> None:
+        for seg in steps:
             try:
                 # (a thread's jobs: named by their table in the Spark UI, not by the run's last label)
-                with job_description(self.spark, f"silver {self.stats.run_id} {step.db}.{step.table}"):
-                    self.step(step)
+                with job_description(self.spark, f"silver {self.stats.run_id} {seg.db}.{seg.table}"):
+                    self.run_segment(seg)
             except Exception as e:
-                where = f"_seq {step.start or 'start'} .. {step.end or 'end'}"
-                raise SilverStepError(f"silver {step.db}.{step.table} ({where}): {type(e).__name__}: {e}") from e
+                where = f"_seq {seg.start or 'start'} .. {seg.end or 'end'}"
+                raise SilverStepError(f"silver {seg.db}.{seg.table} ({where}): {type(e).__name__}: {e}") from e
 
-    def resolution_of(self, step: Step) -> tuple[SchemaVersion | None, Resolution | None]:
-        """The schema version a step's rows follow, and how its image shapes map to columns."""
-        key = (step.db, step.table)
-        at = step.start if step.events else self.first_seq.get(key, step.start)
-        version = self.history.version_at(step.db, step.table, at)
+    def resolution_of(self, seg: SegmentPlan) -> tuple[SchemaVersion | None, Resolution | None]:
+        """The schema version a segment's rows follow, and how its image shapes map to columns."""
+        key = (seg.db, seg.table)
+        at = seg.start if seg.events else self.first_seq.get(key, seg.start)
+        version = self.history.version_at(seg.db, seg.table, at)
         resolution = None
-        if step.shapes:
+        if seg.shapes:
             resolution = schema_resolve.resolve_columns(
-                step.db, step.table, version, [parse_shape(s) for s in step.shapes],
-                key_override=self.cfg.key_override(step.db, step.table),
-                table_map_key_idx=next((self.pk_idx[(*key, step.segment, s)] for s in step.shapes
-                                        if (*key, step.segment, s) in self.pk_idx), None),
-                db_charset=self.history.db_charset(step.db))
+                seg.db, seg.table, version, [parse_shape(s) for s in seg.shapes],
+                key_override=self.cfg.key_override(seg.db, seg.table),
+                table_map_key_idx=next((self.pk_idx[(*key, seg.segment, s)] for s in seg.shapes
+                                        if (*key, seg.segment, s) in self.pk_idx), None),
+                db_charset=self.history.db_charset(seg.db))
         return version, resolution
 
-    def small_segments(self, lanes: list[list[Step]]) -> tuple[list[tuple], list[tuple]]:
+    def small_segments(self, lanes: list[list[SegmentPlan]]) -> tuple[list[tuple], list[tuple]]:
         """The segments that :mod:`pipelines.silver.driver` applies on the driver (the steps of a
         lane of one table, i.e. no rename links it to another, that :func:`driver.eligible`
         accepts), up to :data:`driver.FETCH_ROWS` changes in all. Their schema events are
-        applied first, as for any step (:func:`schema_events.apply_events`). Also: those of them whose columns
+        applied first, as for any segment (:func:`schema_events.apply_events`). Also: those of them whose columns
         may hold large values (:func:`driver.large_values`), whose bytes are counted first."""
         out, budget = [], driver.FETCH_ROWS
         for lane in lanes:
-            if len({(step.db, step.table) for step in lane}) != 1:
+            if len({(seg.db, seg.table) for seg in lane}) != 1:
                 continue
-            for step in lane:
-                segment = self._small_segment(step, budget)
+            for seg in lane:
+                segment = self._small_segment(seg, budget)
                 if segment is not None:
                     out.append(segment)
-                    budget -= sum(step.shapes.values())
-        steps = {(step.db, step.table, step.start, step.end): step for lane in lanes for step in lane}
+                    budget -= sum(seg.shapes.values())
+        steps = {(seg.db, seg.table, seg.start, seg.end): seg for lane in lanes for seg in lane}
         return out, [s for s in out if driver.large_values(steps[s].shapes)]
 
-    def big_reads(self, lanes: list[list[Step]]) -> list[segment_cells.SegmentRead]:
+    def big_reads(self, lanes: list[list[SegmentPlan]]) -> list[segment_cells.SegmentRead]:
         """The segments :meth:`apply_big` will read (those not fetched as small ones that
         :meth:`_big` accepts): read in one pass first (:func:`segment_cells.read_segments`), as the
         big tables' changes interleave in bronze's row groups."""
         out = []
-        for step in (step for lane in lanes for step in lane):
-            if not step.shapes or (step.db, step.table, step.start, step.end) in self.small:
+        for seg in (seg for lane in lanes for seg in lane):
+            if not seg.shapes or (seg.db, seg.table, seg.start, seg.end) in self.small:
                 continue
-            version, resolution = self.resolution_of(step)
-            applied = None if resolution is None else _applied(step, version, resolution)
+            version, resolution = self.resolution_of(seg)
+            applied = None if resolution is None else _applied(seg, version, resolution)
             if applied is None:
                 continue
             _, resolution, n_rows, partial = applied
-            if self._big(step, resolution, n_rows, partial):
-                out.append(segment_cells.SegmentRead(step.db, step.table, step.start, step.end, bool(resolution.fixes)))
+            if self._big(seg, resolution, n_rows, partial):
+                out.append(segment_cells.SegmentRead(seg.db, seg.table, seg.start, seg.end, bool(resolution.fixes)))
         return out
 
-    def _small_segment(self, step: Step, budget: int) -> tuple | None:
-        if not step.shapes:
+    def _small_segment(self, seg: SegmentPlan, budget: int) -> tuple | None:
+        if not seg.shapes:
             return None
-        version, resolution = self.resolution_of(step)
+        version, resolution = self.resolution_of(seg)
         if resolution is None:
             return None
         resolution = _with_unlogged_columns(resolution, version)
-        n = sum(step.shapes.values())
-        partial = step.min_image is not None and step.min_image < len(resolution.specs)
+        n = sum(seg.shapes.values())
+        partial = seg.min_image is not None and seg.min_image < len(resolution.specs)
         if n <= budget and driver.eligible(
                 keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
-                partial=partial, scd2=self.cfg.is_scd2(step.db, step.table), rows=n):
-            return (step.db, step.table, step.start, step.end)
+                partial=partial, scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n):
+            return (seg.db, seg.table, seg.start, seg.end)
         return None
 
-    def apply_with_spark(self, step: Step, path: str, resolution: Resolution, version: SchemaVersion | None,
+    def apply_with_spark(self, seg: SegmentPlan, path: str, resolution: Resolution, version: SchemaVersion | None,
                          good: list[str], partial: bool):
         """MERGE the segment's rows of the shapes ``good`` with Spark (:func:`_apply_segment`)."""
-        segment = (F.col("db") == step.db) & (F.col("table") == step.table) & (F.col("_seq") > step.start)
-        if len(good) < len(step.shapes):  # some shapes go to quarantine
+        segment = (F.col("db") == seg.db) & (F.col("table") == seg.table) & (F.col("_seq") > seg.start)
+        if len(good) < len(seg.shapes):  # some shapes go to quarantine
             segment = segment & F.col("_shape").isin(good)
-        if step.end is not None:
-            segment = segment & (F.col("_seq") < step.end)
+        if seg.end is not None:
+            segment = segment & (F.col("_seq") < seg.end)
         # What silver and its quarantine use (not pk, gtid, _shape ...); of the images only the fields
         # typing reads. Not cached: each pass reads what it needs from Parquet (the overview only
         # narrow columns). The row's own segment test goes along: typing raises on a value that does
@@ -374,14 +373,14 @@ class _Run:
             lacks = (((F.col("op") == "u") & (F.size("after") < ncols))
                      | ((F.col("op") != "c") & (F.size("before") < ncols)))
             with self.lock:  # (by segment: once, whatever its plans)
-                self.set_aside[(step.db, step.table, step.start, step.end)] = rows.where(lacks).withColumns({
+                self.set_aside[(seg.db, seg.table, seg.start, seg.end)] = rows.where(lacks).withColumns({
                     "_q_reason": F.lit(f"partial row image (binlog_row_image=MINIMAL or NOBLOB) on a table "
                                        f"without a key: the change lacks some of the {ncols} columns, and a "
                                        f"keyless row is identified by all of them"),
                     "_q_class": F.lit("PartialRowImage")})
             rows = rows.where(~lacks)
         defaults = schema_events.insert_defaults(self.spark, version, resolution.specs) if partial else {}
-        return _apply_segment(self.spark, self.cfg, step, path, rows, resolution, defaults, partial=partial)
+        return _apply_segment(self.spark, self.cfg, seg, path, rows, resolution, defaults, partial=partial)
 
     def _applied_past(self, path: str, end: str) -> bool:
         """True when the table's watermark is at or past ``end``: a later segment of it was applied
@@ -390,104 +389,104 @@ class _Run:
         mark = read_watermark(path, spark=self.spark, backend=self.backend) if exists else None
         return mark is not None and mark >= end
 
-    def _big(self, step: Step, resolution: Resolution, n_rows: int, partial: bool) -> bool:
+    def _big(self, seg: SegmentPlan, resolution: Resolution, n_rows: int, partial: bool) -> bool:
         """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table or inserts
         only (an append-only log without a key), nothing :func:`driver.eligible` refuses (its
         bytes are counted as it is read)."""
-        return self.scan is not None and (bool(resolution.keys) or set(step.ops) <= set(INSERT_OPS)) \
+        return self.scan is not None and (bool(resolution.keys) or set(seg.ops) <= set(INSERT_OPS)) \
             and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
                                 rejected=resolution.rejected, partial=partial,
-                                scd2=self.cfg.is_scd2(step.db, step.table), rows=n_rows, limit=columnar.BIG_ROWS)
+                                scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n_rows, limit=columnar.BIG_ROWS)
 
-    def apply_big(self, step: Step, path: str, resolution: Resolution, n_rows: int):
+    def apply_big(self, seg: SegmentPlan, path: str, resolution: Resolution, n_rows: int):
         """Apply a segment with :func:`columnar.apply_big`; None when Spark's path must: bronze
         read otherwise than Spark reads it (e.g. another count of rows), or a value it must judge."""
         with self.big_lock:
-            segment = self.big.pop((step.db, step.table, step.start, step.end), None)
+            segment = self.big.pop((seg.db, seg.table, seg.start, seg.end), None)
             if segment is None:
-                segment = segment_cells.read_segment(self.scan, step.db, step.table, step.start, step.end,
+                segment = segment_cells.read_segment(self.scan, seg.db, seg.table, seg.start, seg.end,
                                                 with_name=bool(resolution.fixes))
             if segment is None or segment.n != n_rows:
                 return None
             try:
                 return columnar.apply_big(path, segment, resolution.specs, resolution.keys, fixes=resolution.fixes,
                                           delete_mode=self.cfg.delete_mode,
-                                          column_prefix=self.cfg.silver.prefix_for(step.db, step.table),
+                                          column_prefix=self.cfg.silver.prefix_for(seg.db, seg.table),
                                           spark=self.spark)
             except NotCanonical:
                 return None
 
-    def step(self, step: Step) -> None:
+    def run_segment(self, seg: SegmentPlan) -> None:
         """Apply one segment, planned from the silver table as it is and committed only on that
         version (:func:`delta_io.pinned`): when another run commits to the table first, the plan
         is stale; the segment is planned again from the table as that run left it (its watermark
         then says what is still to do), up to :data:`REPLANS` times."""
-        path = silver_table_path(self.cfg.warehouse, step.db, step.table)
+        path = silver_table_path(self.cfg.warehouse, seg.db, seg.table)
         with self.lock:
-            first = f"{step.db}.{step.table}" not in self.stats.tables  # (the table's first step this run)
-            info = self.stats.tables.setdefault(f"{step.db}.{step.table}", {"path": path, "segments": 0, "rows": 0})
+            first = f"{seg.db}.{seg.table}" not in self.stats.tables  # (the table's first step this run)
+            info = self.stats.tables.setdefault(f"{seg.db}.{seg.table}", {"path": path, "segments": 0, "rows": 0})
         for attempt in range(1, REPLANS + 1):
             try:
                 with delta_io.pinned(path, spark=self.spark, backend=self.backend):
-                    return self._step(step, path, first, info)
+                    return self._run_segment(seg, path, first, info)
             except delta_io.StaleRead as e:
                 if attempt == REPLANS:
-                    raise SilverStepError(f"{step.db}.{step.table}: {REPLANS} plans in a row were made stale by "
+                    raise SilverStepError(f"{seg.db}.{seg.table}: {REPLANS} plans in a row were made stale by "
                                           f"other writers' commits; last: {e}") from e
-                print(f"silver: {step.db}.{step.table}: another run committed to the table first ({e}); "
+                print(f"silver: {seg.db}.{seg.table}: another run committed to the table first ({e}); "
                       f"planning the segment again ({attempt + 1}/{REPLANS})", file=sys.stderr, flush=True)
                 with self.lock:
                     self.stats.replans += 1
 
-    def _step(self, step: Step, path: str, first: bool, info: dict) -> None:
+    def _run_segment(self, seg: SegmentPlan, path: str, first: bool, info: dict) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
-        key = (step.db, step.table)
-        version, resolution = self.resolution_of(step)
+        key = (seg.db, seg.table)
+        version, resolution = self.resolution_of(seg)
         if first and (cfg.silver.column_prefix != DEFAULT_PREFIX or cfg.silver.table_column_prefix):
-            schema_events.give_own_columns_their_prefix(spark, cfg, step, path)
-        if step.events:
-            done = schema_events.apply_events(spark, cfg, step, path, resolution, version, history)
+            schema_events.give_own_columns_their_prefix(spark, cfg, seg, path)
+        if seg.events:
+            done = schema_events.apply_events(spark, cfg, seg, path, resolution, version, history)
             with self.lock:
-                self.marks[key] = max(self.marks.get(key, ""), step.start)
+                self.marks[key] = max(self.marks.get(key, ""), seg.start)
                 if done:
                     stats.resets += done == "reset"
                     stats.copies += done == "copy"
                     # written at once: a replay must not empty or copy the table again
-                    write_watermarks(spark, cfg, {key: step.start}, {}, stats.run_id)
+                    write_watermarks(spark, cfg, {key: seg.start}, {}, stats.run_id)
         if resolution is None:
             return
         with self.lock:  # (once, whatever the plans of the segment)
             for shape, reason in resolution.rejected.items():
-                item = (step.db, step.table, step.start, step.end, shape_key(shape), reason)
+                item = (seg.db, seg.table, seg.start, seg.end, shape_key(shape), reason)
                 if item not in self.quarantine:
                     self.quarantine.append(item)
-        applied = _applied(step, version, resolution)
+        applied = _applied(seg, version, resolution)
         if applied is None:
             return
         good, resolution, n_rows, partial = applied
-        if step.end is not None and self._applied_past(path, step.end):
+        if seg.end is not None and self._applied_past(path, seg.end):
             return  # (its changes, and later ones, are in silver: its column types must not come back)
         retyped = schema_events.retype(spark, cfg, path, resolution.specs)
         result, applied_by = None, "spark"
-        small = self.small.get((step.db, step.table, step.start, step.end))
+        small = self.small.get((seg.db, seg.table, seg.start, seg.end))
         if small is not None and not partial:  # fetched: folded on the driver (silver.driver)
             try:
                 result = driver.apply_small(spark, path, driver.rows_of(small), resolution.specs,
                                             resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
-                                            column_prefix=cfg.silver.prefix_for(step.db, step.table),
+                                            column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
                                             backend=self.backend, deletion_vectors=cfg.silver.deletion_vectors)
                 applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None
-        if result is None and small is None and self._big(step, resolution, n_rows, partial):
-            result = self.apply_big(step, path, resolution, n_rows)
+        if result is None and small is None and self._big(seg, resolution, n_rows, partial):
+            result = self.apply_big(seg, path, resolution, n_rows)
             applied_by = "arrow" if result is not None else applied_by
         if result is None:
-            result = self.apply_with_spark(step, path, resolution, version, good, partial)
+            result = self.apply_with_spark(seg, path, resolution, version, good, partial)
         with self.lock:
             if retyped:
                 info.setdefault("retyped", []).extend(retyped)
-            stats.rows.update(step.ops)
+            stats.rows.update(seg.ops)
             stats.segments += 1
             stats.inserted += result.inserted
             stats.updated += result.updated
@@ -504,17 +503,17 @@ class _Run:
                 self.marks[key] = max(self.marks.get(key, ""), result.watermark)
 
 
-def _applied(step: Step, version: SchemaVersion | None,
+def _applied(seg: SegmentPlan, version: SchemaVersion | None,
              resolution: Resolution) -> tuple[list[str], Resolution, int, bool] | None:
-    """How a step's rows are applied: its shapes not rejected, the resolution (with the columns
+    """How a segment's rows are applied: its shapes not rejected, the resolution (with the columns
     its images do not log), their count of changes and whether their images are partial; None
     when nothing of it is."""
-    good = [s for s in step.shapes if parse_shape(s) not in resolution.rejected]
+    good = [s for s in seg.shapes if parse_shape(s) not in resolution.rejected]
     if not good or not resolution.specs:
         return None
     resolution = _with_unlogged_columns(resolution, version)
-    partial = step.min_image is not None and step.min_image < len(resolution.specs)
-    return good, resolution, sum(step.shapes[s] for s in good), partial
+    partial = seg.min_image is not None and seg.min_image < len(resolution.specs)
+    return good, resolution, sum(seg.shapes[s] for s in good), partial
 
 
 def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None) -> Resolution:
@@ -534,22 +533,22 @@ def _with_unlogged_columns(resolution: Resolution, version: SchemaVersion | None
     return replace(resolution, specs=tuple(({**by_idx, **added})[i] for i in sorted({**by_idx, **added})))
 
 
-def _apply_segment(spark, cfg: PipelineConfig, step: Step, path: str, rows: DataFrame, resolution: Resolution,
+def _apply_segment(spark, cfg: PipelineConfig, seg: SegmentPlan, path: str, rows: DataFrame, resolution: Resolution,
                    defaults: dict | None = None, partial: bool = True):
     """MERGE one segment's rows (``defaults``: see :func:`schema_events.insert_defaults`; ``partial``: some
     image lacks columns); returns :class:`pipelines.silver.merge.ApplyStats`."""
-    scd2 = cfg.is_scd2(step.db, step.table)
+    scd2 = cfg.is_scd2(seg.db, seg.table)
     keys = list(resolution.keys) or None
     if scd2 and keys is None:
         raise SilverStepError(
-            f"{step.db}.{step.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
+            f"{seg.db}.{seg.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
     cells, rest = cell_fixes(resolution.fixes)
     changes = changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells,
                                          partial=partial, guard=F.col(_IN_SEGMENT))
     return apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend,
-                                column_prefix=cfg.silver.prefix_for(step.db, step.table),
+                                column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
                                 deletion_vectors=cfg.silver.deletion_vectors)
 
 
@@ -586,6 +585,6 @@ def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list
         handled[key] = max(handled.get(key, ""), r["_seq"])
     data = [(r["file"], r["file_seq"], r["offset"], r["reason"], r["error_class"], r["decoder_version"], None, None,
              run_id, now) for r in rows]
-    pipeline_state.append(spark, cfg, pipeline_state.QUARANTINE, data)
+    state.append(spark, cfg, state.QUARANTINE, data)
     return len(data), handled
 

@@ -22,7 +22,7 @@ the same with ``... (the source of this replica)``      MySQL ``--dump-slave`` /
 A dump's position lines are in its first few kilobytes, except MariaDB's deferred
 ``gtid_slave_pos`` (written after the data): :func:`read_position` reads the head and, for a file
 that can seek, the tail. GTID sets are kept as text, whitespace removed and the syntax checked;
-their algebra is the binlog reader's business (``pipelines.bronze.sequence``).
+their syntax and algebra live in :mod:`pipelines.binlog.gtid`.
 
 >>> p = dump_position(b"-- CHANGE MASTER TO MASTER_LOG_FILE='binlog.000004', MASTER_LOG_POS=56962;\\n")
 >>> p.file, p.pos, p.form, p.commented
@@ -35,12 +35,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from pipelines.binlog.gtid import MARIADB, MYSQL, gtid_flavor
+
 from .errors import CorruptDump, DumpError, NoPosition
 
 HEAD_BYTES = 64 * 1024  # the header (SET lines, CHANGE MASTER, GTID_PURGED) ends well before this
 TAIL_BYTES = 16 * 1024  # MariaDB's deferred gtid_slave_pos, then the closing SET lines
 
-MYSQL, MARIADB = "mysql", "mariadb"
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,6 @@ class SnapshotPosition:
 
 # -- GTID sets -------------------------------------------------------------------------------
 
-_UUID = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
-_MYSQL_GTID_ELEM = re.compile(rf"{_UUID}(?::(?:[A-Za-z_][A-Za-z0-9_]{{0,31}}|\d+(?:-\d+)?))+\Z")
-_MARIADB_GTID = re.compile(r"\d+-\d+-\d+(?:,\d+-\d+-\d+)*\Z")
-
 
 def normalize_gtid(text: str, where: str = "GTID set") -> tuple[str | None, str | None]:
     """``(set text without whitespace, flavor)``; ``(None, None)`` for an empty set. A MySQL set may
@@ -93,10 +90,9 @@ def normalize_gtid(text: str, where: str = "GTID set") -> tuple[str | None, str 
     flat = re.sub(r"--|\s+", "", text)
     if not flat:
         return None, None
-    if _MARIADB_GTID.match(flat):
-        return flat, MARIADB
-    if all(_MYSQL_GTID_ELEM.match(e) for e in flat.split(",")):
-        return flat, MYSQL
+    flavor = gtid_flavor(flat)
+    if flavor is not None:
+        return flat, flavor
     raise CorruptDump(f"{where} {text.strip()[:200]!r} is neither a MySQL (uuid:1-5) nor a MariaDB (0-1-42) GTID set")
 
 

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import delta_io
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.bronze.schema import BRONZE_TABLE
-from pipelines.bronze.sequence import gtid_set_contains
+from pipelines.binlog.gtid import parse_gtid_set
 from pipelines.config import PipelineConfig
 from pipelines.snapshot.errors import DumpError
 from pipelines.snapshot.position import SnapshotPosition
@@ -27,10 +27,10 @@ def locate(cfg: PipelineConfig, pos: SnapshotPosition, name: str) -> SnapshotPos
     """``pos`` with ``file``/``pos`` filled in from bronze when it only has a GTID set (else as it is)."""
     if pos.file is not None:
         return pos
-    contains = gtid_set_contains(pos.gtid_flavor, pos.gtid)
+    contains = parse_gtid_set(pos.gtid_flavor, pos.gtid).contains
     first: tuple[int, int, str] | None = None
     for path, columns in ((cfg.warehouse_path(BRONZE_TABLE), ["gtid", "file_seq", "event_pos", "source_file"]),
-                          (pipeline_state.path(cfg, pipeline_state.DDL), ["gtid", "file_seq", "pos", "file"])):
+                          (state.path(cfg, state.DDL), ["gtid", "file_seq", "pos", "file"])):
         if not delta_io.deltalake_table_exists(path):
             continue
         t = delta_io.read_arrow(path, columns).filter(pc.is_valid(pc.field("gtid")))

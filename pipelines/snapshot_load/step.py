@@ -47,13 +47,12 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from pipelines import delta_io, storage
-from pipelines import state as pipeline_state
+from pipelines import state
 from pipelines.bronze.listing import _BINLOG_NAME
 from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, snapshot_start
 from pipelines.bronze.tasks import ship_package
@@ -118,9 +117,9 @@ def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | Non
     """Load each dump of ``dumps`` (paths of plain, gzip or zstd SQL files) into the warehouse;
     ``position`` (``FILE:POS``) or ``gtid`` stand for the position the dumps do not record."""
     now = _dt.datetime.now(_UTC)
-    stats = LoadStats(run_id=f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=now)
+    stats = LoadStats(run_id=state.new_run_id(now), started_at=now)
     user = parse_user_position(position) if position else parse_user_gtid(gtid) if gtid else None
-    with pipeline_state.logged_run(spark, cfg, stats):
+    with state.logged_run(spark, cfg, stats):
         ship_package(spark)
         for path in dumps:
             check_held()
@@ -194,7 +193,7 @@ def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> 
 
 
 def _committed(spark, cfg: PipelineConfig, dump_id: str) -> bool:
-    rows = pipeline_state.read_rows(spark, cfg, pipeline_state.SNAPSHOTS, ["dump_id", "phase", "table"])
+    rows = state.read_rows(spark, cfg, state.SNAPSHOTS, ["dump_id", "phase", "table"])
     return any(r["dump_id"] == dump_id and r["phase"] == "committed" and r["table"] is None for r in rows)
 
 
@@ -302,15 +301,15 @@ def _ddl_rows(plan: DumpPlan, initial: DumpState, landmarks, stream_creates, cfg
     """Rows of ``_pipeline/ddl`` (layout :data:`pipelines.state.DDL_TABLE_DDL`): each included
     table's ``CREATE TABLE`` at the snapshot's start, with the database in force where it is."""
     creates = []
-    state = initial.copy()
+    sql_state = initial.copy()
     for st in landmarks:
         if st.kind == "create_table":
-            creates.append((st.offset, create_text(st), state.db))
-        state.apply(st)
+            creates.append((st.offset, create_text(st), sql_state.db))
+        sql_state.apply(st)
     creates += stream_creates
     out = {}
     for _offset, sql, db in sorted(creates, key=lambda c: c[0]):
-        found = create_table(sql, db, state.db_charsets)
+        found = create_table(sql, db, sql_state.db_charsets)
         if not isinstance(found, tuple) or not cfg.tables.matches(found[0], found[1]):
             continue
         out[(found[0], found[1])] = (plan.name, plan.file_seq, plan.position.pos - 1, plan.seq_start, db, sql,
@@ -332,7 +331,7 @@ def _write(spark, cfg: PipelineConfig, plan: DumpPlan, stats: LoadStats, ddl: li
         return tables + head
 
     check_held()
-    pipeline_state.append(spark, cfg, pipeline_state.SNAPSHOTS, snapshot_rows("pending", False),
+    state.append(spark, cfg, state.SNAPSHOTS, snapshot_rows("pending", False),
                           app_id=APP_PREFIX + "pending-" + plan.dump_id, version=0)
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     if files is not None:
@@ -341,7 +340,7 @@ def _write(spark, cfg: PipelineConfig, plan: DumpPlan, stats: LoadStats, ddl: li
         df = spark.createDataFrame(row_rdd, BRONZE_DDL)
         delta_io.append(spark, df, bronze_path, txn_app_id=app, txn_version=0, backend=cfg.delta.backend)
     if ddl:
-        pipeline_state.append(spark, cfg, pipeline_state.DDL, [r[:12] for r in ddl], app_id=app, version=0)
+        state.append(spark, cfg, state.DDL, [r[:12] for r in ddl], app_id=app, version=0)
     rebuild_history(spark, cfg, stats.run_id)
-    pipeline_state.append(spark, cfg, pipeline_state.SNAPSHOTS, snapshot_rows("committed", True), app_id=app,
+    state.append(spark, cfg, state.SNAPSHOTS, snapshot_rows("committed", True), app_id=app,
                           version=0)

@@ -1,4 +1,4 @@
-"""The bronze step's state: file statuses, transaction ids, the run's stats, and the rows the step
+"""The bronze step's bookkeeping: file statuses, transaction ids, the run's stats, and the rows the step
 appends to its ``_pipeline`` tables (their layouts, reads and writes: :mod:`pipelines.state`)."""
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def _append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: 
                  version: int | None = None):
     """Rows of one of the ``_pipeline`` tables (``ddl``: its layout in :mod:`pipelines.state`),
     appended through that module under the batch's transaction id."""
-    from pipelines import state as pipeline_state
+    from pipelines import state
 
-    pipeline_state.append_at(spark, cfg, ddl, path, rows, app_id=app_id, version=version)
+    state.append_at(spark, cfg, ddl, path, rows, app_id=app_id, version=version)
 
 
 def _last_txn(spark, cfg: PipelineConfig, path: str) -> int:
