@@ -32,7 +32,6 @@ Layout of the YAML file (every key but ``input`` and ``warehouse`` is optional):
       every_runs: 0                    # 0: only the maintain job; N: run_pipeline maintains every N runs
     lock:                              # S3 and HDFS warehouses (pipelines/lock.py)
       lease_seconds: 120               # a run that stops renewing (killed) frees the warehouse after this
-    time_zone: UTC                     # IANA name
     strict: false                      # true: bad input fails the run; false: it is quarantined
     accept_gaps: false                 # true: a missing file in the sequence is not an error
     schema_seed: null                  # folder of SHOW CREATE TABLE files
@@ -58,7 +57,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import zoneinfo
+import sys
 from collections.abc import Callable
 from dataclasses import field, replace
 from pathlib import Path
@@ -186,16 +185,6 @@ def _columns(v):
     return tuple(v)
 
 
-def _time_zone(v):
-    try:
-        if not isinstance(v, str):
-            raise ValueError
-        zoneinfo.ZoneInfo(v)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        raise _bad("an IANA time zone name like 'UTC' or 'Europe/Paris'", v) from None
-    return v
-
-
 def _packages(v):
     if v is None:
         return ()
@@ -294,6 +283,9 @@ class SilverConfig:
     # rows marks them deleted instead of rewriting whole files (delta-rs reads and MERGEs such tables
     # too, rewriting the files it touches; it cannot write deletion vectors itself)
     deletion_vectors: Bool = True
+    # every silver table records its row changes (Delta's change data feed: table_changes,
+    # readChangeFeed, delta-rs load_cdf), for downstream jobs that read silver incrementally
+    change_data_feed: Bool = False
 
     def prefix_for(self, db: str, table: str) -> str:
         """The prefix of a new silver table's own columns.
@@ -334,7 +326,6 @@ class PipelineConfig:
                     _mapping("a mapping of 'db.table' to a list of column names")] = field(default_factory=dict)
     delete_mode: Annotated[str, _choice(DELETE_MODES)] = "hard"
     scd2: Patterns = ()
-    time_zone: Annotated[str, _check(_time_zone)] = "UTC"
     strict: Bool = False
     accept_gaps: Bool = False
     schema_seed: Annotated[str | None, _string()] = None
@@ -435,6 +426,12 @@ def _set_dotted(raw: dict, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+# What `time_zone` (removed) could not do, and what sets it instead (docs/sql.md, "Times").
+TIME_ZONE_GONE = ("DATETIME columns are kept as the server stored them (TIMESTAMP_NTZ), TIMESTAMP columns and "
+                  "_commit_ts as instants (UTC); how a reader shows instants is its session's time zone "
+                  "(spark.sql.session.timeZone in spark.conf)")
+
+
 def load_config(path: str | os.PathLike | None, overrides: Mapping[str, Any] | None = None) -> PipelineConfig:
     """Read and validate a YAML config; ``overrides`` (dotted keys, e.g.
     ``{"input": "/data/binlogs", "spark.master": "local[2]"}``) win over the file.
@@ -461,6 +458,9 @@ def load_config(path: str | os.PathLike | None, overrides: Mapping[str, Any] | N
         if not isinstance(raw, dict):
             raise ConfigError(source, [("(file)", f"expected a mapping at the top level, got {type(raw).__name__}")])
     raw = dict(raw)
+    if "time_zone" in raw:
+        print(f"warning: {source}: time_zone ({raw.pop('time_zone')!r}) is ignored, and may be refused "
+              f"later: {TIME_ZONE_GONE}", file=sys.stderr)
     for k, v in overrides.items():
         _set_dotted(raw, k, v)
     return _parse(raw, base, source, set(overrides))

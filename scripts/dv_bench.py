@@ -31,7 +31,9 @@ def main(argv=None) -> int:
     from spark_fixtures import TEST_CONF
 
     from pipelines.schema.typemap import ColumnSpec, silver_schema
+    from pipelines.config import SilverConfig
     from pipelines.silver import apply_changes
+    from pipelines.silver.properties import for_new_table
     from pipelines.spark_session import build_session
 
     spark = build_session(app_name="dv-bench", master="local[2]", extra_conf=TEST_CONF, delta=True)
@@ -54,7 +56,7 @@ def main(argv=None) -> int:
             path = str(root / ("dv" if dv else "plain") / "silver" / "b" / "t")
             started = time.perf_counter()
             apply_changes(spark, batch(spark.range(1, args.rows + 1), "c", 0, "v"), specs, path, keys=["id"],
-                          backend="spark", deletion_vectors=dv)
+                          backend="spark", properties=for_new_table(SilverConfig(deletion_vectors=dv), "spark"))
             load = time.perf_counter() - started
             merges = []
             for m in range(args.merges):
@@ -63,7 +65,7 @@ def main(argv=None) -> int:
                 gone = spark.range(0, args.changes).select(((F.col("id") * 6007 + m * 3571) % args.rows + 1).alias("id"))
                 changes = batch(ids, "u", base, f"m{m}-").unionByName(batch(gone, "d", base + args.rows // 2, "v"))
                 t0 = time.perf_counter()
-                apply_changes(spark, changes, specs, path, keys=["id"], backend="spark", deletion_vectors=dv)
+                apply_changes(spark, changes, specs, path, keys=["id"], backend="spark", properties=for_new_table(SilverConfig(deletion_vectors=dv), "spark"))
                 seconds = time.perf_counter() - t0
                 h = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()["operationMetrics"]
                 merges.append({"seconds": round(seconds, 2), "bytes_added": int(h.get("numTargetBytesAdded", 0)),

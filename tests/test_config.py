@@ -35,7 +35,6 @@ def test_minimal_file_gets_defaults_and_relative_paths_resolve_against_the_file(
     assert cfg.input == str(tmp_path / "in")
     assert cfg.warehouse == str(tmp_path / "conf" / "wh")
     assert cfg.tables == TableFilter()
-    assert cfg.time_zone == "UTC"
     assert cfg.parallelism.target_bytes_per_task == 16 << 20
     assert cfg.source == str(p)
 
@@ -65,7 +64,6 @@ tables: {include: ["shop.*", "crm.customers"], exclude: ["*.tmp_*"]}
 keys: {shop.events: [event_id, ts]}
 delete_mode: soft
 scd2: ["crm.*"]
-time_zone: Europe/Paris
 strict: true
 accept_gaps: true
 schema_seed: seed
@@ -82,7 +80,7 @@ spark: {master: "local[2]", app_name: t, conf: {spark.sql.shuffle.partitions: 2,
     assert cfg.key_override("shop", "events") == ("event_id", "ts")
     assert cfg.key_override("shop", "orders") is None
     assert cfg.delete_mode == "soft" and cfg.is_scd2("crm", "leads") and not cfg.is_scd2("shop", "x")
-    assert cfg.time_zone == "Europe/Paris" and cfg.strict and cfg.accept_gaps and not cfg.progress
+    assert cfg.strict and cfg.accept_gaps and not cfg.progress
     assert cfg.schema_seed == str(tmp_path / "conf" / "seed")
     assert cfg.parallelism.target_bytes_per_task == 1 << 20
     assert cfg.delta.backend == "rs"
@@ -107,7 +105,6 @@ warehouse: 7
 tables: {include: shop, exclud: []}
 keys: {"shop.*": [id], shop.t: []}
 delete_mode: sometimes
-time_zone: Mars/Olympus
 strict: "yes"
 parallelism: {target_bytes_per_task: 0}
 delta: {backend: duckdb, packages: [delta]}
@@ -120,11 +117,11 @@ colour: blue
     keys = {k for k, _ in ei.value.problems}
     assert keys == {
         "input", "warehouse", "tables.include", "tables.exclud", "keys.shop.*", "keys.shop.t",
-        "delete_mode", "time_zone", "strict", "parallelism.target_bytes_per_task",
+        "delete_mode", "strict", "parallelism.target_bytes_per_task",
         "delta.backend", "delta.packages", "spark.conf.a", "colour",
     }
     text = str(ei.value)
-    assert text.startswith(f"{p}: 14 problem(s)")
+    assert text.startswith(f"{p}: 13 problem(s)")
     assert "delete_mode: expected one of hard | soft, got 'sometimes'" in text
     assert "delta.backend: expected one of auto | spark | rs, got 'duckdb'" in text
 
@@ -141,3 +138,15 @@ def test_missing_file_and_bad_yaml(tmp_path):
 def test_overrides_alone(tmp_path):
     cfg = load_config(None, {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh")})
     assert cfg.input == str(tmp_path / "in") and cfg.source == "<overrides>"
+
+
+def test_time_zone_is_ignored_with_a_warning_that_says_what_sets_it(tmp_path, capsys):
+    # (issue 36) it was validated and documented, and nothing read it: DATETIME is zone-less, TIMESTAMP
+    # an instant; a reader's session time zone shows instants
+    cfg = load_config(write(tmp_path, "input: a\nwarehouse: b\ntime_zone: Europe/Paris\n"))
+    assert not hasattr(cfg, "time_zone")
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and "time_zone ('Europe/Paris') is ignored" in err
+    assert "spark.sql.session.timeZone" in err and len(err.splitlines()) == 1
+    load_config(write(tmp_path, "input: a\nwarehouse: b\n"))
+    assert capsys.readouterr().err == ""

@@ -11,10 +11,11 @@ from pyspark.sql import types as T
 from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 
 from pipelines import delta_io, maintenance
-from pipelines.config import load_config
+from pipelines.config import SilverConfig, load_config
 from pipelines.delta_io import spark_backend
 from pipelines.schema.typemap import ColumnSpec, silver_schema
 from pipelines.silver import apply_changes
+from pipelines.silver.properties import for_new_table
 
 pytestmark = pytest.mark.spark
 
@@ -37,10 +38,10 @@ def loaded(spark, path: str, deletion_vectors: bool) -> None:
     """A silver table of N rows in one file, then a batch that updates one row and deletes one."""
     inserts = [(i, "c", (i, f"v{i}"), None) for i in range(1, N + 1)]
     apply_changes(spark, changes(spark, inserts), SPECS, path, keys=["id"], backend="spark",
-                  deletion_vectors=deletion_vectors)
+                  properties=for_new_table(SilverConfig(deletion_vectors=deletion_vectors), "spark"))
     few = [(N + 1, "u", (7, "seven"), (7, "v7")), (N + 2, "d", None, (9, "v9"))]
     apply_changes(spark, changes(spark, few), SPECS, path, keys=["id"], backend="spark",
-                  deletion_vectors=deletion_vectors)
+                  properties=for_new_table(SilverConfig(deletion_vectors=deletion_vectors), "spark"))
 
 
 def last_merge(spark, path: str) -> dict:
@@ -109,7 +110,8 @@ def test_delta_rs_reads_merges_and_maintains_a_table_with_deletion_vectors(spark
 
     # it MERGEs into the table (rewriting the file it touches), and delta-spark reads the result
     more = [(N + 3, "u", (11, "eleven"), (11, "v11")), (N + 4, "c", (N + 10, "new"), None)]
-    stats = apply_changes(spark, changes(spark, more), SPECS, path, keys=["id"], backend="rs", deletion_vectors=True)
+    stats = apply_changes(spark, changes(spark, more), SPECS, path, keys=["id"], backend="rs",
+                          properties=for_new_table(SilverConfig(), "rs"))
     assert (stats.inserted, stats.updated) == (1, 1)
     want = expected((11, "eleven", N + 3), (N + 10, "new", N + 4))
     assert rows_of(spark, path, "rs") == rows_of(spark, path, "spark") == want

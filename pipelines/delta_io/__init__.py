@@ -83,6 +83,7 @@ from pipelines.delta_io.writes import (
     add_columns, append, append_rows, create_if_missing, overwrite, overwrite_rows,
 )
 from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge
+from pipelines.delta_io.upkeep import set_properties
 from pipelines.delta_io.spark_backend import (
     append_with_rows_spark, commit_session, create_with_rows_spark, merge_spark, spark_delta_log, spark_snapshot,
 )
@@ -104,6 +105,6 @@ __all__ = [
     "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
     "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",
-    "read_rows", "resolve_backend", "rows_to_arrow", "schema", "spark_delta_log", "spark_field_to_arrow",
+    "read_rows", "resolve_backend", "rows_to_arrow", "schema", "set_properties", "spark_delta_log", "spark_field_to_arrow",
     "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists", "version",
 ]

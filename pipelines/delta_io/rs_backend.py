@@ -237,11 +237,11 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
 
 
 def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
-                        user_metadata: str | None = None) -> bool:
+                        user_metadata: str | None = None, properties: Mapping[str, str] | None = None) -> bool:
     """Create a table with delta-rs and its first ``rows`` (tuples in ``table_schema`` order) in one
     commit, the same table :func:`~pipelines.delta_io.writes.create_if_missing` then an append would
-    make. False (nothing done) when the table needs properties (column mapping): create it the usual
-    way then. Raises when a table exists at ``path`` already.
+    make, with ``properties`` beside the ones every table takes. False (nothing done) when the table
+    needs column mapping: create it the usual way then. Raises when a table exists at ``path`` already.
 
     >>> create_with_rows_rs(str(tmp_path / "t"), T.StructType([T.StructField("id", T.IntegerType())]), [(1,)])  # doctest: +SKIP
     True
@@ -257,7 +257,7 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
         _rs_create_mode(path, "error")
         try:
             write_deltalake(str(path), data, mode="error", storage_options=_rs_options(path),
-                            configuration=NEW_TABLE_PROPERTIES,
+                            configuration={**NEW_TABLE_PROPERTIES, **(properties or {})},
                             commit_properties=_rs_commit_properties(None, None, user_metadata))
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
             _rs_created_meanwhile(path, e)

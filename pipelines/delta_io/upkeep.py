@@ -79,6 +79,13 @@ def checkpoint(path: str, *, spark: SparkSession | None = None, backend: str = "
     backend_for(spark, backend).checkpoint(spark, path)
 
 
+def set_properties(path: str, wanted: dict[str, str], *, spark: SparkSession | None = None, backend: str = "auto",
+                   user_metadata: str | None = None) -> bool:
+    """Set the table properties ``wanted`` where the table says otherwise (one commit, carrying
+    ``user_metadata``); True when it changed."""
+    return backend_for(spark, backend).set_properties(spark, path, wanted, user_metadata)
+
+
 def keep_properties(path: str, log_retention_hours: int, *, spark: SparkSession | None = None,
                     backend: str = "auto", user_metadata: str | None = None) -> bool:
     """Set ``delta.logRetentionDuration`` to ``log_retention_hours``, and the properties every table

@@ -335,7 +335,7 @@ def _count(mask: pa.Array) -> int:
 
 def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequence[str], *,
               fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
-              column_prefix: str | None = None, spark=None) -> ApplyStats:
+              column_prefix: str | None = None, spark=None, properties: dict[str, str] | None = None) -> ApplyStats:
     """Apply a table's segment (:func:`read_segment`) with delta-rs: what
     :func:`pipelines.silver.driver.apply_small` does with its rows (``spark``: a session with
     delta-spark adds the columns deltalake cannot). A keyless table's segment must hold only
@@ -352,7 +352,7 @@ def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequen
             seg = _only(seg, fresh)
     if not seg.n:
         return write(spark, t, None, {}, new_mark=None, changes=0, skipped=total, zeros=0, delete_mode=delete_mode,
-                     backend="rs", deletion_vectors=False)
+                     backend="rs", properties=properties)
     try:
         if t.keys is None:
             source, counts, zeros = inserts_only(seg, specs, t, fixes or {})
@@ -363,7 +363,7 @@ def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequen
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # (a key type Arrow does not group)
         raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
     return write(spark, t, source, counts, new_mark=pc.max(seg.seq).as_py(), changes=seg.n, skipped=total - seg.n,
-                 zeros=zeros, delete_mode=delete_mode, backend="rs", deletion_vectors=False)
+                 zeros=zeros, delete_mode=delete_mode, backend="rs", properties=properties)
 
 
 def _only(seg: Segment, keep: np.ndarray) -> Segment:

@@ -39,7 +39,6 @@ from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines import delta_io
 from pipelines.schema import resolve as schema_resolve
 from pipelines.delta_io import qualified, quote_ident
-from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, DELETE, INSERT, UPSERT, OwnColumns, own_columns_of
 from pipelines.silver.merge import (ApplyStats, _check_reserved, _plan_schema, _resolve_keys, read_watermark,
                                     watermark_metadata)
@@ -373,7 +372,7 @@ def apply_small(
     delete_mode: str = "hard",
     column_prefix: str | None = None,
     backend: str = "rs",
-    deletion_vectors: bool = False,
+    properties: dict[str, str] | None = None,
 ) -> ApplyStats:
     """Apply one small segment of a table (``rows`` from :func:`fetch`; no ``keys``: a keyless table);
     what :func:`pipelines.silver.merge.apply_changes` would do with them (``fixes``: the
@@ -383,7 +382,7 @@ def apply_small(
     ``backend="rs"``: delta-rs MERGEs from Arrow, no Spark job. ``backend="spark"``: the MERGE
     source is a local relation of the folded rows, and the table costs delta-spark's MERGE and one
     Spark job that reads the stored rows of the batch's keys (none for a new table); a new table
-    takes deletion vectors with ``deletion_vectors``, as :func:`apply_changes` makes it."""
+    takes ``properties`` (:mod:`pipelines.silver.properties`), as :func:`apply_changes` makes it."""
     path = str(path)
     io = dict(spark=spark, backend=backend)
     # (first: an unknown type raises before the table is touched)
@@ -413,12 +412,12 @@ def apply_small(
     new_mark = max(r["_seq"] for r in fresh) if fresh else None
     return write(spark, t, source if fresh else None, counts if fresh else {}, new_mark=new_mark, changes=len(fresh),
                  skipped=len(rows) - len(fresh), zeros=zeros, delete_mode=delete_mode, backend=backend,
-                 deletion_vectors=deletion_vectors)
+                 properties=properties)
 
 
 def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table | None, counts: dict | None, *,
           new_mark: str | None, changes: int, skipped: int, zeros: int, delete_mode: str, backend: str,
-          deletion_vectors: bool) -> ApplyStats:
+          properties: dict[str, str] | None) -> ApplyStats:
     """Write a folded segment: the MERGE ``source`` rows (:attr:`Target.source_schema`; None: no
     change above the watermark) into ``t``'s table, its columns added first, in one commit that
     records ``new_mark`` as the watermark (a new table: created with its rows). ``counts`` None:
@@ -427,10 +426,9 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
     added = delta_io.add_columns(path, t.to_add, **io) if t.exists and t.to_add else []
     base = dict(changes=changes, skipped_by_watermark=skipped, zero_dates_nulled=zeros,
                 columns_added=tuple(added), backend=backend, table_path=path)
-    dv = {DELETION_VECTORS: "true"} if deletion_vectors and backend == "spark" else None
     if source is None:
         if not t.exists:
-            delta_io.create_if_missing(path, t.target, properties=dv, **io)
+            delta_io.create_if_missing(path, t.target, properties=properties, **io)
         return ApplyStats(watermark=t.watermark, **base)
 
     schema, own, target = t.source_schema, t.own, t.target
@@ -442,13 +440,14 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
     arrow = source if isinstance(source, pa.Table) else delta_io.rows_to_arrow(source, schema)
     if not t.exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
         first = arrow.select(target.fieldNames())
-        made = delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark)) \
+        made = delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark),
+                                            properties=properties) \
             if backend == "rs" else \
             delta_io.create_with_rows_spark(spark, path, target, first, user_metadata=watermark_metadata(new_mark),
-                                            properties=dv)
+                                            properties=properties)
         if made:
             return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
-        delta_io.create_if_missing(path, target, properties=dv, **io)
+        delta_io.create_if_missing(path, target, properties=properties, **io)
         # an empty table: nothing matches, so only the insert clause can act (delta-spark then
         # takes its insert-only MERGE, a join fewer)
         clauses = [c for c in clauses if c.kind == "insert"]

@@ -98,7 +98,6 @@ from pyspark.sql import types as T
 
 from pipelines.bronze.schema import OPS
 from pipelines import delta_io
-from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.changes import _struct_fields
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, DEFAULT_OWN, DEFAULT_PREFIX, DELETE_MODES, DIFFS,
@@ -318,14 +317,13 @@ def apply_changes(
     txn_app_id: str | None = None,
     txn_version: int | None = None,
     column_prefix: str | None = None,
-    deletion_vectors: bool = False,
+    properties: dict[str, str] | None = None,
 ) -> ApplyStats:
     """Apply one batch of changes of one source table to its silver table (see the module doc).
 
     ``column_prefix`` names silver's own columns of a new table (default ``_``: ``_seq``, ...);
-    an existing table's are found by their names (:func:`own_columns_of`). With ``deletion_vectors``
-    a new table that delta-spark creates takes them (``delta.enableDeletionVectors``): its MERGEs
-    then mark the rows they replace instead of rewriting the files that hold them.
+    an existing table's are found by their names (:func:`own_columns_of`). A new table takes
+    ``properties`` (:mod:`pipelines.silver.properties`: deletion vectors, the change data feed).
 
     ``specs`` describe the source table's columns as of this batch (their order is the image
     ``idx`` order); ``keys`` its primary key (None: no key).  The table is created when missing and
@@ -370,8 +368,7 @@ def apply_changes(
     target, to_add, names = _plan_schema(current, specs, scd2, own)
     added: list[str] = []
     if not exists:
-        dv = {DELETION_VECTORS: "true"} if deletion_vectors and which == "spark" else None
-        delta_io.create_if_missing(path, target, spark=spark, backend=which, properties=dv)
+        delta_io.create_if_missing(path, target, spark=spark, backend=which, properties=properties)
     elif to_add:
         added = delta_io.add_columns(path, to_add, spark=spark, backend=which)
 

@@ -12,11 +12,11 @@ from pyspark.sql import types as T
 
 from pipelines import delta_io
 from pipelines.config import PipelineConfig
-from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.paths import silver_table_path
 from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, Resolution,
                               SchemaHistory, SchemaVersion, alter_effects)
 from pipelines.schema import resolve as schema_resolve
+from pipelines.silver import properties as silver_properties
 from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
 from pipelines.silver.merge import _check_reserved, read_watermark, silver_table_schema, watermark_metadata
 
@@ -49,7 +49,8 @@ def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolut
             if not exists:  # created as silver creates its tables: column mapping for names that
                 # need it (a space, a comma), deletion vectors on delta-spark; then the rows
                 delta_io.create_if_missing(path, rows.schema, spark=spark, backend=backend,
-                                           properties=_new_table_properties(spark, cfg))
+                                           properties=silver_properties.for_new_table(
+                                               cfg.silver, delta_io.resolve_backend(spark, cfg.delta.backend)))
             delta_io.overwrite(spark, rows, path, overwrite_schema=exists, backend=backend, user_metadata=done)
             return "copy"
     if CREATE in kinds:
@@ -60,7 +61,8 @@ def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolut
             schema = silver_table_schema(specs, scd2=scd2, own=OwnColumns(cfg.silver.prefix_for(seg.db, seg.table)))
             if not exists:
                 delta_io.create_if_missing(path, schema, spark=spark, backend=backend,
-                                           properties=_new_table_properties(spark, cfg))
+                                           properties=silver_properties.for_new_table(
+                                               cfg.silver, delta_io.resolve_backend(spark, cfg.delta.backend)))
                 return "create"
             current = delta_io.schema(path, spark=spark, backend=backend)
             # (the same schema, e.g. the CREATE again after a crash: not reshaped, which delta-rs
@@ -100,13 +102,6 @@ def _shape_of(schema: T.StructType) -> list[tuple]:
     """A table schema's names and types (not nullability or field metadata): what an overwrite
     must reshape when they differ."""
     return [(f.name, f.dataType) for f in schema.fields]
-
-
-def _new_table_properties(spark, cfg: PipelineConfig) -> dict | None:
-    """Properties of a silver table the step creates: deletion vectors when delta-spark creates it
-    and ``silver.deletion_vectors`` is on."""
-    on = cfg.silver.deletion_vectors and delta_io.resolve_backend(spark, cfg.delta.backend) == "spark"
-    return {DELETION_VECTORS: "true"} if on else None
 
 
 def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: SchemaVersion,

@@ -69,11 +69,12 @@ from pipelines.paths import silver_table_path
 from pipelines.schema import UNPARSED, Resolution, SchemaVersion
 from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, columnar, driver, schema_events, segment_cells, snapshots
+from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
                                     read_through_key, read_through_since, write_watermarks)
-from pipelines.silver.merge import apply_changes, read_watermark
+from pipelines.silver.merge import apply_changes, read_watermark, watermark_metadata
 from pipelines.silver.segments import SEG, SegmentPlan, lanes_of, plan_segments, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.stats import SilverStats
@@ -255,6 +256,7 @@ class _Run:
     def __init__(self, spark, cfg, history, bronze, shape_rows, pk_idx, stats, written=frozenset()):
         self.spark, self.cfg, self.history, self.bronze, self.stats = spark, cfg, history, bronze, stats
         self.backend = delta_io.resolve_backend(spark, cfg.delta.backend)
+        self.properties = silver_properties.for_new_table(cfg.silver, self.backend)  # (of the tables it creates)
         # bronze's zero-date counts, when every new row has one; else silver counts while typing
         self.columns = _SEGMENT_COLUMNS + (("_zero_dates",) if "_zero_dates" in written else ())
         self.pk_idx = pk_idx
@@ -412,7 +414,7 @@ class _Run:
                 return columnar.apply_big(path, segment, resolution.specs, resolution.keys, fixes=resolution.fixes,
                                           delete_mode=self.cfg.delete_mode,
                                           column_prefix=self.cfg.silver.prefix_for(seg.db, seg.table),
-                                          spark=self.spark)
+                                          spark=self.spark, properties=self.properties)
             except NotCanonical:
                 return None
 
@@ -425,6 +427,8 @@ class _Run:
         with self.lock:
             first = f"{seg.db}.{seg.table}" not in self.stats.tables  # (the table's first step this run)
             info = self.stats.tables.setdefault(f"{seg.db}.{seg.table}", {"path": path, "segments": 0, "rows": 0})
+        if first:
+            self._gain_properties(path)
         for attempt in range(1, REPLANS + 1):
             try:
                 with delta_io.pinned(path, spark=self.spark, backend=self.backend):
@@ -437,6 +441,16 @@ class _Run:
                       f"planning the segment again ({attempt + 1}/{REPLANS})", file=sys.stderr, flush=True)
                 with self.lock:
                     self.stats.replans += 1
+
+    def _gain_properties(self, path: str) -> None:
+        """A table that exists takes what it lacks of :func:`silver_properties.to_gain` (the change
+        data feed turned on later), in one commit that repeats its watermark."""
+        wanted = silver_properties.to_gain(self.cfg.silver)
+        if not wanted or not delta_io.table_exists(path, spark=self.spark, backend=self.backend):
+            return
+        mark = read_watermark(path, spark=self.spark, backend=self.backend)
+        delta_io.set_properties(path, wanted, spark=self.spark, backend=self.backend,
+                                user_metadata=None if mark is None else watermark_metadata(mark))
 
     def _run_segment(self, seg: SegmentPlan, path: str, first: bool, info: dict) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
@@ -474,7 +488,7 @@ class _Run:
                 result = driver.apply_small(spark, path, driver.rows_of(small), resolution.specs,
                                             resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
                                             column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
-                                            backend=self.backend, deletion_vectors=cfg.silver.deletion_vectors)
+                                            backend=self.backend, properties=self.properties)
                 applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None
@@ -549,7 +563,8 @@ def _apply_segment(spark, cfg: PipelineConfig, seg: SegmentPlan, path: str, rows
     return apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend,
                                 column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
-                                deletion_vectors=cfg.silver.deletion_vectors)
+                                properties=silver_properties.for_new_table(
+                                    cfg.silver, delta_io.resolve_backend(spark, cfg.delta.backend)))
 
 
 def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list[tuple], set_aside: list[DataFrame],
