@@ -271,7 +271,7 @@ def _list(args) -> int:
                 print(json.dumps(item, ensure_ascii=False))
                 continue
             size = "-" if item["raw_bytes"] is None else f"{item['raw_bytes']} B"
-            print(f"  {r['file']}\t{r['offset']}\t{r['decoder_version']}\t{size}\t"
+            print(f"  {r['file']}\t{r['offset']}\t{r['error_class']}\t{r['decoder_version']}\t{size}\t"
                   + ("resolved\t" if r["resolved"] else "") + _short(r["reason"]))
         if args.format != "jsonl" and len(shown) < len(items):
             print(f"  ... {len(items) - len(shown)} more (--limit N shows more; --file NAME one file's)")

@@ -93,7 +93,8 @@ def test_quarantine_lists_and_redecodes_from_s3(s3_wh):
 
     listed = _tool("pipelines.quarantine", "list", "--config", str(config), "--warehouse", wh)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.startswith(f"binlog.000001\t{tx.begin_pos}\tCorruptEvent\t0\t{tx.end_pos - tx.begin_pos} B")
+    assert listed.stdout.startswith(f"CorruptEvent\tbinlog\t1 row(s)\n"
+                                    f"  binlog.000001\t{tx.begin_pos}\tCorruptEvent\t0\t{tx.end_pos - tx.begin_pos} B")
 
     again = _tool("pipelines.quarantine", "redecode", "--config", str(config), "--warehouse", wh)
     assert again.returncode == 0, again.stderr  # the format description was read from S3
