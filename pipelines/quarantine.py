@@ -58,7 +58,7 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.events import RowsEvent, UnknownEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
-from pipelines import state, storage
+from pipelines import delta_io, state, storage
 from pipelines.bronze.schema import DECODER_VERSION
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "pipeline.yaml"
@@ -369,4 +369,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    delta_io.exit_process(main())  # (not sys.exit: delta_io.exit_process says why)

@@ -1,7 +1,7 @@
 """The state of a warehouse at a glance: ``python -m pipelines.status [--warehouse WH] [--format json]``.
 
 Per source table: the last change silver applied (its binlog position, GTID and source commit
-time, from silver's watermark and the bronze row at it), the lag (now minus that commit time), the
+time: silver's watermark, :func:`applied_seq`, and the bronze row at it), the lag (now minus that commit time), the
 silver table's rows, the run that applied it last and that run's outcome, and the table's open
 quarantine rows by class. Then the latest run of each step with its counts named as the step means
 them, the binlog files (the manifest, one line per file: its latest state) and those of the input
@@ -43,7 +43,7 @@ _UTC = _dt.timezone.utc
 # columns of bronze's layout): (column, word); a NULL column is left out. docs/state.md has the table.
 RUN_WORDS: dict[str, list[tuple[str, str]]] = {
     "bronze": [("files", "file(s) read"), ("files_skipped", "skipped"), ("files_ignored", "other name(s) ignored"),
-               ("events", "events"), ("rows_c", "c"), ("rows_u", "u"), ("rows_d", "d"),
+               ("events", "events"), ("rows_c", "rows c"), ("rows_u", "rows u"), ("rows_d", "rows d"),
                ("statements", "statement(s)"), ("quarantined", "quarantined"), ("bytes", "bytes")],
     "silver": [("files", "table(s)"), ("events", "segment(s)"), ("rows_c", "changes c"), ("rows_u", "changes u"),
                ("rows_d", "changes d"), ("statements", "new schema version(s)"), ("quarantined", "quarantined"),
@@ -59,7 +59,7 @@ class TableStatus:
     """One source table as silver has it."""
 
     name: str  # db.table
-    seq: str | None  # silver's watermark: the _seq of the last change applied
+    seq: str | None  # the _seq of the last change applied (:func:`applied_seq`)
     position: str | None  # FILE:POS of that change (the event's start)
     gtid: str | None
     commit_ts: _dt.datetime | None  # the source's commit time of that change
@@ -201,6 +201,17 @@ def _silver_tables(warehouse: str) -> set[tuple[str, str]]:
     return {silver_table_name(t.path) for t in discover_tables(warehouse) if t.qualified.startswith("silver.")}
 
 
+def applied_seq(mark: dict | None, path: str) -> str | None:
+    """The ``_seq`` of the last change applied to a silver table: the larger of its row in
+    ``_pipeline/silver_watermarks`` (what the next run starts from) and the watermark its own last
+    MERGE committed with the data (:func:`pipelines.silver.merge.read_watermark`: ahead of the
+    former when a run stopped between the two writes)."""
+    from pipelines.silver.merge import read_watermark
+
+    own = read_watermark(path, backend="rs") if delta_io.deltalake_table_exists(path) else None
+    return max((s for s in (mark["max_seq"] if mark else None, own) if s), default=None)
+
+
 def _list_input(folder: str) -> list[tuple[str, int, int]]:
     """``(name, size, mtime ms)`` of the binlog files of ``folder`` (local, or remote through pyarrow)."""
     from pyarrow import fs as pafs
@@ -241,7 +252,10 @@ def gather(warehouse: str, *, input: str | None = None, now: _dt.datetime | None
     runs = state.rows_in(warehouse, state.RUNS)
     run_status = {r["run_id"]: r["status"] for r in runs}
 
-    seqs = sorted({r["max_seq"] for r in latest_marks.values() if r["max_seq"]})
+    keys = sorted(set(latest_marks) | _silver_tables(warehouse))
+    paths = {k: silver_table_path(warehouse, *k) for k in keys}
+    applied = {k: applied_seq(latest_marks.get(k), paths[k]) for k in keys}
+    seqs = sorted({s for s in applied.values() if s})
     found = _at_seqs(_table(warehouse, BRONZE_TABLE), seqs, ["gtid", "commit_ts"])
     found.update({k: v for k, v in _at_seqs(_table(warehouse, state.PIPELINE_FOLDER, state.DDL),
                                               [s for s in seqs if s not in found], ["gtid", "commit_ts"]).items()})
@@ -254,11 +268,9 @@ def gather(warehouse: str, *, input: str | None = None, now: _dt.datetime | None
             by_where.setdefault(quarantine.where_of(r), Counter())[r["error_class"] or "?"] += 1
 
     tables = []
-    for db, table in sorted(set(latest_marks) | _silver_tables(warehouse)):
-        mark = latest_marks.get((db, table))
-        seq = mark["max_seq"] if mark else None
+    for db, table in keys:
+        mark, seq, path = latest_marks.get((db, table)), applied[(db, table)], paths[(db, table)]
         at = found.get(seq) or {}
-        path = silver_table_path(warehouse, db, table)
         rows = delta_io.count_rows(path) if delta_io.deltalake_table_exists(path) else None
         commit_ts = at.get("commit_ts")
         tables.append(TableStatus(
@@ -282,6 +294,25 @@ def _classes(counts: dict[str, int]) -> str:
     return ", ".join(f"{c} {n}" for c, n in counts.items()) or "-"
 
 
+def _counts_text(counts: dict[str, int]) -> str:
+    """A run's counts as its summary line words them: ``rows c=12 u=5 d=0`` for the ops, ``N word`` else.
+
+    >>> _counts_text({"table(s)": 3, "changes c": 12, "changes u": 5, "changes d": 0, "quarantined": 0})
+    '3 table(s), changes c=12 u=5 d=0, 0 quarantined'
+    """
+    parts: list[str] = []
+    for word, n in counts.items():
+        label, _, op = word.rpartition(" ")
+        if label in ("rows", "changes") and op in ("c", "u", "d", "r"):
+            if parts and parts[-1].startswith(label + " ") and "=" in parts[-1]:
+                parts[-1] += f" {op}={n}"
+            else:
+                parts.append(f"{label} {op}={n}")
+        else:
+            parts.append(f"{n} {word}")
+    return ", ".join(parts)
+
+
 def render_text(st: Status) -> str:
     """The human form: a table of the source tables, then runs, files and quarantine, a line each."""
     import pyarrow as pa
@@ -303,8 +334,7 @@ def render_text(st: Status) -> str:
     out.append("")
     out.append("latest runs:" if st.runs else "latest runs: none yet")
     for r in st.runs:
-        counts = ", ".join(f"{n} {w}" if not w.startswith(("c", "u", "d", "changes", "rows r")) else f"{w}={n}"
-                           for w, n in r.counts.items())
+        counts = _counts_text(r.counts)
         out.append(f"  {r.step:<11} {r.run_id} {r.status or '?'} at {_when(r.started_at)} .. {_when(r.ended_at)}: {counts}"
                    + (f"\n  {'':<11} error: {r.error.splitlines()[0]}" if r.error else ""))
     f = st.files
@@ -383,4 +413,4 @@ def _is_folder(warehouse: str) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    delta_io.exit_process(main())  # (not sys.exit: delta_io.exit_process says why)
