@@ -499,3 +499,13 @@ def test_rows_that_do_not_fit_the_schema_history_are_quarantined_by_silver(spark
     for table in ("cnt", "typ"):  # the rows that fit landed
         rows = read(silver_table_path(cfg.warehouse, "bad_schema", table))
         assert [(r["id"], r["v"]) for r in rows] == [(1, "a" if table == "cnt" else "1")]
+
+    # the quarantine by class and table: in `list`, and in status's line of each table
+    lines = _stdout(quarantine.main, ["list", "--warehouse", cfg.warehouse]).splitlines()
+    assert "SchemaMismatch\tbad_schema.cnt\t1 row(s)" in lines and "SchemaMismatch\tbad_schema.typ\t1 row(s)" in lines
+    from pipelines import status
+
+    st = status.gather(cfg.warehouse)
+    assert {t.name: t.quarantine for t in st.tables} == {"bad_schema.cnt": {"SchemaMismatch": 1},
+                                                         "bad_schema.typ": {"SchemaMismatch": 1}}
+    assert st.quarantine == {"bad_schema.cnt": {"SchemaMismatch": 1}, "bad_schema.typ": {"SchemaMismatch": 1}}
