@@ -21,7 +21,7 @@ import pytest
 
 from spark_fixtures import delta_backend, spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, state, status
+from pipelines import bronze, faults, state, status
 from pipelines.config import load_config
 from pipelines.silver import step as silver_step
 
@@ -109,6 +109,39 @@ def test_status_of_a_warehouse(spark, delta_backend, tmp_path):  # noqa: F811
     got = json.loads(done.stdout)
     assert [t["gtid"] for t in got["tables"]] == [t.gtid for t in st.tables]
     assert got["files"]["by_status"] == {"done": 4, "quarantined": 1}
+
+
+def test_status_takes_the_watermark_the_merge_committed(spark, delta_backend, tmp_path):  # noqa: F811
+    """A silver run that stops after its MERGEs committed and before ``_pipeline/silver_watermarks``
+    was written: the tables hold the changes (and their watermark in the MERGE's commit), so status
+    shows them applied; the failed run is the latest silver run, with its error."""
+    folder = tmp_path / "binlogs"
+    folder.mkdir()
+    shutil.copyfile(SAMPLES / "binlog.000001", folder / "binlog.000001")
+    cfg = load_config(None, {"input": str(folder), "warehouse": str(tmp_path / "wh"), "progress": False,
+                             "delta.backend": delta_backend})
+    bronze.run(spark, cfg)
+    try:  # (the 1st write: a schema event's mark, written at once in its lane; the 2nd: the run's marks)
+        faults.configure("append.watermarks.before#2:raise")
+        with pytest.raises(faults.InjectedFault, match=r"append\.watermarks\.before \(#2"):
+            silver_step.run(spark, cfg)
+    finally:
+        faults.configure(None)
+    marks = {(r["db"], r["table"]): r["max_seq"] for r in state.rows_in(cfg.warehouse, state.WATERMARKS)}
+
+    st = status.gather(cfg.warehouse)
+    last: dict[str, str] = {}
+    for r in _rows(cfg.warehouse_path("bronze/binlog_changes")):
+        last[f"{r['db']}.{r['table']}"] = max(last.get(f"{r['db']}.{r['table']}", ""), r["_seq"])
+    # the tables with rows: their last row, which no watermark row holds (the MERGE's commit does);
+    # a table with none: its CREATE, the mark written at once (found in _pipeline/ddl: its GTID)
+    expected = {f"{db}.{table}": seq for (db, table), seq in marks.items()}
+    expected.update(last)
+    assert {t.name: t.seq for t in st.tables} == expected and all(t.gtid for t in st.tables)
+    assert last and all(marks.get(tuple(name.split(".")), "") < seq for name, seq in last.items())
+    assert {t.name: t.rows for t in st.tables if t.name in last} == {"shop.customers": 4, "shop.event_log": 1}
+    silver = next(r for r in st.runs if r.step == "silver")
+    assert silver.status == "failed" and "InjectedFault" in silver.error
 
 
 def test_status_of_what_is_not_a_warehouse(tmp_path):
