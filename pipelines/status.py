@@ -257,8 +257,8 @@ def gather(warehouse: str, *, input: str | None = None, now: _dt.datetime | None
     applied = {k: applied_seq(latest_marks.get(k), paths[k]) for k in keys}
     seqs = sorted({s for s in applied.values() if s})
     found = _at_seqs(_table(warehouse, BRONZE_TABLE), seqs, ["gtid", "commit_ts"])
-    found.update({k: v for k, v in _at_seqs(_table(warehouse, state.PIPELINE_FOLDER, state.DDL),
-                                              [s for s in seqs if s not in found], ["gtid", "commit_ts"]).items()})
+    found.update(_at_seqs(_table(warehouse, state.PIPELINE_FOLDER, state.DDL), [s for s in seqs if s not in found],
+                          ["gtid", "commit_ts"]))  # (a mark at a schema event: its statement)
 
     q_rows = quarantine.read_quarantine(warehouse)
     done = quarantine.resolved(q_rows, manifest_rows)
