@@ -47,7 +47,6 @@ import json
 import os
 import re
 import sys
-from collections import Counter
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
