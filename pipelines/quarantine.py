@@ -5,9 +5,19 @@ write ``<warehouse>/_pipeline/quarantine``: one row per bad piece with the
 file, the byte offset, the reason, the error class, the decoder version and
 the raw bytes (see :mod:`pipelines.bronze`)::
 
-    python -m pipelines.quarantine list --warehouse DIR [--file NAME] [--format table|jsonl]
+    python -m pipelines.quarantine list --warehouse DIR [--file NAME] [--limit N] [--format table|jsonl]
     python -m pipelines.quarantine redecode --warehouse DIR [--input DIR] [--file NAME] [--offset N]
     python -m pipelines.quarantine list --warehouse s3a://bucket/wh [--config conf/pipeline.yaml]
+
+``list`` groups the rows by error class and by where they belong (``db.table`` for the rows the silver
+step set aside, ``binlog`` for the decoder's, which come before any table is known), with each
+group's count, and shows the first ``--limit`` rows of each group (default 10; 0: the counts only;
+``--format jsonl`` prints every row unless ``--limit`` is given).
+
+A row is **resolved** when its file was read again later and landed past the row's offset: a
+later committed batch of the manifest covers it (a corrected copy replaced a cut or damaged file,
+see :mod:`pipelines.bronze`). The row stays, for the record, marked ``resolved``; ``redecode``
+does not try it again.
 
 The warehouse and the binlogs may be local folders or S3/HDFS URIs: they are reached with the
 Hadoop options of the configuration's ``spark.conf`` (``spark.hadoop.fs.s3a.*``, see
@@ -20,8 +30,9 @@ now: ``ok`` (with the events and rows found) or ``fails`` (with today's error).
 It lands nothing: a file that stopped at a bad event is read on by the next
 bronze run once a corrected copy replaces it (same good prefix, see
 :mod:`pipelines.bronze`); rows of a skipped transaction or an unknown event
-need a fixed decoder and a re-ingest. Exit status: 0 when every selected row
-decodes, 1 when some still fail, 2 for bad arguments.
+need a fixed decoder and a re-ingest. Exit status: 0 when every selected row that is not
+resolved decodes (or cannot be tried: a silver row has no bytes), 1 when some still fail, 2 for bad
+arguments.
 
 From Python:
 
@@ -34,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -45,7 +57,7 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.events import RowsEvent, UnknownEvent
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
-from pipelines import state, storage
+from pipelines import delta_io, state, storage
 from pipelines.bronze.schema import DECODER_VERSION
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "pipeline.yaml"
@@ -75,15 +87,49 @@ def read_quarantine(warehouse: str) -> list[dict]:
                                        r["offset"] if r["offset"] is not None else -1))
 
 
+BINLOG_GROUP = "binlog"  # where the decoder's rows belong: before any table is known
+_SILVER_REASON = re.compile(r"^silver: (?P<table>.*?) _seq \d+: ", re.DOTALL)
+
+
+def where_of(row: dict) -> str:
+    """Where a quarantine row belongs: ``db.table`` for a row the silver step set aside (its reason
+    starts ``silver: db.table _seq N: ``), else :data:`BINLOG_GROUP`.
+
+    >>> where_of({"reason": "silver: shop.t _seq 0000000002: no such column"}), where_of({"reason": "x"})
+    ('shop.t', 'binlog')
+    """
+    m = _SILVER_REASON.match(row.get("reason") or "")
+    return m.group("table") if m else BINLOG_GROUP
+
+
+def resolved(rows: Sequence[dict], manifest_rows: Sequence[dict]) -> list[bool]:
+    """For each quarantine row of ``rows``: did a later committed batch of its file land past its
+    offset (``start_pos <= offset < complete_until``, ``batch`` after the row's)? A pure function
+    over the rows of ``_pipeline/quarantine`` and ``_pipeline/manifest``.
+
+    >>> q = {"file": "b.7", "offset": 900, "batch": 3}
+    >>> m = [{"name": "b.7", "phase": "committed", "batch": 5, "start_pos": 700, "complete_until": 4000}]
+    >>> resolved([q, dict(q, batch=5)], m)
+    [True, False]
+    """
+    landed: dict[str, list[tuple[int, int, int]]] = {}
+    for m in manifest_rows:
+        if m["phase"] == "committed" and m["batch"] is not None:
+            landed.setdefault(m["name"], []).append((m["batch"], m["start_pos"] or 0, m["complete_until"] or 0))
+    out = []
+    for r in rows:
+        batch, offset = r.get("batch"), r.get("offset")
+        out.append(batch is not None and offset is not None and any(
+            b > batch and start <= offset < until for b, start, until in landed.get(r.get("file"), ())))
+    return out
+
+
 def source_paths(warehouse: str) -> dict[str, str]:
     """File name -> the path the manifest last recorded for it (a local path, or the URI of a
     remote file)."""
     from pipelines.bronze import local_path
 
-    latest: dict[str, dict] = {}
-    for r in state.rows_in(warehouse, state.MANIFEST):
-        if r["phase"] == "committed" and (r["name"] not in latest or r["batch"] > latest[r["name"]]["batch"]):
-            latest[r["name"]] = r
+    latest = state.latest_files(state.rows_in(warehouse, state.MANIFEST))
     out = {}
     for name, r in latest.items():
         p = local_path(r["path"] or "") or r["path"]
@@ -188,32 +234,66 @@ def _short(text: str | None, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def _list(args) -> int:
-    rows = _select(read_quarantine(args.warehouse), args)
+def _marked(warehouse: str, args) -> list[dict]:
+    """The selected rows, each with ``where`` (:func:`where_of`) and ``resolved`` (:func:`resolved`)."""
+    rows = _select(read_quarantine(warehouse), args)
+    done = resolved(rows, state.rows_in(warehouse, state.MANIFEST))
+    return [dict(r, where=where_of(r), resolved=d) for r, d in zip(rows, done)]
+
+
+def group_rows(rows: Sequence[dict]) -> list[tuple[tuple[str, str], list[dict]]]:
+    """``rows`` (:func:`_marked`) grouped by ``(error_class, where)``, the biggest group first; in a
+    group the open rows first, in file order."""
+    groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
-        item = {k: r[k] for k in ("file", "file_seq", "offset", "error_class", "decoder_version", "reason", "run_id")}
-        item["raw_bytes"] = len(r["raw"]) if r["raw"] is not None else None
-        item["ts"] = r["ts"].isoformat() if r.get("ts") is not None else None
-        if args.format == "jsonl":
-            print(json.dumps(item, ensure_ascii=False))
-        else:
+        groups.setdefault((r["error_class"] or "?", r["where"]), []).append(r)
+    for items in groups.values():
+        items.sort(key=lambda r: r["resolved"])  # (stable: file order within open and resolved)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def _list(args) -> int:
+    rows = _marked(args.warehouse, args)
+    groups = group_rows(rows)
+    limit = args.limit if args.limit is not None else (None if args.format == "jsonl" else 10)
+    for (cls, where), items in groups:
+        done = sum(r["resolved"] for r in items)
+        if args.format != "jsonl":
+            print(f"{cls}\t{where}\t{len(items)} row(s)" + (f", {done} resolved" if done else ""))
+        shown = items if limit is None else items[:limit]
+        for r in shown:
+            item = {k: r[k] for k in ("file", "file_seq", "offset", "error_class", "decoder_version", "reason",
+                                      "run_id", "where", "resolved")}
+            item["raw_bytes"] = len(r["raw"]) if r["raw"] is not None else None
+            item["ts"] = r["ts"].isoformat() if r.get("ts") is not None else None
+            if args.format == "jsonl":
+                print(json.dumps(item, ensure_ascii=False))
+                continue
             size = "-" if item["raw_bytes"] is None else f"{item['raw_bytes']} B"
-            print(f"{r['file']}\t{r['offset']}\t{r['error_class']}\t{r['decoder_version']}\t{size}\t"
-                  f"{_short(r['reason'])}")
+            print(f"  {r['file']}\t{r['offset']}\t{r['error_class']}\t{r['decoder_version']}\t{size}\t"
+                  + ("resolved\t" if r["resolved"] else "") + _short(r["reason"]))
+        if args.format != "jsonl" and len(shown) < len(items):
+            print(f"  ... {len(items) - len(shown)} more (--limit N shows more; --file NAME one file's)")
     if args.format != "jsonl":
-        print(f"{len(rows)} quarantine row(s)", file=sys.stderr)
+        done = sum(r["resolved"] for r in rows)
+        print(f"{len(rows)} quarantine row(s) in {len(groups)} group(s): {len(rows) - done} open, {done} resolved "
+              "(their file landed later)", file=sys.stderr)
     return 0
 
 
 def _redecode(args) -> int:
-    rows = _select(read_quarantine(args.warehouse), args)
+    rows = _marked(args.warehouse, args)
     sources = source_paths(args.warehouse)
-    failed = 0
+    failed = done = 0
     for r in rows:
-        src = f"{args.input.rstrip('/')}/{r['file']}" if args.input else sources.get(r["file"])
-        res = redecode(r, src)
-        word = {True: "ok", False: "fails", None: "skipped"}[res.ok]
-        failed += res.ok is False
+        if r["resolved"]:
+            done += 1
+            res, word = Redecoded(None, message="resolved: its file landed past this offset later"), "resolved"
+        else:
+            src = f"{args.input.rstrip('/')}/{r['file']}" if args.input else sources.get(r["file"])
+            res = redecode(r, src)
+            word = {True: "ok", False: "fails", None: "skipped"}[res.ok]
+            failed += res.ok is False
         if args.format == "jsonl":
             print(json.dumps({"file": r["file"], "offset": r["offset"], "error_class": r["error_class"],
                               "stored_by": r["decoder_version"], "decoder_version": DECODER_VERSION,
@@ -222,7 +302,7 @@ def _redecode(args) -> int:
         else:
             print(f"{r['file']}\t{r['offset']}\t{r['error_class']}\t{word}\t{_short(res.message)}")
     if args.format != "jsonl":
-        print(f"{len(rows)} row(s): {len(rows) - failed} not failing, {failed} still failing "
+        print(f"{len(rows)} row(s): {len(rows) - failed - done} not failing, {failed} still failing, {done} resolved "
               f"(decoder {DECODER_VERSION})", file=sys.stderr)
     return 1 if failed else 0
 
@@ -238,6 +318,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                        help="YAML configuration whose spark.conf has the S3/HDFS settings (default: conf/pipeline.yaml)")
         s.add_argument("--file", help="only rows of this binlog file (base name)")
         s.add_argument("--format", choices=("table", "jsonl"), default="table")
+        if name == "list":
+            s.add_argument("--limit", type=int, help="rows shown per group (default 10 for the table, all for "
+                                                     "jsonl; 0: the counts only)")
         if name == "redecode":
             s.add_argument("--input", help="folder holding the binlog files (default: the paths in the manifest)")
             s.add_argument("--offset", type=int, help="only the row at this offset")
@@ -285,4 +368,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    delta_io.exit_process(main())  # (not sys.exit: delta_io.exit_process says why)

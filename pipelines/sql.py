@@ -418,8 +418,9 @@ def render_tables(tables: Sequence[WarehouseTable]) -> str:
 # -- command line ----------------------------------------------------------------
 
 
-def _warehouse_and_config(args: argparse.Namespace):
-    """The warehouse to query and the configuration (``None`` when it cannot be read but
+def warehouse_and_config(args: argparse.Namespace):
+    """The warehouse to query (``args.warehouse``, else ``$BINLOG_DELTA_WAREHOUSE``, else the config's; the
+    tools :mod:`pipelines.status` and this one) and the configuration of ``args.config`` (``None`` when it cannot be read but
     the warehouse was given explicitly, so a broken config file does not stop a query). The
     configuration's storage settings (``spark.conf``'s ``spark.hadoop.*``) become this process's
     until a Spark session brings its own."""
@@ -462,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        warehouse, cfg = _warehouse_and_config(args)
+        warehouse, cfg = warehouse_and_config(args)
         tables = discover_tables(warehouse)
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -98,6 +98,7 @@ SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
 
 SCHEMA_HISTORY_DDL = ", ".join(f"`{n}` {t}" for n, t in SCHEMA_HISTORY_COLUMNS)
 # the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.marks)
+READ_THROUGH_DB = ""  # no source database has an empty name: the db of silver's read-through marks
 WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
 
 # the dumps the snapshot load landed (pipelines.snapshot_load): a ``pending`` row (db and table NULL)
@@ -120,6 +121,28 @@ def rows_in(warehouse: str, table: str) -> list[dict]:
     (for tools such as :mod:`pipelines.quarantine`); none when it does not exist yet."""
     p = "/".join([warehouse.rstrip("/"), PIPELINE_FOLDER, table])
     return delta_io.read_arrow(p).to_pylist() if delta_io.deltalake_table_exists(p) else []
+
+
+def latest_files(manifest_rows: Sequence) -> dict[str, dict]:
+    """The manifest as one row per file: its latest ``committed`` row (the highest ``batch``), by file
+    name. The table itself holds a ``pending`` and a ``committed`` row per file per batch (a file
+    that grew or was restored has several batches); this is the view to read it by
+    (``docs/state.md``, ``pipelines.status``). A pure function over rows (dicts or Rows).
+
+    >>> rows = [{"name": "b.1", "phase": "pending", "batch": 0, "status": "partial"},
+    ...         {"name": "b.1", "phase": "committed", "batch": 0, "status": "partial"},
+    ...         {"name": "b.1", "phase": "committed", "batch": 1, "status": "done"}]
+    >>> latest_files(rows)["b.1"]["status"]
+    'done'
+    """
+    latest: dict[str, dict] = {}
+    for r in manifest_rows:
+        if r["phase"] != "committed":
+            continue
+        cur = latest.get(r["name"])
+        if cur is None or (r["batch"] if r["batch"] is not None else -1) >= (cur["batch"] if cur["batch"] is not None else -1):
+            latest[r["name"]] = r
+    return latest
 
 
 def exists(spark, cfg: PipelineConfig, table: str) -> bool:

@@ -8,7 +8,9 @@ file and offset), what the manifest records, and that a re-run reads nothing aga
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
+import json
 import shutil
 import tracemalloc
 from pathlib import Path
@@ -29,7 +31,7 @@ from binlog_surgery import (
 )
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
-from pipelines import bronze, quarantine
+from pipelines import bronze, delta_io, quarantine, state
 from pipelines.bronze import decode as bronze_decode
 from pipelines.binlog.constants import EventType
 from pipelines.binlog.txindex import scan
@@ -298,6 +300,60 @@ def test_every_kind_of_damage_in_one_run(spark, series, damaged, tmp_path):  # n
     assert "\tfails\t" in lines[n5] and "event type 99 is still unknown" in lines[n5]
     assert "\tfails\t" in lines[n2] and "CRC32 mismatch" in lines[n2]
 
+    # issue 36, finding 8: the row of the file restored above is resolved (its file landed past
+    # it), not "still failing" for ever; redecode of that file has nothing left to fix
+    assert "\tresolved\t" in lines[n7]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert quarantine.main(["redecode", "--warehouse", cfg.warehouse, "--file", n7]) == 0
+    assert "0 still failing, 1 resolved" in err.getvalue()
+    # list groups the rows by class (all the decoder's: "binlog"), with counts and the resolved ones
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert quarantine.main(["list", "--warehouse", cfg.warehouse, "--limit", "1"]) == 0
+    text = out.getvalue()
+    assert "NotABinlog\tbinlog\t2 row(s)\n" in text and "  ... 1 more" in text
+    assert "TruncatedEvent\tbinlog\t1 row(s), 1 resolved\n" in text and f"  {n7}\t" in text
+    assert err.getvalue().startswith("8 quarantine row(s) in 6 group(s): 7 open, 1 resolved")
+    rows = [json.loads(line) for line in _stdout(quarantine.main, ["list", "--warehouse", cfg.warehouse,
+                                                                    "--format", "jsonl"]).splitlines()]
+    assert [r["file"] for r in rows if r["resolved"]] == [n7] and {r["where"] for r in rows} == {"binlog"}
+
+
+def _stdout(fn, argv) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert fn(argv) == 0
+    return out.getvalue()
+
+
+def test_quarantine_list_at_scale_groups_and_limits(tmp_path):
+    """Issue 36, finding 8: ``list`` printed one line per row (7,297 on a real server). Now a line per
+    group (class and table) with its count, and at most ``--limit`` rows of each (default 10).
+    The quarantine here is a real ``_pipeline/quarantine`` table written in its layout."""
+    wh = tmp_path / "wh"
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    rows = [(f"binlog.{k:06d}", k, 0, f"binlog.{k:06d}: offset 0: not a binlog", "NotABinlog", DECODER_VERSION,
+             b"--", 0, "r1", now) for k in range(1, 26)]
+    rows.append(("binlog.000030", 30, 900, "silver: shop.t _seq 00000000300000000000900000000000: no such column",
+                 "SchemaMismatch", DECODER_VERSION, None, None, "r2", now))
+    delta_io.append_rows(None, rows, state.QUARANTINE_DDL, str(wh / "_pipeline" / "quarantine"), backend="rs")
+
+    lines = _stdout(quarantine.main, ["list", "--warehouse", str(wh)]).splitlines()
+    assert lines[0] == "NotABinlog\tbinlog\t25 row(s)"
+    assert lines[1].startswith("  binlog.000001\t0\t") and lines[11] == "  ... 15 more (--limit N shows more; --file NAME one file's)"
+    assert lines[12] == "SchemaMismatch\tshop.t\t1 row(s)" and "no such column" in lines[13]
+    assert len(lines) == 14
+    assert _stdout(quarantine.main, ["list", "--warehouse", str(wh), "--limit", "0"]).splitlines() == [
+        "NotABinlog\tbinlog\t25 row(s)", "  ... 25 more (--limit N shows more; --file NAME one file's)",
+        "SchemaMismatch\tshop.t\t1 row(s)", "  ... 1 more (--limit N shows more; --file NAME one file's)"]
+    assert len(_stdout(quarantine.main, ["list", "--warehouse", str(wh), "--format", "jsonl", "--limit", "2"])
+               .splitlines()) == 3
+    # nothing resolves a silver row or a row of a file that never landed again: redecode tries
+    # them (the silver row has no bytes: skipped, not failing)
+    out = _stdout(quarantine.main, ["redecode", "--warehouse", str(wh), "--file", "binlog.000030"])
+    assert "\tskipped\t" in out
+
 
 def test_redecode_reports_bytes_that_decode_now(series, tmp_path):
     """What ``redecode`` says once the decoder copes with stored bytes: here the whole
@@ -443,3 +499,13 @@ def test_rows_that_do_not_fit_the_schema_history_are_quarantined_by_silver(spark
     for table in ("cnt", "typ"):  # the rows that fit landed
         rows = read(silver_table_path(cfg.warehouse, "bad_schema", table))
         assert [(r["id"], r["v"]) for r in rows] == [(1, "a" if table == "cnt" else "1")]
+
+    # the quarantine by class and table: in `list`, and in status's line of each table
+    lines = _stdout(quarantine.main, ["list", "--warehouse", cfg.warehouse]).splitlines()
+    assert "SchemaMismatch\tbad_schema.cnt\t1 row(s)" in lines and "SchemaMismatch\tbad_schema.typ\t1 row(s)" in lines
+    from pipelines import status
+
+    st = status.gather(cfg.warehouse)
+    assert {t.name: t.quarantine for t in st.tables} == {"bad_schema.cnt": {"SchemaMismatch": 1},
+                                                         "bad_schema.typ": {"SchemaMismatch": 1}}
+    assert st.quarantine == {"bad_schema.cnt": {"SchemaMismatch": 1}, "bad_schema.typ": {"SchemaMismatch": 1}}

@@ -129,7 +129,7 @@ def test_sql_and_quarantine_tools_over_an_hdfs_warehouse(hdfs, tmp_path):
     assert r.stdout == f"file,offset\nbinlog.000001,{tx.begin_pos}\n"
     listed = _tool("pipelines.quarantine", "list", "--config", str(config), "--warehouse", wh)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.startswith(f"binlog.000001\t{tx.begin_pos}\tCorruptEvent\t")
+    assert listed.stdout.startswith(f"CorruptEvent\tbinlog\t1 row(s)\n  binlog.000001\t{tx.begin_pos}\tCorruptEvent\t")
 
 
 # -- the lock's lease on HDFS

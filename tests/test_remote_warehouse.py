@@ -1,5 +1,5 @@
-"""The tools over a warehouse on S3: ``python -m pipelines.sql --engine rs`` and ``python -m
-pipelines.quarantine`` reach a private S3 server (moto's) with the Hadoop options of the
+"""The tools over a warehouse on S3: ``python -m pipelines.sql --engine rs``, ``python -m
+pipelines.quarantine`` and ``python -m pipelines.status`` reach a private S3 server (moto's) with the Hadoop options of the
 configuration's ``spark.conf`` alone: their environment has no ``AWS_*`` variable.
 
 (``--engine spark`` over S3 needs the hadoop-aws jars on Spark's classpath, which this suite's
@@ -93,7 +93,8 @@ def test_quarantine_lists_and_redecodes_from_s3(s3_wh):
 
     listed = _tool("pipelines.quarantine", "list", "--config", str(config), "--warehouse", wh)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.startswith(f"binlog.000001\t{tx.begin_pos}\tCorruptEvent\t0\t{tx.end_pos - tx.begin_pos} B")
+    assert listed.stdout.startswith(f"CorruptEvent\tbinlog\t1 row(s)\n"
+                                    f"  binlog.000001\t{tx.begin_pos}\tCorruptEvent\t0\t{tx.end_pos - tx.begin_pos} B")
 
     again = _tool("pipelines.quarantine", "redecode", "--config", str(config), "--warehouse", wh)
     assert again.returncode == 0, again.stderr  # the format description was read from S3
@@ -106,3 +107,38 @@ def test_quarantine_without_the_settings_cannot_reach_s3(s3_wh, tmp_path):
     bare.write_text("input: binlogs\nwarehouse: wh\n")
     r = _tool("pipelines.quarantine", "list", "--config", str(bare), "--warehouse", wh)
     assert r.returncode == 2 and r.stderr.startswith(f"error: warehouse {wh} ")
+
+
+def test_status_of_an_s3_warehouse(s3_wh):
+    """``python -m pipelines.status`` over S3, with the config's settings alone: the table's last
+    change (watermark, then bronze's row at it), the manifest, and the input's files waiting."""
+    import datetime as dt
+    import json
+
+    from pipelines.bronze.schema import BRONZE_DDL, seq_key
+    from pipelines.paths import silver_table_path
+
+    server, wh, config = s3_wh
+    bucket = wh.split("/")[2]
+    for name in ("binlog.000001", "binlog.000002"):
+        server.client().put_object(Bucket=bucket, Key=f"binlogs/{name}", Body=SAMPLE.read_bytes())
+    seq, ts = seq_key(1, 1234, 0), dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    delta_io.append_rows(None, _rows(BRONZE_DDL, source_file="binlog.000001", file_seq=1, event_pos=1234, _seq=seq,
+                                     gtid="0-1-7", commit_ts=ts, db="shop", table="orders", op="c"),
+                         BRONZE_DDL, f"{wh}/bronze/binlog_changes", backend="rs")
+    delta_io.append_rows(None, _rows(state.WATERMARKS_DDL, db="shop", table="orders", max_seq=seq, rows=1,
+                                     run_id="r1", updated_at=ts),
+                         state.WATERMARKS_DDL, f"{wh}/_pipeline/silver_watermarks", backend="rs")
+    delta_io.append_rows(None, _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=0, status="done",
+                                     phase="committed", size=SAMPLE.stat().st_size, complete_until=SAMPLE.stat().st_size),
+                         state.MANIFEST_DDL, f"{wh}/_pipeline/manifest", backend="rs")
+    delta_io.append_rows(None, [(1, "ok")], "id BIGINT, v STRING", silver_table_path(wh, "shop", "orders"), backend="rs")
+
+    r = _tool("pipelines.status", "--config", str(config), "--warehouse", wh, "--input", f"s3a://{bucket}/binlogs",
+              "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [(t["name"], t["position"], t["gtid"], t["commit_ts"], t["rows"]) for t in got["tables"]] == [
+        ("shop.orders", "binlog.000001:1234", "0-1-7", "2026-01-02T03:04:05+00:00", 1)]
+    assert got["files"]["by_status"] == {"done": 1}
+    assert got["files"]["waiting"] == [{"name": "binlog.000002", "why": "new"}]

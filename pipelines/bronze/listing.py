@@ -12,6 +12,16 @@ from pipelines.bronze.bookkeeping import BronzeError
 _BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")
 
 
+def file_seq_of(name: str) -> int | None:
+    """The number a binlog file name ends in (``binlog.000042`` -> 42); None for other names.
+
+    >>> file_seq_of("binlog.000042"), file_seq_of("notes.txt")
+    (42, None)
+    """
+    m = _BINLOG_NAME.match(name)
+    return int(m.group("seq")) if m is not None else None
+
+
 _COPY_NAME = re.compile(r"\.\d+(?=\D)")  # where a binlog name may end in binlog.000002.bak, binlog.000002~
 
 

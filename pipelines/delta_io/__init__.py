@@ -88,7 +88,8 @@ from pipelines.delta_io.spark_backend import (
     append_with_rows_spark, commit_session, create_with_rows_spark, merge_spark, spark_delta_log, spark_snapshot,
 )
 from pipelines.delta_io.rs_backend import (
-    MERGE_CHUNK_ROWS, append_with_rows_rs, create_with_rows_rs, deltalake_table_exists, merge_rs, read_arrow,
+    MERGE_CHUNK_ROWS, append_with_rows_rs, count_rows, create_with_rows_rs, deltalake_table_exists, exit_process,
+    merge_rs, read_arrow, read_arrow_in,
 )
 from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
@@ -100,11 +101,11 @@ __all__ = [
     "MERGE_CHUNK_ROWS",
     "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager", "StaleRead", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
     "StagedFile", "add_columns", "append", "append_rows", "append_with_rows_rs", "append_with_rows_spark",
-    "arrow_schema_to_spark", "arrow_to_spark",
+    "arrow_schema_to_spark", "arrow_to_spark", "count_rows",
     "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
-    "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged",
+    "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged", "exit_process",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
-    "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow",
+    "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow", "read_arrow_in",
     "read_rows", "resolve_backend", "rows_to_arrow", "schema", "set_properties", "spark_delta_log", "spark_field_to_arrow",
     "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists", "version",
 ]

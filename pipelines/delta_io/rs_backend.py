@@ -9,6 +9,8 @@ The operation modules (:mod:`~pipelines.delta_io.reads`, ``writes``, ``merging``
 """
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
@@ -159,13 +161,49 @@ def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:
                                filesystem=_rs_arrow_filesystem(dt))
 
 
-def _rs_query(dt, columns: Sequence[str]) -> pa.Table:
+def read_arrow_in(path: str, columns: Sequence[str], column: str, values: Sequence[str]) -> pa.Table:
+    """The rows of the table whose string ``column`` is one of ``values``, as Arrow, through delta-rs's
+    query engine (its files' statistics skip the files that cannot hold them): a few rows of a big
+    table (``pipelines.status`` looks up bronze's rows at silver's watermarks).
+
+    >>> read_arrow_in(str(tmp_path / "bronze"), ["_seq", "gtid"], "_seq", ["0000000001..."])  # doctest: +SKIP
+    """
+    if not values:
+        return _rs_query(_rs_table(path), columns, where="FALSE")
+    listed = ", ".join("'" + str(v).replace("'", "''") + "'" for v in values)
+    return _rs_query(_rs_table(path), columns, where=f"{_quoted(column)} IN ({listed})")
+
+
+def exit_process(code: int) -> None:
+    """End a command-line tool that read tables through delta-rs/pyarrow: flush, then leave without
+    the interpreter's teardown, where their reader threads at times abort the process ("terminate
+    called without an active exception", exit 134, after the tool's work and output are done:
+    apache/arrow#34314, delta-io/delta-rs#2184; about 1 run in 6 of ``pipelines.quarantine`` here)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def count_rows(path: str) -> int:
+    """The number of rows of the table's current snapshot (deletion vectors counted), through delta-rs."""
+    from deltalake import QueryBuilder
+
+    out = QueryBuilder().register("t", _rs_table(path)).execute("SELECT count(*) AS n FROM t").read_all()
+    return int(out.column("n")[0].as_py()) if out.num_rows else 0
+
+
+def _quoted(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _rs_query(dt, columns: Sequence[str], where: str | None = None) -> pa.Table:
     """The table's rows through delta-rs's own query engine, which knows every reader feature
     (column mapping, deletion vectors, partitions); the rows pass through the driver."""
     from deltalake import QueryBuilder
 
-    select = ", ".join(f'"{c.replace(chr(34), chr(34) * 2)}"' for c in columns)
-    return pa.table(QueryBuilder().register("t", dt).execute(f"SELECT {select} FROM t").read_all())
+    select = ", ".join(_quoted(c) for c in columns)
+    sql = f"SELECT {select} FROM t" + (f" WHERE {where}" if where else "")
+    return pa.table(QueryBuilder().register("t", dt).execute(sql).read_all())
 
 
 # -- commits
