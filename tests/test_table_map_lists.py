@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.binlog.constants import ColumnType
-from pipelines.binlog.events import _optional_metadata
+from pipelines.binlog.events_table_map import _optional_metadata
 from pipelines.binlog.txindex import scan
 
 pytestmark = pytest.mark.mariadb
