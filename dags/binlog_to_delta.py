@@ -1,5 +1,11 @@
-"""Airflow DAG ``binlog_to_delta``: ingest_bronze >> apply_silver, hourly, one run at a time; and
-``binlog_to_delta_maintenance``: maintain (compact, checkpoint, VACUUM), daily.
+"""Airflow DAG ``binlog_to_delta``: load_snapshot >> ingest_bronze >> apply_silver, hourly, one run
+at a time; and ``binlog_to_delta_maintenance``: maintain (compact, checkpoint, VACUUM), daily.
+
+``load_snapshot`` runs only in a run triggered with the param ``dump`` (a logical dump, as
+``jobs/load_snapshot.py --dump`` takes it: docs/snapshots.md); in every other run it is skipped
+and bronze goes on. Bronze runs after a load or a skip, never after a failed load::
+
+    airflow dags trigger binlog_to_delta -c '{"dump": "/backups/shop.sql.gz"}'
 
 Each task is a ``spark-submit`` (``SparkSubmitOperator``, connection ``spark_default``)
 of one of the repository's jobs::
@@ -46,6 +52,7 @@ from pathlib import Path
 
 import pendulum
 import yaml
+from airflow.exceptions import AirflowSkipException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 try:  # Airflow 3
@@ -132,9 +139,20 @@ def job_args() -> list[str]:
     ]
 
 
-def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = ()) -> SparkSubmitOperator:
-    """One ``spark-submit`` of ``jobs/<script>``."""
-    return SparkSubmitOperator(
+class DumpLoad(SparkSubmitOperator):
+    """``spark-submit jobs/load_snapshot.py --dump <params.dump>``, skipped when the run has no ``dump``
+    param (no Python task in between: the skip is this operator's own)."""
+
+    def execute(self, context):
+        if not (context.get("params") or {}).get("dump"):
+            raise AirflowSkipException("no dump to load (trigger the run with the param dump to load one)")
+        return super().execute(context)
+
+
+def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = (), operator=SparkSubmitOperator,
+              **kwargs) -> SparkSubmitOperator:
+    """One ``spark-submit`` of ``jobs/<script>`` (``kwargs``: more operator arguments)."""
+    return operator(
         task_id=task_id,
         application=str(JOBS / script),
         application_args=job_args() + list(extra_args),
@@ -144,13 +162,19 @@ def spark_job(task_id: str, script: str, extra_args: tuple[str, ...] = ()) -> Sp
         conf=dict(DELTA_CONF),
         name=f"binlog-delta-{task_id.replace('_', '-')}",
         conn_id=os.environ.get("BINLOG_DELTA_SPARK_CONN", "spark_default"),
+        **kwargs,
     )
 
 
-def run_params() -> dict:
-    """The trigger params both DAGs take: a run's own --config, --binlog-dir, --warehouse."""
-    return {name: Param(None, type=["null", "string"], description=f"override --{flag} for this run")
-            for name, flag in (("config", "config"), ("binlog_dir", "binlog-dir"), ("warehouse", "warehouse"))}
+def run_params(dump: bool = False) -> dict:
+    """The trigger params both DAGs take: a run's own --config, --binlog-dir, --warehouse (and the
+    pipeline's ``dump``: a logical dump to load first)."""
+    params = {name: Param(None, type=["null", "string"], description=f"override --{flag} for this run")
+              for name, flag in (("config", "config"), ("binlog_dir", "binlog-dir"), ("warehouse", "warehouse"))}
+    if dump:
+        params["dump"] = Param(None, type=["null", "string"],
+                               description="a logical dump to load before bronze (jobs/load_snapshot.py --dump)")
+    return params
 
 
 with DAG(
@@ -167,15 +191,17 @@ with DAG(
         "retry_exponential_backoff": True,
         "execution_timeout": timedelta(hours=3),
     },
-    params=run_params(),
+    params=run_params(dump=True),
     user_defined_macros={"defaults": DEFAULTS},
     tags=["binlog", "delta", "cdc"],
     doc_md=__doc__,
 ) as dag:
-    ingest_bronze = spark_job("ingest_bronze", "ingest_bronze.py")
+    load_snapshot = spark_job("load_snapshot", "load_snapshot.py", ("--dump", "{{ params.dump }}"), operator=DumpLoad)
+    # after a load, or when there was none to run (skipped); never after a failed one
+    ingest_bronze = spark_job("ingest_bronze", "ingest_bronze.py", trigger_rule="none_failed")
     apply_silver = spark_job("apply_silver", "apply_silver.py")
 
-    ingest_bronze >> apply_silver
+    load_snapshot >> ingest_bronze >> apply_silver
 
 
 # Warehouse upkeep (compaction, checkpoints and log cleanup, VACUUM: jobs/maintain.py), daily. It

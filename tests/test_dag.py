@@ -35,8 +35,11 @@ except ImportError:
     from airflow.models.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1], include_examples=False)
 contexts = {
-    "defaults": {"params": {"config": None, "binlog_dir": None, "warehouse": None}, "var": {"value": {}}},
-    "overrides": {"params": {"config": None, "binlog_dir": "/param/binlogs", "warehouse": None},
+    "defaults": {"params": {"config": None, "binlog_dir": None, "warehouse": None, "dump": None},
+                 "var": {"value": {}}},
+    "dump_given": {"params": {"config": None, "binlog_dir": None, "warehouse": None, "dump": "/backups/shop.sql"},
+                   "var": {"value": {}}},
+    "overrides": {"params": {"config": None, "binlog_dir": "/param/binlogs", "warehouse": None, "dump": None},
                   "var": {"value": {"binlog_delta_warehouse": "/var/warehouse", "binlog_delta_packages": ""}}},
 }
 try:
@@ -59,6 +62,7 @@ for dag_id, dag in bag.dags.items():
             "application": getattr(t, "application", None),
             "application_args": getattr(t, "application_args", None),
             "conf": getattr(t, "conf", None),
+            "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)),
         }
         for name, ctx in contexts.items():
             info[name] = {f: t.render_template(getattr(t, f, None), ctx)
@@ -133,13 +137,18 @@ def test_dag_folder_imports_cleanly(bag):
     assert bag["import_errors"] == {}
     assert sorted(bag["dags"]) == [DAG_ID, MAINTENANCE_DAG_ID]
     assert Path(bag["dags"][DAG_ID]["fileloc"]) == REPO / "dags" / "binlog_to_delta.py"
-    assert bag["dags"][DAG_ID]["serialized"] == ["apply_silver", "ingest_bronze"]
+    assert bag["dags"][DAG_ID]["serialized"] == ["apply_silver", "ingest_bronze", "load_snapshot"]
 
 
 def test_tasks_run_bronze_then_silver(dag):
     tasks = dag["tasks"]
-    assert sorted(tasks) == ["apply_silver", "ingest_bronze"]
-    assert (tasks["ingest_bronze"]["upstream"], tasks["ingest_bronze"]["downstream"]) == ([], ["apply_silver"])
+    assert sorted(tasks) == ["apply_silver", "ingest_bronze", "load_snapshot"]
+    assert (tasks["load_snapshot"]["upstream"], tasks["load_snapshot"]["downstream"]) == ([], ["ingest_bronze"])
+    assert (tasks["ingest_bronze"]["upstream"], tasks["ingest_bronze"]["downstream"]) == (["load_snapshot"],
+                                                                                          ["apply_silver"])
+    # bronze runs after the optional load, or when it was skipped (no dump), never after a failed one
+    assert tasks["ingest_bronze"]["trigger_rule"] == "none_failed"
+    assert tasks["apply_silver"]["trigger_rule"] == "all_success"
     assert (tasks["apply_silver"]["upstream"], tasks["apply_silver"]["downstream"]) == (["ingest_bronze"], [])
 
 
@@ -151,15 +160,26 @@ def test_runs_never_overlap_and_do_not_catch_up(dag):
 
 
 def test_tasks_spark_submit_the_repository_jobs(dag):
-    for task_id, script in (("ingest_bronze", "ingest_bronze.py"), ("apply_silver", "apply_silver.py")):
+    for task_id, script in (("ingest_bronze", "ingest_bronze.py"), ("apply_silver", "apply_silver.py"),
+                            ("load_snapshot", "load_snapshot.py")):
         task = dag["tasks"][task_id]
-        assert task["operator"] == OPERATOR
+        # (the load is SparkSubmitOperator's subclass that skips itself in a run without a dump;
+        # Airflow loads the DAG file under a module name of its own)
+        assert task["operator"] == OPERATOR if task_id != "load_snapshot" else task["operator"].endswith(
+            "binlog_to_delta.DumpLoad")
         assert Path(task["application"]) == REPO / "jobs" / script
         assert (REPO / "jobs" / script).is_file()
         assert task["conf"]["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
         assert task["conf"]["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         for flag in ("--config", "--binlog-dir", "--warehouse"):
             _arg(task["application_args"], flag)
+
+
+def test_the_optional_load_takes_the_runs_dump(dag):
+    task = dag["tasks"]["load_snapshot"]
+    assert _arg(task["dump_given"]["application_args"], "--dump") == "/backups/shop.sql"
+    assert _arg(task["dump_given"]["application_args"], "--warehouse") == load_config(REPO / "conf" /
+                                                                                      "pipeline.yaml").warehouse
 
 
 def test_default_arguments_agree_with_the_pipeline_config(dag):

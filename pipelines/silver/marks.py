@@ -37,7 +37,7 @@ def drop_rolled_back_xa(bronze: DataFrame, xa: DataFrame | None) -> DataFrame:
     return bronze.join(F.broadcast(dead), bronze["gtid"] == dead["_dead_gtid"], "left_anti")
 
 
-READ_THROUGH_DB = pipeline_state.READ_THROUGH_DB  # (its home: the watermarks' layout)
+READ_THROUGH_DB = state.READ_THROUGH_DB  # (its home: the watermarks' layout)
 READ_THROUGH_MARGIN = _dt.timedelta(minutes=5)  # clocks of drivers on other hosts (Kerberos allows 5 min)
 
 
