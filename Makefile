@@ -114,7 +114,7 @@ soak: setup
 	$(PY) tests/soak.py --seeds $(SEEDS) --jobs $(SOAK_JOBS) $(SOAK_ARGS)
 
 # A logical dump (DUMP=path: mariadb-dump/mysqldump output, plain, .gz or .zst) into the warehouse of
-# conf/pipeline.yaml at the binlog position it records (README, "Start from an existing database");
+# conf/pipeline.yaml at the binlog position it records (docs/snapshots.md);
 # LOAD_SNAPSHOT_ARGS: more flags of jobs/load_snapshot.py (--warehouse, --position FILE:POS, --debug).
 .PHONY: load-snapshot
 load-snapshot: setup

@@ -9,7 +9,7 @@ second silently replaces the first commit. :data:`LOG_STORE_CLASS`
 (``If-None-Match: *``) through S3A's own S3 client; S3 refuses it when the key exists (412), and
 Delta's commit loop then checks the winning commit and tries the next version, as it does for a
 conflict in one JVM. It needs a store that honours conditional writes (AWS S3 since August 2024,
-MinIO, moto), as the warehouse lease does (README, "Concurrent runs").
+MinIO, moto), as the warehouse lease does (docs/operations.md, "Concurrent runs").
 
 The jar is built here, not fetched: ``python -m pipelines.log_store build`` (``make setup``)
 compiles the one source file with ``javac --release 17`` against the jars ``make setup`` fetched

@@ -1059,7 +1059,7 @@ def test_corpus_table_map_optional_metadata(name):
     for t in maps:
         ev, cols = ours[t["pos"]], t["columns"]
         assert len(cols) == ev.column_count
-        # The tool reads SIGNEDNESS without the bit MariaDB writes for YEAR (README, "Where our
+        # The tool reads SIGNEDNESS without the bit MariaDB writes for YEAR (docs/decoder.md, "Where our
         # decode differs"): the same bits, spread over the numeric columns but YEAR.
         tool_signedness = {}
         if ev.signedness is not None:
