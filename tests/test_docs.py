@@ -11,6 +11,7 @@ that exists, a config piece that validates, the server settings a private MariaD
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -141,6 +142,9 @@ def test_the_run_blocks_run_as_written(tmp_path, package):
             failures.append(f"{block.where} printed a traceback:\n{done.stderr[-3000:]}")
     assert not failures, "\n\n".join(failures)
     assert any(w.startswith("README.md") for w in ran) and any(w.startswith("docs/") for w in ran)
+    # what `make package` made is what docs/deploy.md's table names (the wheel's name included)
+    named = set(re.findall(r"^\| `(dist/[^`]+)` \|", (REPO / "docs" / "deploy.md").read_text(), re.MULTILINE))
+    assert len(named) == 4 and all((repo / n).is_file() for n in named), (named, sorted(os.listdir(repo / "dist")))
     # what the blocks made: `make run`'s warehouse, the README's own, and the Airflow block's
     for warehouse in (repo / "warehouse", repo / "my-warehouse", repo / "airflow-warehouse"):
         _assert_samples_final_state(warehouse)
