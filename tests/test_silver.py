@@ -303,6 +303,23 @@ def test_scd2_keeps_every_version(spark, delta_backend, target):
     assert_table(spark, target, delta_backend, expected)
 
 
+def test_scd2_versions_of_one_second_are_ordered_by_seq(spark, delta_backend, target):
+    # (issue 36) binlog commit times have one-second resolution: three versions of a key committed
+    # in the same second share _valid_from; _seq orders them, and each version's _valid_to is the
+    # next one's _valid_from (docs/sql.md, "A key's history in an SCD2 table")
+    same = ts(10)
+    rows = [("11", "c", (1, "a"), None), ("12", "u", (1, "a2"), (1, "a")), ("13", "u", (1, "a3"), (1, "a2"))]
+    schema = changes(spark, []).schema
+    batch = spark.createDataFrame([(s, op, a, b, same) for s, op, a, b in rows], schema)
+    apply_changes(spark, batch, SPECS, target, keys=["id"], scd2=True, backend=delta_backend)
+    history = [r.asDict() for r in read(spark, target, delta_backend).where("id = 1").orderBy("_seq").collect()]
+    assert [r["name"] for r in history] == ["a", "a2", "a3"]
+    naive = same.replace(tzinfo=None)  # (as Spark returns it, in the session's UTC)
+    assert {r["_valid_from"] for r in history} == {naive}  # the commit time alone cannot order them
+    assert [r["_valid_to"] for r in history] == [naive, naive, None]
+    assert [r["_is_current"] for r in history] == [False, False, True]
+
+
 def test_scd2_soft_delete_adds_a_tombstone_version(spark, delta_backend, target):
     apply_changes(spark, changes(spark, [("01", "c", (1, "a"), None)]), SPECS, target, keys=["id"], scd2=True, delete_mode="soft", backend=delta_backend)
     apply_changes(spark, changes(spark, [("02", "d", None, (1, "a"))]), SPECS, target, keys=["id"], scd2=True, delete_mode="soft", backend=delta_backend)
