@@ -14,7 +14,6 @@ def _flags(p) -> None:
     p.add_argument("--dump", action="append", required=True, metavar="PATH", help="a dump file or --tab folder (repeatable)")
     p.add_argument("--position", metavar="FILE:POS", help="the snapshot's binlog position, when the dump has none")
     p.add_argument("--gtid", metavar="SET", help="the snapshot's GTID set, when the dump has no position")
-    p.add_argument("--debug", action="store_true", help="a traceback with a dump's error")
 
 
 def main(argv=None) -> int:

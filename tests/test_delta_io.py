@@ -267,7 +267,7 @@ def _pipeline_table_rows():
                          ("bin.000001", 1, 160, "0000000001-0000000160-000000", "d", "INSERT INTO t VALUES ('\ufffd')",
                           now, True, "0-1-6", 1, "r1", b"INSERT INTO t VALUES ('\xff')")]),
         (XA_DDL, [("bin.000001", 1, 300, "0000000001-0000000300-000000", "prepare", "X'6162',X'',1", None, None, "r1")]),
-        (RUNS_DDL, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None)]),
+        (RUNS_DDL, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None, 2)]),
         (WATERMARKS_DDL, [("we`ird", "😀", "0000000001-0000000300-000000", 12, "r1", now)]),
         (SCHEMA_HISTORY_DDL, versions_to_rows(versions, {}, "r1", now)),
     ]

@@ -7,9 +7,7 @@ import re
 from dataclasses import dataclass
 from pipelines.bronze.files import local_path
 from pipelines.bronze.state import BronzeError
-
-
-_BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")
+from pipelines.preflight import BINLOG_NAME as _BINLOG_NAME
 
 
 _COPY_NAME = re.compile(r"\.\d+(?=\D)")  # where a binlog name may end in binlog.000002.bak, binlog.000002~

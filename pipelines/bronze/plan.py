@@ -46,6 +46,7 @@ class FilePlan:
     statements: list = field(default_factory=list)  # (query, db, _seq) of the DDL in [start, end)
     xa: list = field(default_factory=list)  # (begin_pos, kind, xa_xid, gtid, commit_ts) of XA groups in [start, end)
     error_raw: bytes | None = None  # the bytes the quarantine row of ``error`` keeps
+    server: tuple[str, int] | None = None  # (server version, server_id) of the FORMAT_DESCRIPTION; None: unknown
 
     @property
     def link(self) -> Link:
@@ -145,6 +146,7 @@ def _plan(f: SourceFile, prev, buf, newest: bool, strict: bool, target: int, hea
         error = idx.error
     if idx is not None:
         plan.index = idx
+        plan.server = (idx.server_version, idx.server_id)
         plan.end = max(idx.complete_until, start)
         plan.rotate_to = idx.rotate_to
         if idx.error is None and idx.incomplete_tail is None and plan.gtid_start is not None:

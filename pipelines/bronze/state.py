@@ -98,6 +98,7 @@ class BronzeStats:
     read_whole: int = 0  # files a task read whole through Spark's binaryFile(s) reader
     held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
     warnings: list[str] = field(default_factory=list)
+    statement_format: dict[str, int] = field(default_factory=dict)  # file -> changes logged as statements
     status: str = "running"
     error: str | None = None
 

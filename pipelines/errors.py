@@ -1,0 +1,59 @@
+"""What a command prints for an error, and its exit code (docs/errors.md).
+
+Every command of the project reports an error as one line, ``error: <message>``, on stderr (the
+traceback too with ``--debug``), and exits with:
+
+====  ===========================================================================================
+code  meaning
+====  ===========================================================================================
+0     done; ``warning:`` lines (and ``warnings`` in ``_pipeline/runs``) say what it did not do
+1     the run failed: bad input in strict mode, a broken sequence, changed input, a failed query
+2     the configuration or the command line is wrong: a missing or unreadable input folder, a
+      warehouse that cannot be written, two binlog series in one folder (found before Spark starts)
+3     the warehouse is locked by another run (``--lock-timeout`` waits)
+====  ===========================================================================================
+
+>>> exit_code(ValueError("x")), one_line(ValueError("bad\\nsecond line"))
+(1, 'ValueError: bad')
+"""
+from __future__ import annotations
+
+EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
+
+
+def _codes() -> dict[type, int]:
+    """Exception class -> exit code (the classes that are not 1), imported when needed: the
+    decoder's CLI must not import Spark's side of the project."""
+    from pipelines.config import ConfigError
+    from pipelines.lock import WarehouseLocked
+
+    return {ConfigError: EXIT_USAGE, WarehouseLocked: EXIT_LOCKED}
+
+
+def _user_errors() -> tuple[type, ...]:
+    """The errors whose message is the whole report (they name their file, offset or key)."""
+    from pipelines.binlog.errors import BinlogError
+    from pipelines.bronze.state import BronzeError
+    from pipelines.config import ConfigError
+    from pipelines.lock import LockLost, WarehouseLocked
+
+    return (BinlogError, BronzeError, ConfigError, LockLost, WarehouseLocked)
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code for ``error`` (see the table above)."""
+    for cls, code in _codes().items():
+        if isinstance(error, cls):
+            return code
+    return EXIT_FAILED
+
+
+def one_line(error: BaseException) -> str:
+    """``error`` as the line a command prints after ``error:``: a user error's own message; any
+    other error's class and the first line of its message (a Spark ``AnalysisException``'s text
+    without the plan and the Java stack that follow it)."""
+    text = str(error).strip()
+    if exit_code(error) != EXIT_FAILED or isinstance(error, _user_errors()):
+        return text
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
