@@ -313,14 +313,14 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
 def _say_what_waits(stats: BronzeStats, plan: FilePlan, wrote: tuple[str, tuple[str, int]] | None) -> None:
     """The warnings of one planned file: a tail that waits, a file that stops at a bad event, a
     server other than the previous file's (:mod:`pipelines.bronze.notices`)."""
-    if plan.status == PARTIAL and plan.end < plan.file.size:
-        stats.warn(notices.waiting_tail(plan.file.name, plan.end, plan.file.size))
-    elif plan.status == QUARANTINED and plan.error:
-        stats.warn(notices.quarantined_file(plan.error))
     if wrote is not None and plan.server is not None:
         change = notices.server_change(wrote[0], wrote[1], plan.file.name, plan.server)
         if change is not None:
             stats.warn(change)
+    if plan.status == PARTIAL and plan.end < plan.file.size:
+        stats.warn(notices.waiting_tail(plan.file.name, plan.end, plan.file.size))
+    elif plan.status == QUARANTINED and plan.error:
+        stats.warn(notices.quarantined_file(plan.error))
 
 
 def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: list, latest: dict, next_batch: int,
