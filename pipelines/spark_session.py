@@ -362,11 +362,11 @@ def quiet_conf(conf: Mapping[str, str], extra_conf: Mapping[str, str] | None, *,
     '-Dlog4j2.configurationFile=file:...log4j2-quiet.properties'
     """
     out = dict(conf)
+    if "spark.log.level" not in (extra_conf or {}):
+        out.pop("spark.log.level", None)  # (under spark-submit: ERROR once the session is up, silently)
     options = out.get(_JAVA_OPTIONS, "")
     if not own_jvm or "log4j2.configurationFile" in options or not QUIET_LOG4J.is_file():
         return out
-    if "spark.log.level" not in (extra_conf or {}):
-        out.pop("spark.log.level", None)
     out[_JAVA_OPTIONS] = f"{options} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}".strip()
     return out
 

@@ -125,3 +125,35 @@ def test_a_wrong_table_is_one_line_on_both_sql_engines(tmp_path, engine):
     assert proc.returncode == 1
     line = one_error_line(proc)
     assert "no_such_table" in line and len(line) < 400, line
+
+
+@pytest.mark.spark
+def test_the_venvs_spark_submit_runs_a_job_without_the_venv_on_path(tmp_path):
+    """``.venv/bin/spark-submit --master local[2] jobs/run_pipeline.py ...`` as written, with a PATH
+    whose ``python3`` has no pyspark: PySpark's launcher failed (exit 127, "'NoneType' object has no
+    attribute 'origin'") until ``make spark-home`` (part of ``make setup``) gave it the venv's Python.
+    A copy of the launchers stands for the venv's, patched by the same make target."""
+    venv_bin = Path(sys.executable).parent
+    launchers = tmp_path / "bin"
+    launchers.mkdir()
+    for name in ("spark-submit", "find-spark-home", "find_spark_home.py"):
+        shutil.copy2(venv_bin / name, launchers / name)
+    plain = tmp_path / "plain-python"  # a python3 first on PATH, without the venv's packages
+    plain.mkdir()
+    (plain / "python3").symlink_to(getattr(sys, "_base_executable", "/usr/bin/python3"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_"))}
+    env["PATH"] = f"{plain}:/usr/bin:/bin"
+    args = [str(launchers / "spark-submit"), "--master", "local[2]", str(REPO / "jobs" / "run_pipeline.py"),
+            "--binlog-dir", str(SAMPLES), "--no-progress"]
+
+    before = subprocess.run(args + ["--warehouse", str(tmp_path / "wh0")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert before.returncode != 0 and "'NoneType' object has no attribute 'origin'" in before.stderr
+
+    subprocess.run(["make", "-s", "spark-home", f"VENV_BIN={launchers}", f"VENV_PYTHON={sys.executable}"],
+                   cwd=REPO, check=True, timeout=60)
+    after = subprocess.run(args + ["--warehouse", str(tmp_path / "wh")], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert " ok: 4 file(s) read" in after.stdout and "silver run" in after.stdout
+    assert not [ln for ln in after.stderr.splitlines() if " INFO " in ln or " WARN " in ln], after.stderr[-3000:]
