@@ -18,6 +18,8 @@ code  meaning
 """
 from __future__ import annotations
 
+import re
+
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
 
 
@@ -55,5 +57,31 @@ def one_line(error: BaseException) -> str:
     text = str(error).strip()
     if exit_code(error) != EXIT_FAILED or isinstance(error, _user_errors()):
         return text
+    raised = worker_error(text)
+    if raised is not None:
+        return raised
     first = text.splitlines()[0] if text else ""
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+# the last line of a Python traceback: ``package.module.Class: message`` (not indented)
+_RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Za-z_]\w*): (?P<msg>.+)$")
+_USER_ERROR_NAMES = frozenset({"BinlogChangesError"})  # their message is the report (file and offset)
+
+
+def worker_error(text: str) -> str | None:
+    """The error a Spark task's Python raised, from the text of the ``PythonException`` that
+    carries its traceback (a ``binlog_changes`` query over a file that is not a sound binlog);
+    None when ``text`` holds no Python traceback.
+
+    >>> worker_error("\\n".join(["Traceback (most recent call last):", '  File "x.py", line 1, in f',
+    ...     "pipelines.binlog_udf.BinlogChangesError: binlog_changes: b.000001: offset 0: NotABinlog: not a binlog"]))
+    'binlog_changes: b.000001: offset 0: NotABinlog: not a binlog'
+    """
+    if "Traceback (most recent call last)" not in text:
+        return None
+    for line in reversed(text.splitlines()):
+        m = _RAISED.match(line)
+        if m is not None:
+            return m["msg"] if m["cls"] in _USER_ERROR_NAMES else f"{m['cls']}: {m['msg']}"
+    return None

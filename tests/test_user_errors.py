@@ -157,3 +157,17 @@ def test_the_venvs_spark_submit_runs_a_job_without_the_venv_on_path(tmp_path):
     assert after.returncode == 0, after.stderr[-3000:]
     assert " ok: 4 file(s) read" in after.stdout and "silver run" in after.stdout
     assert not [ln for ln in after.stderr.splitlines() if " INFO " in ln or " WARN " in ln], after.stderr[-3000:]
+
+
+@pytest.mark.spark
+def test_a_binlog_changes_error_is_said_once_with_file_and_offset(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "binlog.000001").write_bytes(b"not a binlog at all")
+    (tmp_path / "wh").mkdir()
+    proc = _sql("--warehouse", str(tmp_path / "wh"), "--engine", "spark",
+                f"SELECT count(*) FROM (SELECT explode(binlog_changes(content, path)) FROM binaryFile.`{files}`)",
+                cwd=tmp_path)
+    assert proc.returncode == 1
+    line = one_error_line(proc)
+    assert line.startswith(f"error: binlog_changes: file:{files / 'binlog.000001'}: offset 0: NotABinlog: "), line
