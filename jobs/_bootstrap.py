@@ -12,7 +12,8 @@ project). It also holds the command line every job shares::
     --lock-timeout S    wait up to S seconds for a run in progress on the same warehouse
                         (default 0: refuse at once); see pipelines/lock.py
     --debug             a traceback with an error (without it: one line, ``error: ...``)
-    --verbose           Spark's own start-up lines and log (without it: errors only)
+    --verbose           Spark's own start-up lines, and its log at INFO once the session is up
+                        (without it: Spark's errors only)
 
 Exit codes (docs/errors.md): 0 done (``warning:`` lines say what it did not do), 1 failed run (bad
 input in strict mode, a broken sequence, a lost remote lock, a failed query), 2 bad configuration or

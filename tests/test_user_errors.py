@@ -171,3 +171,17 @@ def test_a_binlog_changes_error_is_said_once_with_file_and_offset(tmp_path):
     assert proc.returncode == 1
     line = one_error_line(proc)
     assert line.startswith(f"error: binlog_changes: file:{files / 'binlog.000001'}: offset 0: NotABinlog: "), line
+
+
+@pytest.mark.spark
+def test_spark_is_quiet_unless_verbose(tmp_path):
+    (tmp_path / "in").mkdir()
+    args = ("--binlog-dir", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh"), "--no-progress")
+    quiet = job("ingest_bronze.py", *args, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    spark_lines = [ln for ln in quiet.stderr.splitlines()
+                   if not ln.startswith(("warning: ", "WARNING: Using incubator modules"))]
+    assert spark_lines == [], quiet.stderr[-3000:]  # no log4j profile, log level or NativeCodeLoader lines
+    loud = job("ingest_bronze.py", *args, "--verbose", cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr[-3000:]
+    assert "Using Spark's default log4j profile" in loud.stderr and 'Setting Spark log level to "INFO"' in loud.stderr

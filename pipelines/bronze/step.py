@@ -122,7 +122,11 @@ How a run goes
    Without checksums (``binlog_checksum=NONE``) only damage to the framing and
    to the structure of events is detected; a flipped bit inside a value lands
    as a wrong value.
-6. **Log** one row per run in ``<warehouse>/_pipeline/runs`` and print a summary.
+6. **Log** one row per run in ``<warehouse>/_pipeline/runs`` and print a summary. What the run
+   did not do is a ``warning:`` line each, counted in the row's ``warnings``
+   (:mod:`pipelines.bronze.notices`, docs/errors.md): no binlog files in the folder, a newest file
+   whose tail waits (which file, from which byte), a file stopped at bad input, changes logged as
+   statements (with the server setting), a server other than the previous file's in one run.
 
 Sequence integrity
 ------------------
