@@ -41,7 +41,10 @@ MANIFEST_DDL = (
     "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT, "
     # when a batch's committed row was written, right after its bronze commit (processed_at: the
     # run's start, its rows' _ingested_at): silver finds batches that landed after it read bronze
-    "committed_at TIMESTAMP"
+    "committed_at TIMESTAMP, "
+    # the server that wrote the file (its FORMAT_DESCRIPTION): a later file of another server is
+    # said in a warning (NULL in rows of older versions, and of a redone batch)
+    "server_version STRING, server_id BIGINT"
 )
 
 QUARANTINE_DDL = (

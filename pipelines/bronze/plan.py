@@ -259,6 +259,8 @@ def _redo_plan(f: SourceFile, r, buf, target: int) -> FilePlan:
                  r.error, r.error_class, r.error_offset)
     link = Link.of_row(r)
     p.flavor, p.gtid_start, p.gtid_end, p.rotate_to = link.flavor, link.gtid_start, link.gtid_end, link.rotate_to
+    version = getattr(r, "server_version", None)  # (NULL in rows of older versions)
+    p.server = (version, r.server_id) if version is not None else None
     p.ranges = split_range(idx, r.start_pos, r.complete_until, target)
     return p
 

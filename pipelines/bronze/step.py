@@ -314,6 +314,15 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         stats.warn(notices.statement_format(sum(stats.statement_format.values()), sorted(stats.statement_format)))
 
 
+def _server_before(latest: dict, file_seq: int) -> tuple[str, tuple[str, int]] | None:
+    """The manifest's newest file before ``file_seq`` whose server is known, with that server."""
+    known = [r for r in latest.values() if r.file_seq < file_seq and getattr(r, "server_version", None) is not None]
+    if not known:
+        return None
+    r = max(known, key=lambda r: r.file_seq)
+    return r.name, (r.server_version, r.server_id)
+
+
 def _say_what_waits(stats: BronzeStats, plan: FilePlan, wrote: tuple[str, tuple[str, int]] | None) -> None:
     """The warnings of one planned file: a tail that waits, a file that stops at a bad event, a
     server other than the previous file's (:mod:`pipelines.bronze.notices`)."""
@@ -339,7 +348,7 @@ def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: li
                 if r.status != QUARANTINED and r.complete_until == r.size > 0}
     finished_sizes = {size for size, _sha in finished}
     broken: str | None = None
-    wrote: tuple[str, tuple[str, int]] | None = None  # the file before and its server, within this run
+    wrote = _server_before(latest, todo[0][0].file_seq) if todo else None  # the file before and its server
     batch_plans: list[FilePlan] = []
     batch_bytes = 0
     for i, (f, prev, newest) in enumerate(todo):
