@@ -51,12 +51,16 @@ def exit_code(error: BaseException) -> int:
 
 
 def one_line(error: BaseException) -> str:
-    """``error`` as the line a command prints after ``error:``: a user error's own message; any
-    other error's class and the first line of its message (a Spark ``AnalysisException``'s text
-    without the plan and the Java stack that follow it)."""
+    """``error`` as the line a command prints after ``error:``: a user error's own message; another
+    error of the project's, its class and message (a failed silver step: a line per table after
+    it); a Spark task's Python error, that error (:func:`worker_error`); any other error, its class
+    and the first line of its message (a Spark ``AnalysisException``'s text without the plan and
+    the Java stack that follow it)."""
     text = str(error).strip()
     if exit_code(error) != EXIT_FAILED or isinstance(error, _user_errors()):
         return text
+    if type(error).__module__.partition(".")[0] == "pipelines":  # the project's own: written as a report
+        return f"{type(error).__name__}: {text}"  # (a step's error lists each table that failed, a line each)
     raised = worker_error(text)
     if raised is not None:
         return raised

@@ -73,6 +73,13 @@ def test_a_folder_without_binlogs_says_so(tmp_path, delta_backend):
                                  f"1 other name(s) ignored: notes.txt"]
     assert [(r["step"], r["status"], r["warnings"]) for r in runs(tmp_path / "wh")] == [("bronze", "ok", 1)]
 
+    (inp / "binlog.000001").write_bytes(b"not a binlog either")  # a binlog's name, other bytes
+    again = run_job(inp, tmp_path / "wh", delta_backend)
+    assert " ok: 1 file(s) read" in again.stdout and "1 quarantined" in again.stdout
+    assert warnings_of(again) == ["binlog.000001: offset 0: not a binlog: starts with 6e 6f 74 20, expected fe 62 69 6e: "
+                                  "quarantined, the file stops there (see _pipeline/quarantine)"]
+    assert [r["warnings"] for r in runs(tmp_path / "wh")] == [1, 1]
+
 
 def test_a_cut_newest_file_and_a_server_change_are_said(tmp_path, delta_backend):
     inp = tmp_path / "in"
