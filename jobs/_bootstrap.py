@@ -147,11 +147,12 @@ def session(cfg, verbose: bool = False):
 def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Callable,
               extra: Callable[[argparse.ArgumentParser], None] | None = None,
               settings: Callable[[argparse.Namespace], dict] | None = None, with_args: bool = False,
-              reads_input: bool = False) -> int:
+              reads_input: bool = False, checks: Callable[[argparse.Namespace], None] | None = None) -> int:
     """A job: parse the shared flags (and ``extra``'s), load the configuration with the command
     line's overrides (and ``settings(args)``'s), check the input folder (``reads_input``) and the
-    warehouse before Spark starts (:mod:`pipelines.preflight`: a mistake there is one line and
-    exit 2, and leaves nothing behind), then, holding the warehouse lock (one run at a time per
+    warehouse before Spark starts, and what ``checks(args)`` checks of a job's own flags
+    (:mod:`pipelines.preflight`: a mistake there is one line and exit 2, and leaves nothing
+    behind), then, holding the warehouse lock (one run at a time per
     warehouse), run each of ``steps`` as ``step(spark, cfg)`` in one Spark session
     (``with_args``: ``step(spark, cfg, args)``, for a job's own flags).
     A lost remote lock stops the job before the next step (:func:`pipelines.lock.check_held`)."""
@@ -163,6 +164,8 @@ def run_steps(description: str | None, argv: Sequence[str] | None, *steps: Calla
     cfg = load_config(args.config, {**overrides(args), **(settings(args) if settings else {})})
     if reads_input:
         check_input(cfg.input)
+    if checks is not None:
+        checks(args)
     check_warehouse(cfg.warehouse)
     before, after = locks(cfg, args)
     with before:

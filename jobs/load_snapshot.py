@@ -16,11 +16,19 @@ def _flags(p) -> None:
     p.add_argument("--gtid", metavar="SET", help="the snapshot's GTID set, when the dump has no position")
 
 
-def main(argv=None) -> int:
-    from pipelines import snapshot_load
+def _dumps_exist(args) -> None:
+    from pipelines.preflight import check_exist
 
-    return _bootstrap.run_steps(__doc__, argv, lambda spark, cfg, args: snapshot_load.run(
-        spark, cfg, args.dump, position=args.position, gtid=args.gtid), extra=_flags, with_args=True)
+    check_exist(args.dump, "dump")
+
+
+def main(argv=None) -> int:
+    def load(spark, cfg, args) -> None:
+        from pipelines import snapshot_load
+
+        snapshot_load.run(spark, cfg, args.dump, position=args.position, gtid=args.gtid)
+
+    return _bootstrap.run_steps(__doc__, argv, load, extra=_flags, with_args=True, checks=_dumps_exist)
 
 
 if __name__ == "__main__":

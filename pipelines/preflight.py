@@ -75,6 +75,15 @@ def two_series(names: list[str]) -> tuple[str, str, int] | None:
     return None
 
 
+def check_exist(paths: list[str], what: str) -> None:
+    """Raise :class:`InputError` for the first local path of ``paths`` that does not exist
+    (``what`` names it: ``dump``)."""
+    for p in paths:
+        path = local_path(p)
+        if path is not None and not os.path.exists(path):
+            raise InputError(f"{what} {p} does not exist")
+
+
 def check_warehouse(warehouse: str) -> None:
     """Raise :class:`InputError` when the local ``warehouse`` is not a folder or cannot be written
     (tried with a temporary file in it, or in its nearest existing parent when it does not exist

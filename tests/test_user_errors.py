@@ -44,6 +44,14 @@ def test_a_missing_input_folder_is_one_line_and_exit_2_before_spark(tmp_path):
     assert took < 5, f"{took:.1f} s: the check must come before Spark starts (about 10 s)"
 
 
+def test_a_missing_dump_is_one_line_before_spark(tmp_path):
+    proc = job("load_snapshot.py", "--dump", str(tmp_path / "shop.sql"), "--warehouse", str(tmp_path / "wh"),
+               cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_error_line(proc) == f"error: dump {tmp_path / 'shop.sql'} does not exist"
+    assert not (tmp_path / "wh").exists()
+
+
 def test_debug_adds_the_traceback(tmp_path):
     proc = job("ingest_bronze.py", "--binlog-dir", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh"),
                "--debug", cwd=tmp_path)
