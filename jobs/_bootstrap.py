@@ -65,7 +65,8 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     """``--debug`` and ``--verbose``, which every command line of the project takes."""
     p.add_argument("--debug", action="store_true", help="print the traceback of an error (default: one line)")
     p.add_argument("--verbose", action="store_true",
-                   help="Spark's start-up lines and its log at INFO (default: its errors only)")
+                   help="Spark's start-up lines, and its log at INFO once the session is up "
+                        "(default: its errors only)")
 
 
 def _seconds(text: str) -> float:
