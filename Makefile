@@ -7,7 +7,7 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps jars jvm-archive spark-home submit test test-fast run bench sql fuzz clean package
+.PHONY: setup system-deps jars jvm-archive spark-home test test-fast run bench sql fuzz clean package
 
 setup: system-deps $(STAMP) $(AIRFLOW_STAMP) jars jvm-archive spark-home
 
