@@ -7,12 +7,12 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps jars jvm-archive test test-fast run bench sql fuzz clean package
+.PHONY: setup system-deps jars jvm-archive spark-home test test-fast run bench sql fuzz clean package
 
-setup: system-deps $(STAMP) $(AIRFLOW_STAMP) jars jvm-archive
+setup: system-deps $(STAMP) $(AIRFLOW_STAMP) jars jvm-archive spark-home
 
 # Java 17 (Spark 4), mariadb-server (the test suite's private server) and the Maven client
-# (the jars below), via apt when missing.
+# (the jars below), via apt when missing. Set-up targets print nothing when there is nothing to do.
 system-deps:
 	@need=""; \
 	if ! java -version 2>&1 | grep -q 'version "17'; then need="$$need openjdk-17-jdk-headless"; fi; \
@@ -21,7 +21,7 @@ system-deps:
 	if [ -n "$$need" ]; then \
 	  echo "installing:$$need"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; \
-	else echo "system packages present (java 17, mariadb-server, maven)"; fi
+	fi
 
 # Fetched once with the Maven client into jars/ (git-ignored), skipped when they are there
 # (pipelines/delta_jars.py): delta-spark and delta-storage at the version of the pinned delta-spark
@@ -29,14 +29,14 @@ system-deps:
 # declares (about 560 MB). Then the multi-driver Delta LogStore for S3 (pipelines/log_store.py) is
 # compiled against them into jars/binlog-delta-logstore-<digest>.jar, unless that jar is there.
 jars: $(STAMP)
-	$(PY) -m pipelines.delta_jars fetch
-	$(PY) -m pipelines.log_store build
+	@$(PY) -m pipelines.delta_jars fetch
+	@$(PY) -m pipelines.log_store build
 
 # The driver JVM's class-data archive (pipelines/jvm_archive.py): a local job's Spark starts in
 # about half the time. Made once per JDK and Spark version by a training run on the samples
 # (about 30 s); without it jobs start as before, so a failed training run does not stop set-up.
 jvm-archive: jars
-	-$(PY) -m pipelines.jvm_archive create
+	@$(PY) -m pipelines.jvm_archive create || true
 
 $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,19 @@ $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e . || $(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# PySpark's launchers in the venv (.venv/bin/spark-submit, pyspark, spark-sql) find Spark, and run
+# a job's driver, with the first python3 on PATH, which has no pyspark unless the venv is activated:
+# `.venv/bin/spark-submit jobs/x.py` failed with "'NoneType' object has no attribute 'origin'" and
+# "spark-class: No such file or directory" (exit 127). One line in their find-spark-home makes the
+# venv's Python the default, and the driver JVM as quiet as a local job's (pipelines/jvm/
+# log4j2-quiet.properties: no INFO lines); PYSPARK_PYTHON and SPARK_SUBMIT_OPTS, when set, still win.
+# Silent, and done once. VENV_BIN: another copy of the launchers (the test patches one).
+VENV_BIN ?= $(VENV)/bin
+VENV_PYTHON ?= $(abspath $(PY))
+QUIET_LOG4J := $(CURDIR)/pipelines/jvm/log4j2-quiet.properties
+spark-home: | $(STAMP)
+	@grep -q 'binlog-delta: the venv' $(VENV_BIN)/find-spark-home || sed -i '1a export PYSPARK_PYTHON="$${PYSPARK_PYTHON:-$(VENV_PYTHON)}" SPARK_SUBMIT_OPTS="$${SPARK_SUBMIT_OPTS:--Dlog4j2.configurationFile=file:$(QUIET_LOG4J)}"  # binlog-delta: the venv'"'"'s Python, quiet (make spark-home)' $(VENV_BIN)/find-spark-home
 
 # Airflow in its own venv (its pins clash with ours): tests/test_dag.py parses dags/ with it and
 # runs the DAG with `airflow dags test`. Built anew when the pins change (no leftovers of the old set).

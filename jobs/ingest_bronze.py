@@ -9,10 +9,14 @@ import sys
 import _bootstrap
 
 
-def main(argv=None) -> int:
-    from pipelines import bronze
+def _bronze(spark, cfg) -> None:
+    from pipelines import bronze  # imported once the input was checked: a mistake costs no import time
 
-    return _bootstrap.run_steps(__doc__, argv, bronze.run)
+    bronze.run(spark, cfg)
+
+
+def main(argv=None) -> int:
+    return _bootstrap.run_steps(__doc__, argv, _bronze, reads_input=True)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,21 @@ def _flags(p) -> None:
     p.add_argument("--dump", action="append", required=True, metavar="PATH", help="a dump file or --tab folder (repeatable)")
     p.add_argument("--position", metavar="FILE:POS", help="the snapshot's binlog position, when the dump has none")
     p.add_argument("--gtid", metavar="SET", help="the snapshot's GTID set, when the dump has no position")
-    p.add_argument("--debug", action="store_true", help="a traceback with a dump's error")
+
+
+def _dumps_exist(args) -> None:
+    from pipelines.preflight import check_exist
+
+    check_exist(args.dump, "dump")
 
 
 def main(argv=None) -> int:
-    from pipelines import snapshot_load
+    def load(spark, cfg, args) -> None:
+        from pipelines import snapshot_load
 
-    return _bootstrap.run_steps(__doc__, argv, lambda spark, cfg, args: snapshot_load.run(
-        spark, cfg, args.dump, position=args.position, gtid=args.gtid), extra=_flags, with_args=True)
+        snapshot_load.run(spark, cfg, args.dump, position=args.position, gtid=args.gtid)
+
+    return _bootstrap.run_steps(__doc__, argv, load, extra=_flags, with_args=True, checks=_dumps_exist)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,14 @@ def _silver_then_upkeep(spark, cfg) -> None:
         maintenance.run(spark, cfg)
 
 
-def main(argv=None) -> int:
-    from pipelines import bronze
+def _bronze(spark, cfg) -> None:
+    from pipelines import bronze  # imported once the input was checked: a mistake costs no import time
 
-    return _bootstrap.run_steps(__doc__, argv, bronze.run, _silver_then_upkeep)
+    bronze.run(spark, cfg)
+
+
+def main(argv=None) -> int:
+    return _bootstrap.run_steps(__doc__, argv, _bronze, _silver_then_upkeep, reads_input=True)
 
 
 if __name__ == "__main__":

@@ -321,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             for what, find, get in (("delta", find_jars, fetch), ("s3a", find_s3a_jars, fetch_s3a)):
                 before = find(args.dir)
                 jars = get(args.dir)
-                print(f"{what} jars {'present' if before else 'fetched'}: {', '.join(jars)}")
+                if not before:  # (set-up re-checks are silent when there is nothing to do)
+                    print(f"{what} jars fetched: {', '.join(jars)}")
             return 0
         if args.command == "list":
             found = fetched_artifacts(args.dir)

@@ -123,8 +123,7 @@ def create(force: bool = False) -> Path | None:
     if path is None:
         print("jvm archive: no JDK found (JAVA_HOME, java on PATH): nothing made", file=sys.stderr)
         return None
-    if path.is_file() and not force:
-        print(f"jvm archive: {path} (there already)")
+    if path.is_file() and not force:  # (set-up re-checks are silent when there is nothing to do)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")

@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             before = find_jar(args.dir)
             jar = build(args.dir)
-            print(f"log store jar {'present' if before else 'built'}: {jar}")
+            if not before:  # (set-up re-checks are silent when there is nothing to do)
+                print(f"log store jar built: {jar}")
             return 0
         if args.command == "package":
             print(f"{package(args.out, args.dir)}: {LOG_STORE_CLASS}")

@@ -273,6 +273,7 @@ def build_session(
     delta: bool = False,
     s3a: bool = False,
     log_level: str | None = None,
+    verbose: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession, or build one for this pipeline.
 
@@ -281,7 +282,8 @@ def build_session(
     not applied (a warning names it when it differs). ``delta`` asks for delta-spark, ``s3a`` for
     what ``s3a://`` paths need (see the module's docstring; under ``spark-submit`` the submit
     command's ``--jars``/``--packages`` decide both). ``log_level`` overrides the JVM's log level
-    (``spark.log.level``, WARN).
+    (``spark.log.level``, WARN). Without ``verbose`` a local session is quiet
+    (:func:`quiet_conf`: Spark's errors only, none of its start-up lines); ``verbose`` sets INFO.
 
     Example::
 
@@ -320,6 +322,8 @@ def build_session(
         conf.pop("spark.master", None)  # the submit command's master decides
         if delta:
             conf.update(_submitted_delta_conf())
+    conf = quiet_conf(conf, extra_conf, own_jvm=not submitted) if not verbose else {
+        **conf, **({"spark.log.level": "INFO"} if "spark.log.level" not in (extra_conf or {}) else {})}
     archive = _with_jvm_archive(conf) if local else None
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -337,8 +341,43 @@ def build_session(
             session = builder.getOrCreate()
     if log_level:
         session.sparkContext.setLogLevel(log_level.upper())
+    elif submitted and not verbose and "spark.log.level" not in (extra_conf or {}):
+        session.sparkContext.setLogLevel("ERROR")  # (the submit command's own start-up lines came before)
+    if not verbose:
+        _quiet_pyspark_loggers()
     storage.use(storage.from_spark(session))  # the S3/HDFS settings of pyarrow, delta-rs and the lock
     return session
+
+
+QUIET_LOG4J = Path(__file__).resolve().parent / "jvm" / "log4j2-quiet.properties"
+
+
+def quiet_conf(conf: Mapping[str, str], extra_conf: Mapping[str, str] | None, *, own_jvm: bool) -> dict[str, str]:
+    """``conf`` for a session that prints only Spark's errors: a driver JVM this process starts
+    (``own_jvm``: not under spark-submit) starts with :data:`QUIET_LOG4J` (no "Using Spark's default log4j profile", "Setting default log level",
+    ``WARN NativeCodeLoader`` lines), and ``spark.log.level`` is left to that file unless the
+    configuration's ``spark.conf`` sets it. A pure function.
+
+    >>> quiet_conf({"spark.log.level": "WARN"}, {}, own_jvm=True)["spark.driver.extraJavaOptions"]  # doctest: +ELLIPSIS
+    '-Dlog4j2.configurationFile=file:...log4j2-quiet.properties'
+    """
+    out = dict(conf)
+    if "spark.log.level" not in (extra_conf or {}):
+        out.pop("spark.log.level", None)  # (under spark-submit: ERROR once the session is up, silently)
+    options = out.get(_JAVA_OPTIONS, "")
+    if not own_jvm or "log4j2.configurationFile" in options or not QUIET_LOG4J.is_file():
+        return out
+    out[_JAVA_OPTIONS] = f"{options} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}".strip()
+    return out
+
+
+def _quiet_pyspark_loggers() -> None:
+    """PySpark logs every failed query to stderr as one JSON line with the whole Java stack
+    (``SQLQueryContextLogger``); the command's ``error:`` line says it once."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
 
 
 def _local_s3a_classpath() -> dict[str, str]:

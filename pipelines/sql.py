@@ -450,6 +450,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--engine", choices=ENGINES, help="spark | rs | auto (default: the config's delta.backend, else rs)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--list", action="store_true", help="list the tables and their names, then exit")
+    p.add_argument("--debug", action="store_true", help="print the traceback of a failed query (default: one line)")
     return p.parse_args(argv)
 
 
@@ -480,7 +481,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run(args.sql, tables, engine=engine, cfg=cfg)
     except Exception as e:  # noqa: BLE001 - the engine's message is what the user needs
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        from pipelines.errors import one_line
+
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"error: {one_line(e)}", file=sys.stderr)  # (a Spark error: its text without plan or stack)
         return 1
     sys.stdout.write(render(result, args.format))
     return 0

@@ -42,7 +42,10 @@ MANIFEST_DDL = (
     "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT, "
     # when a batch's committed row was written, right after its bronze commit (processed_at: the
     # run's start, its rows' _ingested_at): silver finds batches that landed after it read bronze
-    "committed_at TIMESTAMP"
+    "committed_at TIMESTAMP, "
+    # the server that wrote the file (its FORMAT_DESCRIPTION): a later file of another server is
+    # said in a warning (NULL in rows of older versions, and of a redone batch)
+    "server_version STRING, server_id BIGINT"
 )
 
 QUARANTINE_DDL = (
@@ -64,7 +67,10 @@ RUNS_DDL = (
     "run_id STRING, step STRING, started_at TIMESTAMP, ended_at TIMESTAMP, files BIGINT, "
     "files_skipped BIGINT, files_ignored BIGINT, events BIGINT, rows_c BIGINT, rows_u BIGINT, "
     "rows_d BIGINT, statements BIGINT, quarantined BIGINT, bytes BIGINT, seconds DOUBLE, "
-    "mb_per_s DOUBLE, zero_dates BIGINT, status STRING, error STRING"
+    "mb_per_s DOUBLE, zero_dates BIGINT, status STRING, error STRING, "
+    # the run's warning: lines (what it did not do: docs/errors.md); NULL in rows of older versions,
+    # whose tables gain the column with the first run that writes it (schema evolution on append)
+    "warnings BIGINT"
 )
 
 # a schema version (pipelines.schema.store turns versions into these rows and back)
@@ -188,9 +194,10 @@ def _ended_now(stats) -> None:
 @contextmanager
 def logged_run(spark, cfg: PipelineConfig, stats, *, ended: Callable = _ended_now) -> Iterator:
     """The run ``stats`` describes (a step's stats: ``status``, ``error``, ``summary()``,
-    ``run_row()``): ``ok`` when the block ends, else ``failed`` with its error (raised again);
-    then, whatever happened, ``ended(stats)`` (by default the end time), the summary on stdout and
-    the run's row in :data:`RUNS` (:func:`log_run`)."""
+    ``run_row()``, and ``warnings`` when the step has any to say): ``ok`` when the block ends, else
+    ``failed`` with its error (raised again); then, whatever happened, ``ended(stats)`` (by default
+    the end time), the summary on stdout and the run's row in :data:`RUNS` (:func:`log_run`), with
+    the number of its warnings last."""
     try:
         yield stats
         stats.status = "ok"
@@ -200,7 +207,7 @@ def logged_run(spark, cfg: PipelineConfig, stats, *, ended: Callable = _ended_no
     finally:
         ended(stats)
         print(stats.summary(), file=sys.stdout, flush=True)
-        log_run(spark, cfg, stats.run_row(), stats.status == "ok")
+        log_run(spark, cfg, stats.run_row() + (len(getattr(stats, "warnings", ())),), stats.status == "ok")
 
 
 def append_at(spark, cfg: PipelineConfig, layout: str, table_path: str, rows: Sequence[tuple], *,

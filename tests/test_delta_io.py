@@ -258,16 +258,18 @@ def _pipeline_table_rows():
     assert any(v.renamed for v in versions) and any(v.schema is None for v in versions)
     return [
         (MANIFEST_DDL, [("bin.000001", 1, "/in/bin.000001", 4096, 1700000000, 4, 4096, "ab" * 32, "done", "committed",
-                         3, 10, 20, None, None, None, "r1", now, "mariadb", "0-1-1", "0-1-9", None, 0, now),
+                         3, 10, 20, None, None, None, "r1", now, "mariadb", "0-1-1", "0-1-9", None, 0, now,
+                         "10.11.19-MariaDB-log", 1),
                         ("bin.000002", 2, "/in/bin.000002", 10, 1, 4, None, None, "quarantined", "pending",
-                         3, 0, 0, "bad magic", "NotABinlog", 0, "r1", now, None, None, None, None, 2, None)]),
+                         3, 0, 0, "bad magic", "NotABinlog", 0, "r1", now, None, None, None, None, 2, None,
+                         None, None)]),
         (QUARANTINE_DDL, [("bin.000002", 2, 0, "bad magic", "NotABinlog", "1.0", b"\xfe\x00", 3, "r1", now)]),
         (DDL_TABLE_DDL, [("bin.000001", 1, 120, "0000000001-0000000120-000000", "d", "CREATE TABLE t (a INT)",
                           now, False, "0-1-5", 1, "r1", None),
                          ("bin.000001", 1, 160, "0000000001-0000000160-000000", "d", "INSERT INTO t VALUES ('\ufffd')",
                           now, True, "0-1-6", 1, "r1", b"INSERT INTO t VALUES ('\xff')")]),
         (XA_DDL, [("bin.000001", 1, 300, "0000000001-0000000300-000000", "prepare", "X'6162',X'',1", None, None, "r1")]),
-        (RUNS_DDL, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None)]),
+        (RUNS_DDL, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None, 2)]),
         (WATERMARKS_DDL, [("we`ird", "😀", "0000000001-0000000300-000000", 12, "r1", now)]),
         (SCHEMA_HISTORY_DDL, versions_to_rows(versions, {}, "r1", now)),
     ]

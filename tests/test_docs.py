@@ -62,20 +62,24 @@ def test_the_server_settings_block_is_what_a_server_runs_with(tmp_path):
     ok, why = mariadb_available()
     if not ok:
         pytest.skip(why)
-    [block] = [b for b in all_blocks() if b.kind == "server-settings"]
-    settings = ini_settings(block.text)
-    assert {"log_bin", "server_id", "binlog_format"} <= set(settings)
-    own = {k: v for k, v in settings.items() if k not in ("log_bin", "server_id")}
-    with MariaDBServer(tmp_path / "mdb", extra_args=[f"--{k.replace('_', '-')}={v}" for k, v in own.items()]) as srv:
-        assert {k: str(v).upper() for k, v in srv.variables(own).items()} == {k: v.upper() for k, v in own.items()}
-        srv.sql("CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(9)); "
-                "INSERT INTO d.t VALUES (1, 'a'), (2, 'b')")
-        srv.flush_logs()
-        files = srv.binlog_files()[:-1]
-        changes = [c for f in files for c in iter_changes(str(f)) if isinstance(c, RowChange)]
-    assert [(c.op, c.after) for c in changes] == [("insert", (1, "a")), ("insert", (2, "b"))]
-    assert changes[0].table_map.column_names == ("id", "v")
-    assert changes[0].table_map.primary_key == ((0, 0),)
+    blocks = [b for b in all_blocks() if b.kind == "server-settings"]
+    assert blocks
+    for i, block in enumerate(blocks):
+        settings = ini_settings(block.text)
+        assert "binlog_format" in settings, block.where
+        own = {k: v for k, v in settings.items() if k not in ("log_bin", "server_id")}
+        extra = [f"--{k.replace('_', '-')}={v}" for k, v in own.items()]
+        with MariaDBServer(tmp_path / f"mdb{i}", extra_args=extra) as srv:
+            got = {k: str(v).upper() for k, v in srv.variables(own).items()}
+            assert got == {k: v.upper() for k, v in own.items()}, block.where
+            srv.sql("CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(9)); "
+                    "INSERT INTO d.t VALUES (1, 'a'), (2, 'b')")
+            srv.flush_logs()
+            files = srv.binlog_files()[:-1]
+            changes = [c for f in files for c in iter_changes(str(f)) if isinstance(c, RowChange)]
+        assert [(c.op, c.after) for c in changes] == [("insert", (1, "a")), ("insert", (2, "b"))], block.where
+        assert changes[0].table_map.column_names == ("id", "v"), block.where
+        assert changes[0].table_map.primary_key == ((0, 0),), block.where
 
 
 def _scratch_copy(dest: Path) -> Path:

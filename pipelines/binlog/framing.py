@@ -176,6 +176,7 @@ class BinlogFile:
         # the event after it is sound: the file's positions count in another file (relay logs
         # keep the source's positions; so did some 5.0/5.1 servers). Events are framed by length.
         self.foreign_positions_from: int | None = None
+        self.server_id = 0  # the server_id in the FORMAT_DESCRIPTION's header: the server that wrote the file
         try:
             self._check_magic()
             self.format = self._read_format_description()
@@ -227,6 +228,7 @@ class BinlogFile:
                 offset=pos,
             )
         self._check_length(pos, length)
+        self.server_id = h[2]
         try:
             fmt = parse_format_description(self.buf[pos + COMMON_HEADER_LEN : pos + length])
         except BinlogError as e:

@@ -81,6 +81,7 @@ class FileIndex:
     stopped: bool = False  # a STOP event: the server shut down cleanly
     first_gtid: str | None = None
     last_gtid: str | None = None
+    server_id: int = 0  # the FORMAT_DESCRIPTION header's: the server that wrote the file
     _starts: list[int] = field(default_factory=list, repr=False)
 
     def tx_at(self, pos: int) -> TxInfo | None:
@@ -150,7 +151,7 @@ def scan(source, *, name: str | None = None, verify_checksums: bool = True, star
     With ``start``/``end``, only the events that begin in ``[start, end)`` are looked at:
     ``start`` must be a transaction boundary (a task indexes its own byte range this way)."""
     with BinlogFile(source, name=name, verify_checksums=verify_checksums) as bf:
-        idx = FileIndex(bf.name, bf.size, bf.format.server_version)
+        idx = FileIndex(bf.name, bf.size, bf.format.server_version, server_id=bf.server_id)
         if start is not None:
             idx.complete_until = start
         ctx = DecodeContext(bf.format, {}, decode_rows=False)

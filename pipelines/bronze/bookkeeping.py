@@ -66,7 +66,8 @@ def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, n
     return [
         (p.file.name, p.file.file_seq, p.file.uri, p.file.size, p.file.mtime, p.start, p.end, p.sha256, p.status,
          phase, batch, p.events, rows_by_file.get(p.file.name, 0), p.error, p.error_class, p.error_offset, run_id,
-         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped, committed_at)
+         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped, committed_at,
+         *(p.server or (None, None)))
         for p in plans
     ]
 
@@ -98,6 +99,7 @@ class BronzeStats:
     read_whole: int = 0  # files a task read whole through Spark's binaryFile(s) reader
     held_back: list[str] = field(default_factory=list)  # files after a break in the sequence
     warnings: list[str] = field(default_factory=list)
+    statement_format: dict[str, int] = field(default_factory=dict)  # file -> changes logged as statements
     status: str = "running"
     error: str | None = None
 

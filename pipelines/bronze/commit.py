@@ -231,6 +231,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
                  state.MANIFEST_DDL, state.path(cfg, state.MANIFEST), TXN_APP_ID, batch)
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
+    for rec in quar_rows:  # (file, file_seq, offset, reason, error_class, ...): said once at the run's end
+        if rec[4] == "StatementFormat":
+            stats.statement_format[rec[0]] = stats.statement_format.get(rec[0], 0) + 1
     stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)
     stats.invalid_text += sum(p.invalid_text for p in plans)
     stats.events += sum(p.events for p in plans)

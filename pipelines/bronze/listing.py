@@ -7,9 +7,7 @@ import re
 from dataclasses import dataclass
 from pipelines.bronze.files import local_path
 from pipelines.bronze.bookkeeping import BronzeError
-
-
-_BINLOG_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<seq>\d+)$")
+from pipelines.preflight import BINLOG_NAME as _BINLOG_NAME
 
 
 def file_seq_of(name: str) -> int | None:

@@ -46,6 +46,7 @@ class FilePlan:
     statements: list = field(default_factory=list)  # (query, db, _seq) of the DDL in [start, end)
     xa: list = field(default_factory=list)  # (begin_pos, kind, xa_xid, gtid, commit_ts) of XA groups in [start, end)
     error_raw: bytes | None = None  # the bytes the quarantine row of ``error`` keeps
+    server: tuple[str, int] | None = None  # (server version, server_id) of the FORMAT_DESCRIPTION; None: unknown
 
     @property
     def link(self) -> Link:
@@ -144,6 +145,7 @@ def _plan(f: SourceFile, prev, buf, newest: bool, strict: bool, target: int, hea
         error = idx.error
     if idx is not None:
         plan.index = idx
+        plan.server = (idx.server_version, idx.server_id)
         plan.end = max(idx.complete_until, start)
         plan.rotate_to = idx.rotate_to
         if idx.error is None and idx.incomplete_tail is None and plan.gtid_start is not None:
@@ -256,6 +258,8 @@ def _redo_plan(f: SourceFile, r, buf, target: int) -> FilePlan:
                  r.error, r.error_class, r.error_offset)
     link = Link.of_row(r)
     p.flavor, p.gtid_start, p.gtid_end, p.rotate_to = link.flavor, link.gtid_start, link.gtid_end, link.rotate_to
+    version = getattr(r, "server_version", None)  # (NULL in rows of older versions)
+    p.server = (version, r.server_id) if version is not None else None
     p.ranges = split_range(idx, r.start_pos, r.complete_until, target)
     return p
 

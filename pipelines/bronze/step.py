@@ -122,7 +122,11 @@ How a run goes
    Without checksums (``binlog_checksum=NONE``) only damage to the framing and
    to the structure of events is detected; a flipped bit inside a value lands
    as a wrong value.
-6. **Log** one row per run in ``<warehouse>/_pipeline/runs`` and print a summary.
+6. **Log** one row per run in ``<warehouse>/_pipeline/runs`` and print a summary. What the run
+   did not do is a ``warning:`` line each, counted in the row's ``warnings``
+   (:mod:`pipelines.bronze.notices`, docs/errors.md): no binlog files in the folder, a newest file
+   whose tail waits (which file, from which byte), a file stopped at bad input, changes logged as
+   statements (with the server setting), a server other than the previous file's in one run.
 
 Sequence integrity
 ------------------
@@ -176,6 +180,7 @@ from __future__ import annotations
 import bisect
 import datetime as _dt
 
+from pipelines.bronze import notices
 from pipelines.bronze.commit import _run_batch
 from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
 from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
@@ -251,6 +256,8 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             d.add_columns(bronze_path, new, spark=spark, backend=cfg.delta.backend)
     files, others = list_folder(spark, cfg.input)
     stats.files_ignored = len(others)
+    if not files:
+        stats.warn(notices.no_binlogs(cfg.input, [o.name for o in others]))
     by_name = {f.name: f for f in files}
     newest_seq = files[-1].file_seq if files else -1
     manifest = state.read_rows(spark, cfg, state.MANIFEST)
@@ -290,6 +297,8 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
             prev.status in (DONE, QUARANTINED) or (prev.status == PARTIAL and newest)
         ):
             stats.files_skipped += 1
+            if prev.status == PARTIAL and prev.complete_until < f.size:  # still waiting for the rest
+                stats.warn(notices.waiting_tail(f.name, prev.complete_until, f.size))
             continue
         todo.append((f, prev, newest))
 
@@ -300,6 +309,30 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     finally:
         if kept is not None:
             kept.release()
+    if stats.statement_format:
+        stats.warn(notices.statement_format(sum(stats.statement_format.values()), sorted(stats.statement_format)))
+
+
+def _server_before(latest: dict, file_seq: int) -> tuple[str, tuple[str, int]] | None:
+    """The manifest's newest file before ``file_seq`` whose server is known, with that server."""
+    known = [r for r in latest.values() if r.file_seq < file_seq and getattr(r, "server_version", None) is not None]
+    if not known:
+        return None
+    r = max(known, key=lambda r: r.file_seq)
+    return r.name, (r.server_version, r.server_id)
+
+
+def _say_what_waits(stats: BronzeStats, plan: FilePlan, wrote: tuple[str, tuple[str, int]] | None) -> None:
+    """The warnings of one planned file: a tail that waits, a file that stops at a bad event, a
+    server other than the previous file's (:mod:`pipelines.bronze.notices`)."""
+    if wrote is not None and plan.server is not None:
+        change = notices.server_change(wrote[0], wrote[1], plan.file.name, plan.server)
+        if change is not None:
+            stats.warn(change)
+    if plan.status == PARTIAL and plan.end < plan.file.size:
+        stats.warn(notices.waiting_tail(plan.file.name, plan.end, plan.file.size))
+    elif plan.status == QUARANTINED and plan.error:
+        stats.warn(notices.quarantined_file(plan.error))
 
 
 def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: list, latest: dict, next_batch: int,
@@ -314,6 +347,7 @@ def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: li
                 if r.status != QUARANTINED and r.complete_until == r.size > 0}
     finished_sizes = {size for size, _sha in finished}
     broken: str | None = None
+    wrote = _server_before(latest, todo[0][0].file_seq) if todo else None  # the file before and its server
     batch_plans: list[FilePlan] = []
     batch_bytes = 0
     for i, (f, prev, newest) in enumerate(todo):
@@ -339,6 +373,9 @@ def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: li
         if sv.error is not None:
             raise BronzeError(sv.error)
         plan = sv.plan
+        _say_what_waits(stats, plan, wrote)
+        if plan.server is not None:
+            wrote = (f.name, plan.server)
         if f.file_seq not in links:
             bisect.insort(known, f.file_seq)
         links[f.file_seq] = plan.link
