@@ -7,7 +7,7 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 APT_UPDATED := /tmp/.binlog-delta-apt-updated
 
-.PHONY: setup system-deps jars jvm-archive spark-home test test-fast run bench sql fuzz clean package
+.PHONY: setup java system-deps jars jvm-archive spark-home test test-fast run bench sql fuzz clean package
 
 setup: system-deps $(STAMP) $(AIRFLOW_STAMP) jars jvm-archive spark-home
 
@@ -71,12 +71,20 @@ $(AIRFLOW_STAMP): requirements-airflow.txt
 # PYTEST_ARGS: e.g. make test PYTEST_ARGS="-k spark tests/test_delta_io.py" (default: every test)
 # TEST_WORKERS: processes the tests are dealt to (pytest-xdist; 2 for CI's two cores: most tests
 # wait on a JVM, a server or a job they started; 0 runs them in this one process)
+# (-q unless PYTEST_ARGS asks for -v: make test PYTEST_ARGS="-v tests/test_config.py")
 PYTEST_ARGS ?= tests
 TEST_WORKERS ?= 2
+PYTEST_QUIET = $(if $(filter -v -vv --verbose,$(PYTEST_ARGS)),,-q)
 test: setup
-	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_QUIET) -ra -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
-run: setup
+# The main job on the samples needs Java 17 and the venv only: not MariaDB, Maven, the Delta jars
+# (a local job on the delta-rs backend does without them), Airflow or the JVM archive (`make setup`).
+java:
+	@java -version 2>&1 | grep -q 'version "17' || { echo "installing: openjdk-17-jdk-headless"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
+
+run: java $(STAMP)
 	$(PY) jobs/run_pipeline.py --config conf/pipeline.yaml
 
 bench: setup
