@@ -16,7 +16,7 @@ from pipelines.schema.model import ColumnDef, TableSchema
 from pipelines.snapshot.cells import RowReader
 from pipelines.snapshot.tablemap import create_table, table_map
 from pipelines.snapshot.errors import CorruptDump, DumpError, NoPosition, TruncatedDump, UnsupportedDump
-from pipelines.snapshot.mydumper import iter_chunk, read_mydumper_folder
+from pipelines.snapshot.mydumper import iter_chunk, not_loaded, read_mydumper_folder
 from pipelines.snapshot.position import dump_position, mydumper_position, parse_user_gtid, parse_user_position
 from pipelines.snapshot.reader import DumpReading
 from pipelines.snapshot.session import DumpState
@@ -223,6 +223,25 @@ def test_mydumper_folder(tmp_path):
     assert rows["2"]["u"] == ("a\nb", None) and rows["2"]["ts"] == ("0000-00-00 00:00:00", None)
     assert rows["3"] == {"id": ("3", None), "v": ("\x81\x8d", None)}  # latin1's bytes 0x81 0x8D: MySQL's own map
     assert rows["5"]["b"] == (None, b"") and rows["5"]["y"] == ("1901", None)
+
+
+def test_what_a_mydumper_folder_does_not_load(tmp_path):
+    (tmp_path / "metadata").write_text("[master]\nFile = bin.000017\nPosition = 4\n")
+    (tmp_path / "shop-schema-create.sql").write_bytes(b"CREATE DATABASE `shop`;\n")
+    (tmp_path / "shop.t-schema.sql").write_bytes(b"CREATE TABLE `t` (`id` int NOT NULL PRIMARY KEY);\n")
+    (tmp_path / "shop.v-schema.sql").write_bytes(b"CREATE TABLE `v` (`id` tinyint NOT NULL) ENGINE=MyISAM;\n")
+    (tmp_path / "shop.v-schema-view.sql.gz").write_bytes(gzip.compress(
+        b"DROP TABLE IF EXISTS `v`;\nCREATE ALGORITHM=UNDEFINED VIEW `v` AS select `t`.`id` AS `id` from `t`;\n"))
+    (tmp_path / "shop-schema-post.sql").write_bytes(
+        b"DELIMITER ;;\nCREATE PROCEDURE `p`() BEGIN SELECT 1; SELECT 2; END ;;\nDELIMITER ;\n")
+    folder = read_mydumper_folder(str(tmp_path))
+    assert [t.table for t in folder.tables] == ["t"]  # v's -schema.sql is the view's placeholder table
+    assert folder.skipped == ("shop-schema-post.sql", "shop.v-schema-view.sql.gz", "shop.v-schema.sql")
+    assert not_loaded(folder) == {"CREATE ALGORITHM": 1, "CREATE PROCEDURE": 1}
+    (tmp_path / "shop.t.00000.csv").write_bytes(b"1\n")
+    with pytest.raises(UnsupportedDump, match="--csv or --load-data") as e:
+        not_loaded(read_mydumper_folder(str(tmp_path)))
+    assert e.value.file.endswith("shop.t.00000.csv")
 
 
 def test_an_unfinished_mydumper_folder(tmp_path):

@@ -9,22 +9,26 @@ ones cannot be split anyway).
 The names in file names are mydumper's file-safe spellings; the real names are the ones in
 ``CREATE DATABASE`` / ``CREATE TABLE``. Files this reader does not load (views, triggers, routines:
 ``-schema-view``, ``-schema-triggers``, ``-schema-post``; CSV and ``LOAD DATA`` chunks) are listed
-in :attr:`MydumperFolder.skipped`; a folder whose ``metadata`` is still ``metadata.partial`` is a
-dump that did not finish, and is refused.
+in :attr:`MydumperFolder.skipped` (:func:`not_loaded` counts their statements; CSV and ``LOAD DATA``
+chunks are refused there, being rows that would not be loaded); a view's placeholder ``-schema.sql``
+(beside its ``-schema-view.sql``) is not a table. A folder whose ``metadata`` is still
+``metadata.partial`` is a dump that did not finish, and is refused (:func:`check_finished`).
 """
 from __future__ import annotations
 
 import os
 import re
 from dataclasses import dataclass
+from collections import Counter
 from typing import Iterator
 
 from pipelines.schema.model import TableSchema
 
 from .tablemap import create_table
-from .errors import CorruptDump, DumpError, NoPosition
+from .errors import CorruptDump, DumpError, NoPosition, UnsupportedDump
 from .position import SnapshotPosition, mydumper_position
 from .source import DumpFile
+from .reader import DumpReading
 from .session import DumpState
 from .statements import Statement, iter_statements, iter_stream
 
@@ -32,6 +36,8 @@ _COMPRESSED = re.compile(r"\.(?:gz|zst)\Z")
 _DATA = re.compile(r"(?P<prefix>.+?)(?:\.(?P<chunk>\d{5,})(?:\.(?P<part>\d{5,}))?)?\.sql\Z")
 _SCHEMA = re.compile(r"(?P<prefix>.+)-schema\.sql\Z")
 _DB_SCHEMA = re.compile(r"(?P<db>.+)-schema-create\.sql\Z")
+_VIEW = re.compile(r"(?P<prefix>.+)-schema-view\.sql\Z")
+_NOT_SQL = re.compile(r".*\.(?:dat|csv)\Z")  # --csv / --load-data chunks
 _SKIPPED = re.compile(r".*(?:-schema-(?:view|triggers|post|sequence)\.sql|-schema-create-tablespace\.sql|\.dat|\.csv"
                       r"|-checksum|-metadata)\Z")
 
@@ -54,6 +60,7 @@ class MydumperFolder:
     metadata: str | None  # the metadata file's text (None: no metadata file)
     tables: tuple[MydumperTable, ...]
     skipped: tuple[str, ...]
+    flavor: str | None = None  # the server's, from the metadata's GTID set (None: unknown)
 
     def position(self) -> SnapshotPosition:
         """The position the ``metadata`` file records (:class:`NoPosition` without one)."""
@@ -74,13 +81,24 @@ def _first(path: str, kind: str, state: DumpState) -> Statement:
                       offset=0)
 
 
+def is_mydumper_folder(path: str) -> bool:
+    """Is the folder at ``path`` mydumper's output (it holds ``metadata`` or ``metadata.partial``)?"""
+    return any(os.path.isfile(os.path.join(path, m)) for m in ("metadata", "metadata.partial"))
+
+
+def check_finished(path: str) -> None:
+    """Refuse a mydumper folder whose ``metadata`` is still ``metadata.partial`` (mydumper renames
+    it when the dump is done): a dump that did not finish."""
+    if not os.path.exists(os.path.join(path, "metadata")) and os.path.exists(os.path.join(path, "metadata.partial")):
+        raise DumpError("mydumper did not finish this dump (metadata.partial, no metadata)",
+                        file=os.path.join(path, "metadata.partial"))
+
+
 def read_mydumper_folder(path: str, flavor: str | None = None) -> MydumperFolder:
     """The tables, chunks and metadata of a mydumper output folder. ``flavor`` (``mariadb`` or
     ``mysql``: the server the dump came from) defaults to what the metadata's GTID set says."""
+    check_finished(path)
     names = sorted(os.listdir(path))
-    if "metadata" not in names and "metadata.partial" in names:
-        raise DumpError("mydumper did not finish this dump (metadata.partial, no metadata)",
-                        file=os.path.join(path, "metadata.partial"), offset=0)
     metadata = None
     if "metadata" in names:
         with open(os.path.join(path, "metadata"), encoding="utf-8", errors="replace") as f:
@@ -109,6 +127,9 @@ def read_mydumper_folder(path: str, flavor: str | None = None) -> MydumperFolder
             flavor = mydumper_position(metadata).gtid_flavor
         except DumpError:
             flavor = None
+    views = {m.group("prefix") for n in names if (m := _VIEW.match(_COMPRESSED.sub("", n)))}
+    skipped += [schemas.pop(v) for v in sorted(views) if v in schemas]  # a view's placeholder table
+    skipped.sort()
     tables = []
     for prefix, schema_file in sorted(schemas.items()):
         db_file = next((d for d in sorted(dbs, key=len, reverse=True) if prefix.startswith(d + ".")), None)
@@ -131,7 +152,27 @@ def read_mydumper_folder(path: str, flavor: str | None = None) -> MydumperFolder
     if orphans:
         raise CorruptDump(f"data files without a -schema.sql for their table: {', '.join(orphans)}",
                           file=os.path.join(path, orphans[0]), offset=0)
-    return MydumperFolder(path, metadata, tuple(tables), tuple(skipped))
+    return MydumperFolder(path, metadata, tuple(tables), tuple(skipped), flavor)
+
+
+def not_loaded(folder: MydumperFolder) -> Counter:
+    """The statements of the folder's skipped SQL files (views, triggers, routines...), counted by
+    kind as :attr:`DumpReading.skipped` counts a dump's. A CSV or ``LOAD DATA`` chunk (``.csv``,
+    ``.dat``) holds rows this reader does not load: refused, naming the file."""
+    out: Counter = Counter()
+    for name in folder.skipped:
+        plain = _COMPRESSED.sub("", name)
+        path = os.path.join(folder.path, name)
+        if _NOT_SQL.match(plain):
+            raise UnsupportedDump("a CSV / LOAD DATA chunk (mydumper --csv or --load-data): only SQL INSERT chunks "
+                                  "are loaded; dump again without those options", file=path, offset=0)
+        if not plain.endswith(".sql") or _SCHEMA.match(plain):  # (a view's placeholder table: the view counts)
+            continue
+        reading = DumpReading(DumpState(flavor=folder.flavor), name=name)
+        for _row in reading.rows(iter_statements(_read_text(path), state=reading.state, name=name), cells=False):
+            pass
+        out.update(reading.skipped)
+    return out
 
 
 def _chunk_order(name: str) -> tuple:
@@ -139,11 +180,12 @@ def _chunk_order(name: str) -> tuple:
     return (int(m.group("chunk") or -1), int(m.group("part") or -1), name)
 
 
-def iter_chunk(table: MydumperTable, path: str, flavor: str | None = None) -> Iterator[tuple[Statement, DumpState]]:
+def iter_chunk(table: MydumperTable, path: str, flavor: str | None = None,
+               state: DumpState | None = None) -> Iterator[tuple[Statement, DumpState]]:
     """The INSERT statements of one data chunk with the session state each runs in (``SET NAMES``
-    and ``SET TIME_ZONE`` of the chunk's own header). An INSERT into another table than the
-    chunk's is refused."""
-    state = DumpState(db=table.db, flavor=flavor)
+    and ``SET TIME_ZONE`` of the chunk's own header; ``state``, the one to keep it in, defaults to
+    a new one for the table's database). An INSERT into another table than the chunk's is refused."""
+    state = state if state is not None else DumpState(db=table.db, flavor=flavor)
     dump = DumpFile(path)
     for st in iter_stream(dump.chunks(), state, name=dump.name):
         if st.kind != "insert":
