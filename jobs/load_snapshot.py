@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Load logical dumps (mysqldump / mariadb-dump: plain, gzip or zstd files, or --tab folders) into the
+"""Load logical dumps (mysqldump / mariadb-dump: plain, gzip or zstd files, or --tab folders; mydumper folders) into the
 warehouse at their binlog position; the pipeline's jobs then apply the binlogs from there.
 
     spark-submit jobs/load_snapshot.py --dump PATH [--dump PATH ...] --warehouse DIR [--config FILE]
@@ -11,15 +11,15 @@ import _bootstrap
 
 
 def _flags(p) -> None:
-    p.add_argument("--dump", action="append", required=True, metavar="PATH", help="a dump file or --tab folder (repeatable)")
+    p.add_argument("--dump", action="append", required=True, metavar="PATH", help="a dump file, --tab folder or mydumper folder (repeatable)")
     p.add_argument("--position", metavar="FILE:POS", help="the snapshot's binlog position, when the dump has none")
     p.add_argument("--gtid", metavar="SET", help="the snapshot's GTID set, when the dump has no position")
 
 
 def _dumps_exist(args) -> None:
-    from pipelines.preflight import check_exist
+    from pipelines.preflight import check_dumps
 
-    check_exist(args.dump, "dump")
+    check_dumps(args.dump)
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,8 @@ code  meaning
 0     done; ``warning:`` lines (and ``warnings`` in ``_pipeline/runs``) say what it did not do
 1     the run failed: bad input in strict mode, a broken sequence, changed input, a failed query
 2     the configuration or the command line is wrong: a missing or unreadable input folder, a
-      warehouse that cannot be written, two binlog series in one folder (found before Spark starts)
+      warehouse that cannot be written, two binlog series in one folder, a ``--dump`` that does not
+      exist or is an unfinished mydumper folder (found before Spark starts)
 3     the warehouse is locked by another run (``--lock-timeout`` waits)
 ====  ===========================================================================================
 

@@ -7,7 +7,9 @@ path is checked by the run itself, through the session's filesystem):
 * the input folder exists, is a folder, and can be listed;
 * it does not hold two binlog series (two names with one number: ``mysql-bin.000001`` and
   ``binlog.000001``), which bronze would refuse after Spark's start-up anyway;
-* the warehouse is a folder (or can be made one) that this process can write to.
+* the warehouse is a folder (or can be made one) that this process can write to;
+* a ``--dump`` exists, and a mydumper folder given as one is finished (``metadata``, not only
+  ``metadata.partial``).
 
 >>> check_input("/no/such/folder")
 Traceback (most recent call last):
@@ -82,6 +84,22 @@ def check_exist(paths: list[str], what: str) -> None:
         path = local_path(p)
         if path is not None and not os.path.exists(path):
             raise InputError(f"{what} {p} does not exist")
+
+
+def check_dumps(paths: list[str]) -> None:
+    """:func:`check_exist` for ``--dump`` paths, and refuse a local mydumper folder that did not
+    finish (``metadata.partial``, no ``metadata``: :func:`pipelines.snapshot.mydumper.check_finished`)."""
+    check_exist(paths, "dump")
+    for p in paths:
+        path = local_path(p)
+        if path is not None and os.path.isdir(path):
+            from pipelines.snapshot.errors import DumpError
+            from pipelines.snapshot.mydumper import check_finished
+
+            try:
+                check_finished(path)
+            except DumpError as e:
+                raise InputError(str(e)) from None
 
 
 def check_warehouse(warehouse: str) -> None:

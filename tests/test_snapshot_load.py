@@ -9,7 +9,9 @@ Tables: keyed, composite-key, keyless with duplicate rows, one with ``binlog_row
 excludes. Also: the binlogs before the dump present and applied *before* the dump is loaded
 (silver is rebuilt from the snapshot), the same dump loaded twice, dumps written with other
 options giving the same bronze rows, a dump cut mid-statement (one error naming file and offset,
-nothing landed), a dump without a position, and a SIGKILL during the load then a re-run.
+nothing landed), a dump without a position, and a SIGKILL during the load then a re-run. A
+mydumper folder (mydumper is not installed: its layout written from the server, chunks by
+``mariadb-dump``) loads as the dumps do.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from deltalake import DeltaTable
 
 from mariadb_server import MariaDBServer, mariadb_available
 from oracle import _diff, server_columns, server_rows, silver_rows
-from snapshot_oracle import dump as mariadb_dump
+from snapshot_oracle import MARIADB_DUMP, dump as mariadb_dump
 from spark_fixtures import delta_backend, spark  # noqa: F401  (the shared session fixtures)
 
 from pipelines import bronze, delta_io
@@ -106,6 +108,45 @@ def _run_sql(srv: MariaDBServer, scripts: dict[str, str], first: bool = False) -
         srv.flush_logs()
 
 
+def _mydumper_folder(srv: MariaDBServer, dest: Path) -> Path:
+    """A mydumper output folder of the server as it is (mydumper's documented layout): ``metadata``
+    with the binlog position, ``db-schema-create.sql``, ``db.t-schema.sql`` (``SET NAMES binary``,
+    ``CREATE TABLE``) and the data chunks ``db.t.NNNNN.sql``, each written by ``mariadb-dump
+    --no-create-info`` (its header's ``SET NAMES`` and ``TIME_ZONE``, then the INSERTs): ``k`` in
+    two chunks (the second gzip), ``nk`` one row per INSERT, no chunk for the empty table; and a
+    view's placeholder table with its ``-schema-view.sql``, which is no table."""
+    dest.mkdir()
+    file, pos = srv.master_status()
+    (dest / "metadata").write_text(f"# Started dump at: 2026-11-27 09:00:00\n[master]\nFile = {file}\n"
+                                   f"Position = {pos}\nExecuted_Gtid_Set = {srv.gtid_binlog_pos()}\n\n"
+                                   "# Finished dump at: 2026-11-27 09:00:01\n")
+    head = b"/*!40101 SET NAMES binary*/;\n/*!40014 SET FOREIGN_KEY_CHECKS=0*/;\n\n"
+    tables = {DB: ("k", "cpk", "nk", "empty", "k2", "tmp_skip"), NOLOG: ("n",)}
+    for db, names in tables.items():
+        (dest / f"{db}-schema-create.sql").write_bytes(
+            f"CREATE DATABASE /*!32312 IF NOT EXISTS*/ `{db}` /*!40100 DEFAULT CHARACTER SET utf8mb4 */;\n".encode())
+        for table in names:
+            create = srv.query_rows(f"SHOW CREATE TABLE `{table}`", db=db)[0][1]
+            (dest / f"{db}.{table}-schema.sql").write_bytes(head + create.encode() + b";\n")
+            wheres = {"k": ("id <= 2", "id > 2"), "empty": ()}.get(table, ("1",))
+            for n, where in enumerate(wheres):
+                more = ("--skip-extended-insert",) if table == "nk" else ()
+                data = subprocess.run([MARIADB_DUMP, "--no-defaults", f"--socket={srv.socket}", "--user=root",
+                                       "--single-transaction", "--no-create-info", "--hex-blob", "--skip-triggers",
+                                       *more, f"--where={where}", db, table], capture_output=True, timeout=300)
+                assert data.returncode == 0, data.stderr.decode()
+                chunk = dest / f"{db}.{table}.{n:05d}.sql"
+                if n == 1:
+                    chunk.with_name(chunk.name + ".gz").write_bytes(gzip.compress(data.stdout))
+                else:
+                    chunk.write_bytes(data.stdout)
+    (dest / f"{DB}.v-schema.sql").write_bytes(head + b"CREATE TABLE `v` (\n  `id` tinyint NOT NULL\n) ENGINE=MyISAM;\n")
+    (dest / f"{DB}.v-schema-view.sql").write_bytes(
+        head + b"DROP TABLE IF EXISTS `v`;\nDROP VIEW IF EXISTS `v`;\n"
+        b"CREATE ALGORITHM=UNDEFINED SQL SECURITY DEFINER VIEW `v` AS select `k`.`id` AS `id` from `k`;\n")
+    return dest
+
+
 def _state(srv: MariaDBServer) -> dict:
     out = {}
     for db, tables in TABLES.items():
@@ -139,6 +180,7 @@ def world(tmp_path_factory):
         mariadb_dump(srv, tab / "position.sql", "--master-data=2", f"--tab={tab}", "--one-db", databases=(DB,))
         dumps["tab"] = root / "tab"
         shutil.copytree(tab, dumps["tab"])
+        dumps["mydumper"] = _mydumper_folder(srv, root / "mydumper")
         dump_file = srv.master_status()[0]
         gtid = srv.gtid_binlog_pos()
         all_binlogs = root / "all"
@@ -239,6 +281,26 @@ def test_dumps_of_other_options_land_the_same_rows(spark, world, tmp_path):  # n
     # a --tab folder of one database (its position from the command's output saved in the folder)
     snapshot_load.run(spark, _cfg(world["kept"], tmp_path / "tab", "rs"), [str(world["dumps"]["tab"])])
     assert _r_rows(tmp_path / "tab") == [r for r in want if r.startswith(repr((DB,))[:-2])]
+    # a mydumper folder: a task per chunk, k's rows in two (one gzip)
+    snapshot_load.run(spark, _cfg(world["kept"], tmp_path / "mydumper", "rs"), [str(world["dumps"]["mydumper"])])
+    assert _r_rows(tmp_path / "mydumper") == want
+
+
+def test_a_mydumper_folder_then_the_binlogs_after_it(spark, delta_backend, world, tmp_path):  # noqa: F811
+    wh = tmp_path / "wh"
+    cfg = _cfg(world["kept"], wh, delta_backend)
+    folder = str(world["dumps"]["mydumper"])
+    stats = snapshot_load.run(spark, cfg, [folder])
+    assert stats.dumps == 1 and stats.rows[(DB, "k")] == 4 and stats.rows[(NOLOG, "n")] == 3, stats.summary()
+    assert stats.excluded == {(DB, "tmp_skip"): 2}
+    assert (DB, "v") not in stats.rows, stats.summary()  # a view's placeholder table is no table
+    assert stats.skipped == {"DROP VIEW": 1, "CREATE ALGORITHM": 1}, stats.summary()  # its -schema-view.sql
+    bronze_path = str(wh / BRONZE_TABLE)
+    version = DeltaTable(bronze_path).version()
+    again = snapshot_load.run(spark, cfg, [folder])
+    assert again.already == 1 and again.dumps == 0 and DeltaTable(bronze_path).version() == version
+    _pipeline(spark, cfg)
+    _assert_silver_is_the_server(world["state"], wh)
 
 
 def test_a_cut_dump_lands_nothing(spark, delta_backend, world, tmp_path):  # noqa: F811

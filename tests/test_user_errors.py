@@ -52,6 +52,18 @@ def test_a_missing_dump_is_one_line_before_spark(tmp_path):
     assert not (tmp_path / "wh").exists()
 
 
+def test_an_unfinished_mydumper_folder_is_one_line_before_spark(tmp_path):
+    dump = tmp_path / "shop-dump"  # mydumper renames metadata.partial to metadata when the dump is done
+    dump.mkdir()
+    (dump / "metadata.partial").write_text("# Started dump at: 2026-11-27 09:00:00\n[master]\nFile = binlog.000004\n")
+    (dump / "shop.t-schema.sql").write_text("CREATE TABLE `t` (`id` int NOT NULL PRIMARY KEY);\n")
+    proc = job("load_snapshot.py", "--dump", str(dump), "--warehouse", str(tmp_path / "wh"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_error_line(proc) == (f"error: {dump / 'metadata.partial'}: mydumper did not finish this dump "
+                                    "(metadata.partial, no metadata)")
+    assert not (tmp_path / "wh").exists()
+
+
 def test_debug_adds_the_traceback(tmp_path):
     proc = job("ingest_bronze.py", "--binlog-dir", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh"),
                "--debug", cwd=tmp_path)

@@ -1,7 +1,7 @@
-"""The snapshot load: a logical dump (mysqldump, mariadb-dump; plain, gzip or zstd) into bronze as
-rows with op ``r`` at the dump's binlog position, and its ``CREATE TABLE`` statements into the
-schema history there, so silver starts from the dump and the binlogs after it apply on top. The
-Spark side of :mod:`pipelines.snapshot` (the pure reader).
+"""The snapshot load: a logical dump (mysqldump, mariadb-dump: plain, gzip or zstd, or a ``--tab``
+folder; a mydumper folder) into bronze as rows with op ``r`` at the dump's binlog position, and its
+``CREATE TABLE`` statements into the schema history there, so silver starts from the dump and the
+binlogs after it apply on top. The Spark side of :mod:`pipelines.snapshot` (the pure reader).
 
 * ``position`` a snapshot's binlog position from a GTID set alone: the first change in bronze after it
 * ``tasks``  the Spark tasks: a byte range (or a compressed file) -> bronze rows, staged or returned

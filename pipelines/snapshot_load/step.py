@@ -12,14 +12,15 @@ How one dump goes
    FILE:POS``, ``--gtid SET``); a GTID set alone is found among bronze's changes
    (:mod:`pipelines.snapshot_load.position`); a dump without any is refused, saying how to give it. Its ``_seq`` start is
    :func:`pipelines.bronze.schema.snapshot_start`: after every change before the position, before
-   every change at or after it. The dump's identity (its name, size, first and last 64 KiB and the
+   every change at or after it. A mydumper folder's position is its ``metadata``'s. The dump's identity (its name, size, first and last 64 KiB and the
    position) makes the transaction ids of every write: loading the same dump again changes nothing.
 2. **Tasks** (:mod:`pipelines.snapshot_load.tasks`): a plain file is cut into byte ranges of
    ``parallelism.target_bytes_per_task``; one Spark job finds their ``DELIMITER`` lines (routine
    bodies, stepped over when a range looks for its first statement), one their outline (the
    statements that are not data: the session and the ``CREATE TABLE`` each range starts with),
    then one reads the rows, each task from the first statement boundary in its range. A gzip or
-   zstd file is one task, streaming. The driver only joins outlines; it never reads the data.
+   zstd file is one task, streaming; so is each table of a ``--tab`` folder and each data chunk of a
+   mydumper folder. The driver only joins outlines; it never reads the data.
    On delta-rs the tasks write bronze's Parquet files themselves; on delta-spark the rows are
    kept on the executors until the write.
 3. **All or nothing**: a task that meets a bad statement (a dump cut mid-statement, a value that
@@ -65,11 +66,13 @@ from pipelines.snapshot.position import SnapshotPosition, parse_user_gtid, parse
 from pipelines.snapshot.session import DumpState
 from pipelines.snapshot.source import DumpFile, read_position
 from pipelines.snapshot.split import delimiter_blocks
+from pipelines.snapshot.mydumper import MydumperFolder, is_mydumper_folder, not_loaded, read_mydumper_folder
 from pipelines.snapshot.statements import iter_statements
 from pipelines.snapshot.tab import TabTable, read_tab_folder
 from pipelines.snapshot.tablemap import create_table
 from pipelines.snapshot_load.position import locate
-from pipelines.snapshot_load.tasks import LoadWork, create_text, partition, range_delimiters, range_outline
+from pipelines.snapshot_load.tasks import (CHUNK_SPAN, LoadWork, create_text, partition, range_delimiters,
+                                           range_outline)
 
 _UTC = _dt.timezone.utc
 APP_PREFIX = "snapshot-"  # the transaction id of a dump's writes: APP_PREFIX + its id
@@ -114,7 +117,8 @@ class LoadStats:
 
 def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | None = None,
         gtid: str | None = None) -> LoadStats:
-    """Load each dump of ``dumps`` (paths of plain, gzip or zstd SQL files) into the warehouse;
+    """Load each dump of ``dumps`` (paths of plain, gzip or zstd SQL files, ``--tab`` folders or
+    mydumper folders) into the warehouse;
     ``position`` (``FILE:POS``) or ``gtid`` stand for the position the dumps do not record."""
     now = _dt.datetime.now(_UTC)
     stats = LoadStats(run_id=state.new_run_id(now), started_at=now)
@@ -131,16 +135,17 @@ def run(spark, cfg: PipelineConfig, dumps: Sequence[str], *, position: str | Non
 
 @dataclass(frozen=True)
 class DumpPlan:
-    """One dump to load: its file (or ``--tab`` folder: ``tabs``, its tables), position, identity and
-    where its rows go in bronze."""
+    """One dump to load: its file (or ``--tab`` folder: ``tabs``, its tables; or mydumper folder:
+    ``mydumper``), position, identity and where its rows go in bronze."""
 
     name: str
-    files: tuple[DumpFile, ...]  # the SQL file; a --tab folder's .txt files
+    files: tuple[DumpFile, ...]  # the SQL file; a --tab folder's .txt files; a mydumper folder's schemas and chunks
     position: SnapshotPosition
     dump_id: str
     file_seq: int
     seq_start: str
     tabs: tuple[TabTable, ...] = ()
+    mydumper: MydumperFolder | None = None
 
     @property
     def app_id(self) -> str:
@@ -157,11 +162,19 @@ class DumpPlan:
 
 def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> DumpPlan:
     """The dump at ``path`` with its position (``user``'s, else the one it records; a GTID set
-    alone is found in bronze: :func:`pipelines.snapshot_load.position.locate`). A folder is a
-    ``--tab`` dump: its tables' ``.sql`` and ``.txt``, the position from a ``.sql`` without a
-    ``.txt`` (the command's output saved in the folder) unless given."""
+    alone is found in bronze: :func:`pipelines.snapshot_load.position.locate`). A folder with a
+    ``metadata`` file is mydumper's: its tables' ``-schema.sql`` and chunks, the position from
+    ``metadata`` unless given. Another folder is a ``--tab`` dump: its tables' ``.sql`` and
+    ``.txt``, the position from a ``.sql`` without a ``.txt`` (the command's output saved in the
+    folder) unless given."""
     tabs: tuple[TabTable, ...] = ()
-    if os.path.isdir(path):
+    folder = None
+    if os.path.isdir(path) and is_mydumper_folder(path):
+        name = os.path.basename(os.path.normpath(path))
+        folder = read_mydumper_folder(path)
+        files = tuple(DumpFile(p) for t in folder.tables for p in (t.schema_path, *t.chunks))
+        found = user or folder.position()
+    elif os.path.isdir(path):
         name = os.path.basename(os.path.normpath(path))
         tabs = tuple(read_tab_folder(path))
         if not tabs:
@@ -189,7 +202,8 @@ def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> 
             f.seek(max(0, dump.size - ID_BYTES))
             digest.update(f.read(ID_BYTES))
     file_seq = int(m.group("seq"))
-    return DumpPlan(name, files, pos, digest.hexdigest()[:24], file_seq, snapshot_start(file_seq, pos.pos), tabs)
+    return DumpPlan(name, files, pos, digest.hexdigest()[:24], file_seq, snapshot_start(file_seq, pos.pos), tabs,
+                    folder)
 
 
 def _committed(spark, cfg: PipelineConfig, dump_id: str) -> bool:
@@ -212,10 +226,17 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
     base = dict(file_seq=plan.file_seq, event_pos=plan.position.pos - 1, seq_start=plan.seq_start,
                 tables=cfg.tables, run_id=stats.run_id, ingested_at=stats.started_at,
                 table_uri=bronze_path if staged else None, arrow_schema=arrow_schema, storage=settings)
+    folder_skipped = Counter()
     if plan.tabs:  # a task per table's .txt
         initial, landmarks = DumpState(), ()
         works = {i: LoadWork(path=t.txt_path, name=os.path.basename(t.txt_path), start=0, stop=None, landmarks=(),
                              initial=initial, tab=t, **base) for i, t in enumerate(plan.tabs)}
+    elif plan.mydumper is not None:  # a task per data chunk
+        initial, landmarks = DumpState(flavor=plan.mydumper.flavor), ()
+        folder_skipped = not_loaded(plan.mydumper)
+        chunks = [(t, k, c) for t in plan.mydumper.tables for k, c in enumerate(t.chunks)]
+        works = {i: LoadWork(path=c, name=os.path.basename(c), start=0, stop=None, landmarks=(), initial=initial,
+                             chunk_of=t, offset_base=k * CHUNK_SPAN, **base) for i, (t, k, c) in enumerate(chunks)}
     else:
         initial = DumpState.from_header(plan.dump.head())
         if plan.dump.seekable:
@@ -244,12 +265,14 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
             raise getattr(dump_errors, cls, DumpError)(message + "; nothing of this dump was loaded", file=file,
                                                        offset=None if offset < 0 else offset)
         done = [rec for kind, rec in small if kind == "stat"]
-        rows, excluded, skipped = Counter(), Counter(), Counter()
+        rows, excluded, skipped = Counter(), Counter(), Counter(folder_skipped)
         for rec in done:
             rows.update(rec["rows"])
             excluded.update(rec["excluded"])
             skipped.update(rec["skipped"])
-        creates = [c for rec in done for c in rec["creates"]] + [c for t in plan.tabs for c in _tab_create(t)]
+        creates = [c for rec in done for c in rec["creates"]] + [c for t in plan.tabs for c in _schema_create(
+            t.sql_path, t.state.copy(), t.db)] + [c for t in (plan.mydumper.tables if plan.mydumper else ())
+                                                  for c in _schema_create(t.schema_path, initial.copy(), t.db)]
         ddl = _ddl_rows(plan, initial, landmarks, creates, cfg, stats.run_id)
         loaded = sorted({(db, table) for *_x, db, table in ddl} | set(rows))
         _write(spark, cfg, plan, stats, ddl, loaded, rows, files if staged else None,
@@ -288,11 +311,12 @@ def _outline(spark, cfg: PipelineConfig, plan: DumpPlan) -> tuple[list[tuple[int
     return list(zip(starts, starts[1:] + [size])), landmarks
 
 
-def _tab_create(t: TabTable) -> list[tuple]:
-    """The ``CREATE TABLE`` of a ``--tab`` table's ``.sql``, as :func:`_ddl_rows` takes it."""
-    with open(t.sql_path, "rb") as f:
-        text = f.read()
-    return [(0, create_text(st), t.db) for st in iter_statements(text, state=t.state.copy(), name=t.sql_path)
+def _schema_create(path: str, session: DumpState, db: str) -> list[tuple]:
+    """The ``CREATE TABLE`` of a table's own schema file (a ``--tab`` table's ``.sql``, a mydumper
+    table's ``-schema.sql``, plain or compressed), as :func:`_ddl_rows` takes it."""
+    session.db = db
+    text = b"".join(DumpFile(path).chunks())
+    return [(0, create_text(st), db) for st in iter_statements(text, state=session, name=os.path.basename(path))
             if st.kind == "create_table"][:1]
 
 

@@ -1,5 +1,5 @@
 """The Spark tasks of a snapshot load: each reads one byte range of a plain dump (or one compressed
-dump whole, streaming) and turns its rows into bronze rows (op ``r``), written as Parquet files into
+dump whole, streaming; a ``--tab`` table's ``.txt``; a mydumper data chunk) and turns its rows into bronze rows (op ``r``), written as Parquet files into
 the bronze table's folder (delta-rs: :class:`~pipelines.delta_io.ParquetStager`) or returned to
 Spark's Delta writer (delta-spark). A task never raises a dump's error: it returns it as a record
 (``("error", (offset, message, class))``), so the driver can report the first one by its offset,
@@ -17,7 +17,8 @@ from pipelines.bronze.rows import _TableLayout, snapshot_row
 from pipelines.bronze.schema import snapshot_seq
 from pipelines.config import TableFilter
 from pipelines.snapshot.cells import RowReader
-from pipelines.snapshot.errors import DumpError
+from pipelines.snapshot.errors import DumpError, UnsupportedDump
+from pipelines.snapshot.mydumper import MydumperTable, iter_chunk
 from pipelines.snapshot.reader import DumpReading, reading_at
 from pipelines.snapshot.session import DumpState
 from pipelines.snapshot.source import DumpFile
@@ -51,6 +52,11 @@ class LoadWork:
     arrow_schema: object = None
     storage: StorageSettings = field(default=NO_SETTINGS)
     tab: TabTable | None = None  # a --tab folder's table: ``path`` is its .txt, read whole
+    chunk_of: MydumperTable | None = None  # a mydumper folder's table: ``path`` is one of its chunks, read whole
+    offset_base: int = 0  # added to a chunk's offsets in ``_seq``: its index in its table times CHUNK_SPAN
+
+
+CHUNK_SPAN = 10 ** 10  # a mydumper chunk's share of the ``_seq`` offsets (10 GB of SQL; 10**5 chunks a table)
 
 
 # -- the two planning passes over a plain file's ranges -------------------------------------------
@@ -107,6 +113,12 @@ def load_range(w: LoadWork):
         if w.tab is not None:
             with dump.buffer() as buf:
                 yield from _tab_rows(w, buf, rows, excluded, stager)
+        elif w.chunk_of is not None:
+            t = w.chunk_of
+            reading = DumpReading(DumpState(db=t.db, flavor=w.initial.flavor), {(t.db, t.table): t.schema},
+                                  name=w.name)
+            statements = (st for st, _state in iter_chunk(t, w.path, state=reading.state))
+            yield from _rows(w, reading, _within_span(statements, w.name), rows, excluded, stager, None)
         elif w.stop is not None:
             with dump.buffer() as buf:
                 reading = reading_at(w.landmarks, w.start, w.initial, name=w.name)
@@ -152,7 +164,8 @@ def _rows(w: LoadWork, reading: DumpReading, statements, rows: Counter, excluded
         if layout is None:
             layout = layouts[id(tm)] = _TableLayout(tm)
         row = snapshot_row(layout, r.idx, r.values, source_file=w.name, file_seq=w.file_seq, event_pos=w.event_pos,
-                           row_idx=r.row, seq=snapshot_seq(w.seq_start, r.offset, r.row), db=r.db, table=r.table,
+                           row_idx=r.row, seq=snapshot_seq(w.seq_start, w.offset_base + r.offset, r.row), db=r.db,
+                           table=r.table,
                            run_id=w.run_id, ingested_at=w.ingested_at)
         rows[key] += 1
         if stager is not None:
@@ -186,6 +199,16 @@ def _tab_rows(w: LoadWork, buf, rows: Counter, excluded: Counter, stager):
             stager.add(row)
         else:
             yield ("row", row)
+
+
+def _within_span(statements, name: str):
+    """A chunk's statements, refusing one that starts past :data:`CHUNK_SPAN` (its ``_seq`` would
+    run into the next chunk's)."""
+    for st in statements:
+        if st.offset >= CHUNK_SPAN:
+            raise UnsupportedDump(f"a mydumper chunk of more than {CHUNK_SPAN} bytes: dump with smaller chunks "
+                                  "(--chunk-filesize, --rows)", file=name, offset=st.offset)
+        yield st
 
 
 def _noting_creates(statements, reading: DumpReading, creates: list):
