@@ -134,7 +134,7 @@ SOAK_JOBS ?= 1
 soak: setup
 	$(PY) tests/soak.py --seeds $(SEEDS) --jobs $(SOAK_JOBS) $(SOAK_ARGS)
 
-# A logical dump (DUMP=path: mariadb-dump/mysqldump output, plain, .gz or .zst) into the warehouse of
+# A logical dump (DUMP=path: mariadb-dump/mysqldump output, plain, .gz or .zst; a --tab or mydumper folder) into the warehouse of
 # conf/pipeline.yaml at the binlog position it records (docs/snapshots.md);
 # LOAD_SNAPSHOT_ARGS: more flags of jobs/load_snapshot.py (--warehouse, --position FILE:POS, --debug).
 .PHONY: load-snapshot

@@ -320,6 +320,21 @@ def test_a_cut_dump_lands_nothing(spark, delta_backend, world, tmp_path):  # noq
     assert staged == []
 
 
+def test_a_mydumper_folder_with_a_cut_chunk_lands_nothing(spark, world, tmp_path):  # noqa: F811
+    folder = tmp_path / "mydumper"
+    shutil.copytree(world["dumps"]["mydumper"], folder)
+    gz = folder / f"{DB}.k.00001.sql.gz"  # the second chunk of k, its gzip stream cut short
+    gz.write_bytes(gz.read_bytes()[:-20])
+    wh = tmp_path / "wh"
+    with pytest.raises(TruncatedDump, match="nothing of this dump was loaded") as e:
+        snapshot_load.run(spark, _cfg(world["kept"], wh, "rs"), [str(folder)])
+    assert e.value.file == gz.name, str(e.value)
+    assert not delta_io.deltalake_table_exists(str(wh / BRONZE_TABLE))
+    assert not (wh / "_pipeline" / "snapshots").exists()
+    staged = [p for p in (wh / BRONZE_TABLE).rglob("*.parquet")] if (wh / BRONZE_TABLE).exists() else []
+    assert staged == []
+
+
 def test_a_dump_without_a_position_is_refused(spark, world, tmp_path):  # noqa: F811
     text = world["dumps"]["plain"].read_bytes().replace(b"-- CHANGE MASTER TO", b"-- (no position)")
     text = text.replace(b"-- SET GLOBAL gtid_slave_pos", b"-- (no GTID)")
