@@ -12,8 +12,9 @@ How one dump goes
    FILE:POS``, ``--gtid SET``); a GTID set alone is found among bronze's changes
    (:mod:`pipelines.snapshot_load.position`); a dump without any is refused, saying how to give it. Its ``_seq`` start is
    :func:`pipelines.bronze.schema.snapshot_start`: after every change before the position, before
-   every change at or after it. A mydumper folder's position is its ``metadata``'s. The dump's identity (its name, size, first and last 64 KiB and the
-   position) makes the transaction ids of every write: loading the same dump again changes nothing.
+   every change at or after it. A mydumper folder's position is its ``metadata``'s. The dump's
+   identity (its name, size, first and last 64 KiB and the position) makes the transaction ids of
+   every write: loading the same dump again changes nothing.
 2. **Tasks** (:mod:`pipelines.snapshot_load.tasks`): a plain file is cut into byte ranges of
    ``parallelism.target_bytes_per_task``; one Spark job finds their ``DELIMITER`` lines (routine
    bodies, stepped over when a range looks for its first statement), one their outline (the
@@ -62,11 +63,11 @@ from pipelines.lock import check_held
 from pipelines.schema.store import rebuild_history
 from pipelines.snapshot import errors as dump_errors
 from pipelines.snapshot.errors import DumpError, NoPosition
+from pipelines.snapshot.mydumper import MydumperFolder, is_mydumper_folder, not_loaded, read_mydumper_folder
 from pipelines.snapshot.position import SnapshotPosition, parse_user_gtid, parse_user_position
 from pipelines.snapshot.session import DumpState
 from pipelines.snapshot.source import DumpFile, read_position
 from pipelines.snapshot.split import delimiter_blocks
-from pipelines.snapshot.mydumper import MydumperFolder, is_mydumper_folder, not_loaded, read_mydumper_folder
 from pipelines.snapshot.statements import iter_statements
 from pipelines.snapshot.tab import TabTable, read_tab_folder
 from pipelines.snapshot.tablemap import create_table
@@ -158,6 +159,14 @@ class DumpPlan:
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def schema_files(self) -> list[tuple[str, DumpState, str]]:
+        """``(path, session, database)`` of each table's own schema file: a ``--tab`` table's
+        ``.sql``, a mydumper table's ``-schema.sql`` (a plain dump has none: its outline holds them)."""
+        tables = self.mydumper.tables if self.mydumper is not None else ()
+        return ([(t.sql_path, t.state, t.db) for t in self.tabs]
+                + [(t.schema_path, DumpState(flavor=self.mydumper.flavor), t.db) for t in tables])
 
 
 def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> DumpPlan:
@@ -270,9 +279,8 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
             rows.update(rec["rows"])
             excluded.update(rec["excluded"])
             skipped.update(rec["skipped"])
-        creates = [c for rec in done for c in rec["creates"]] + [c for t in plan.tabs for c in _schema_create(
-            t.sql_path, t.state.copy(), t.db)] + [c for t in (plan.mydumper.tables if plan.mydumper else ())
-                                                  for c in _schema_create(t.schema_path, initial.copy(), t.db)]
+        creates = [c for rec in done for c in rec["creates"]] + [c for p, session, db in plan.schema_files
+                                                                 for c in _schema_create(p, session.copy(), db)]
         ddl = _ddl_rows(plan, initial, landmarks, creates, cfg, stats.run_id)
         loaded = sorted({(db, table) for *_x, db, table in ddl} | set(rows))
         _write(spark, cfg, plan, stats, ddl, loaded, rows, files if staged else None,

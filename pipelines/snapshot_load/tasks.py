@@ -1,9 +1,9 @@
 """The Spark tasks of a snapshot load: each reads one byte range of a plain dump (or one compressed
-dump whole, streaming; a ``--tab`` table's ``.txt``; a mydumper data chunk) and turns its rows into bronze rows (op ``r``), written as Parquet files into
-the bronze table's folder (delta-rs: :class:`~pipelines.delta_io.ParquetStager`) or returned to
-Spark's Delta writer (delta-spark). A task never raises a dump's error: it returns it as a record
-(``("error", (offset, message, class))``), so the driver can report the first one by its offset,
-once, and land nothing.
+dump whole, streaming; a ``--tab`` table's ``.txt``; a mydumper data chunk) and turns its rows into
+bronze rows (op ``r``), written as Parquet files into the bronze table's folder (delta-rs:
+:class:`~pipelines.delta_io.ParquetStager`) or returned to Spark's Delta writer (delta-spark). A
+task never raises a dump's error: it returns it as a record (``("error", (offset, message,
+class))``), so the driver can report the first one by its offset, once, and land nothing.
 
 Plain values in, records out; what the driver does with them is :mod:`pipelines.snapshot_load.step`.
 """
