@@ -363,7 +363,10 @@ def quiet_conf(conf: Mapping[str, str], extra_conf: Mapping[str, str] | None, *,
     """
     out = dict(conf)
     if "spark.log.level" not in (extra_conf or {}):
-        out.pop("spark.log.level", None)  # (under spark-submit: ERROR once the session is up, silently)
+        if own_jvm:
+            out.pop("spark.log.level", None)  # (the file's level, from the JVM's first line)
+        else:  # under spark-submit the submit command's log4j decides until the context applies this:
+            out["spark.log.level"] = "ERROR"  # (its INFO lines of the context's start-up would leak)
     options = out.get(_JAVA_OPTIONS, "")
     if not own_jvm or "log4j2.configurationFile" in options or not QUIET_LOG4J.is_file():
         return out
