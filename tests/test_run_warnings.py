@@ -81,7 +81,10 @@ def test_a_folder_without_binlogs_says_so(tmp_path, delta_backend):
     assert [r["warnings"] for r in runs(tmp_path / "wh")] == [1, 1]
 
 
-def test_a_cut_newest_file_and_a_server_change_are_said(tmp_path, delta_backend):
+def test_a_cut_newest_file_and_a_server_change_are_said(tmp_path):
+    # (bronze's reading and its words: one backend; the runs table's count on both is the tests above
+    # and below)
+    delta_backend = "rs"
     inp = tmp_path / "in"
     inp.mkdir()
     for name in ("binlog.000001", "binlog.000002"):
@@ -113,7 +116,8 @@ def test_a_cut_newest_file_and_a_server_change_are_said(tmp_path, delta_backend)
     assert [(r["status"], r["warnings"]) for r in runs(tmp_path / "wh")] == [("ok", 0), ("ok", 3), ("ok", 1)]
 
 
-def test_statement_format_changes_name_the_server_setting(tmp_path, delta_backend, corpus_dir):
+def test_statement_format_changes_name_the_server_setting(tmp_path, corpus_dir):
+    delta_backend = "rs"  # (bronze's reading and its words: one backend)
     inp = tmp_path / "in"
     inp.mkdir()
     shutil.copyfile(corpus_dir / "mariadb-10.11" / "binlogs" / "binlog.000014", inp / "binlog.000014")
