@@ -96,7 +96,7 @@ def test_a_table_made_without_it_gains_it_at_its_next_run(spark, delta_backend, 
     assert _live(spark, customers, delta_backend) == {1, 2, 5, 100}
     changes = _feed(spark, customers, delta_backend, before + 1)
     assert any(r["id"] == 100 for r in changes), changes
-    # the property's commit kept the table's watermark: a third run changes nothing
+    # the property's commit claims no watermark, the MERGE's below it stays: a third run changes nothing
     version = table.version()
     _run(spark, binlogs, warehouse, delta_backend, cdf=True)
     assert DeltaTable(str(customers)).version() == version

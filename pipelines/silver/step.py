@@ -74,7 +74,7 @@ from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
                                     read_through_key, read_through_since, write_watermarks)
-from pipelines.silver.merge import apply_changes, read_watermark, watermark_metadata
+from pipelines.silver.merge import apply_changes, read_watermark
 from pipelines.silver.segments import SEG, SegmentPlan, lanes_of, plan_segments, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.stats import SilverStats
@@ -444,13 +444,12 @@ class _Run:
 
     def _gain_properties(self, path: str) -> None:
         """A table that exists takes what it lacks of :func:`silver_properties.to_gain` (the change
-        data feed turned on later), in one commit that repeats its watermark."""
+        data feed turned on later), in one commit before the table's segments are planned. The
+        commit claims no watermark (``read_watermark`` passes over it to the last one): a watermark
+        read first could be older than another run's MERGE landing in between."""
         wanted = silver_properties.to_gain(self.cfg.silver)
-        if not wanted or not delta_io.table_exists(path, spark=self.spark, backend=self.backend):
-            return
-        mark = read_watermark(path, spark=self.spark, backend=self.backend)
-        delta_io.set_properties(path, wanted, spark=self.spark, backend=self.backend,
-                                user_metadata=None if mark is None else watermark_metadata(mark))
+        if wanted and delta_io.table_exists(path, spark=self.spark, backend=self.backend):
+            delta_io.set_properties(path, wanted, spark=self.spark, backend=self.backend)
 
     def _run_segment(self, seg: SegmentPlan, path: str, first: bool, info: dict) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats
