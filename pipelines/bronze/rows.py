@@ -7,6 +7,7 @@ Both give the same rows: :class:`ArrowRowsBuilder` takes whole rows events
 converts each column's values to text in one go (Arrow casts for ints and datetimes, one
 Python pass for the rest) and interleaves the columns into the row-major cell lists with
 Arrow ``take``; values of unusual types take the per-value path of :func:`bronze_row`.
+:class:`SnapshotRowsBuilder` does the same for a dump's INSERTs (op ``r``, :func:`snapshot_row`).
 
 >>> builder = ArrowRowsBuilder(arrow_schema, file_seq=1, run_id="r", ingested_at=now)  # doctest: +SKIP
 >>> for batch in iter_change_batches(path, index): builder.add(batch, layout_of(batch.table_map))  # doctest: +SKIP
@@ -29,7 +30,7 @@ from pipelines.binlog.constants import ColumnType
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.typetext import column_fsp, column_type_text
 from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text
-from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, shape_text
+from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, shape_text, snapshot_seq
 
 _OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
@@ -315,45 +316,28 @@ def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.Struc
     return pa.ListArray.from_arrays(offsets, pool.take(order), type=list_type)
 
 
-class ArrowRowsBuilder:
-    """Bronze rows of whole rows events as Arrow record batches in the bronze ``schema``
-    (rows in the order they were added). Equal to :func:`bronze_row` of every row."""
+class _ColumnarRows:
+    """What both column-wise builders share: rows gathered in groups of one table layout, op and
+    column sets, their images and keys built per group at once, then put back in the order they
+    were added. ``_ev`` holds one entry per run of added rows: ``(group, first row in group,
+    count, *what the subclass's _fields reads)``."""
 
-    def __init__(self, schema: pa.Schema, file_seq: int, run_id: str, ingested_at: _dt.datetime):
-        self.schema, self.file_seq, self.run_id, self.ingested_at = schema, file_seq, run_id, ingested_at
+    def __init__(self, schema: pa.Schema, run_id: str, ingested_at: _dt.datetime):
+        self.schema, self.run_id, self.ingested_at = schema, run_id, ingested_at
         self._reset()
 
     def _reset(self) -> None:
         self.rows = 0
         self.invalid_text = getattr(self, "invalid_text", 0)  # over the builder's life
         self._groups: dict[tuple, _Group] = {}
-        # one entry per run of rows (a rows event, or a part of it with the same image presence)
-        self._ev: list[tuple] = []  # (group, first row in group, count, event fields ...)
+        self._ev: list[tuple] = []
 
-    def add(self, batch: RowsBatch, layout: "_TableLayout") -> int:
-        """Add the rows of one rows event; returns how many."""
-        rows = batch.rows
-        if not rows:
-            return 0
-        befores, afters = zip(*rows)
-        runs = [(0, len(rows))]
-        if (None in befores and befores.count(None) != len(befores)) or \
-                (None in afters and afters.count(None) != len(afters)):
-            runs = _presence_runs(befores, afters)
-        for lo, hi in runs:
-            hb, ha = befores[lo] is not None, afters[lo] is not None
-            key = (id(layout), batch.op, batch.columns_before, batch.columns_after, hb, ha)
-            g = self._groups.get(key)
-            if g is None or g.layout is not layout:
-                g = self._groups[key] = _Group(layout, batch.op, batch.columns_before, batch.columns_after, hb, ha)
-            if hb:
-                g.before.extend(befores[lo:hi])
-            if ha:
-                g.after.extend(afters[lo:hi])
-            self._ev.append((g, g.n, hi - lo, batch, batch.first_row + lo))
-            g.n += hi - lo
-            self.rows += hi - lo
-        return len(rows)
+    def _group(self, layout, op, cols_before, cols_after, has_before, has_after) -> _Group:
+        key = (id(layout), op, cols_before, cols_after, has_before, has_after)
+        g = self._groups.get(key)
+        if g is None or g.layout is not layout:
+            g = self._groups[key] = _Group(layout, op, cols_before, cols_after, has_before, has_after)
+        return g
 
     def take(self) -> pa.RecordBatch | None:
         """The rows added since the last call (None when there are none)."""
@@ -363,6 +347,10 @@ class ArrowRowsBuilder:
             return self._build()
         finally:
             self._reset()
+
+    def _fields(self, ev: list, spread: np.ndarray, within: np.ndarray, total: int) -> dict:
+        """The columns that are not the images, keys, shapes or run fields."""
+        raise NotImplementedError
 
     def _build(self) -> pa.RecordBatch:
         schema = self.schema
@@ -387,10 +375,60 @@ class ArrowRowsBuilder:
         total = int(counts.sum())
         chunk_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
         group_start = np.fromiter((base[id(e[0])] + e[1] for e in ev), dtype=np.int64, count=len(ev))
-        spread = np.repeat(np.arange(len(ev)), counts)  # event of each row
-        within = np.arange(total) - chunk_start[spread]  # row number within its event
-        order = group_start[spread] + within  # chunk row -> row of the groups' concatenation
+        spread = np.repeat(np.arange(len(ev)), counts)  # entry of each row
+        within = np.arange(total) - chunk_start[spread]  # row number within its entry
+        order = group_start[spread] + within  # row -> row of the groups' concatenation
+        columns = self._fields(ev, spread, within, total)
+        columns.update({
+            "before": pa.concat_arrays(befores).take(order),
+            "after": pa.concat_arrays(afters).take(order),
+            "pk": pa.concat_arrays(pks).take(order),
+            "decoder_version": pa.repeat(pa.scalar(DECODER_VERSION, pa.string()), total),
+            "_run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), total),
+            "_ingested_at": pa.repeat(pa.scalar(self.ingested_at), total),
+            "_shape": pa.array([e[0].shape for e in ev], pa.string()).take(spread),
+            "_zero_dates": pa.array(np.concatenate(zeros)).take(order),
+        })
+        arrays = []
+        for f in schema:
+            arr = columns[f.name]
+            if arr.type != f.type:
+                arr = arr.cast(f.type)
+            arrays.append(arr)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
+
+class ArrowRowsBuilder(_ColumnarRows):
+    """Bronze rows of whole rows events as Arrow record batches in the bronze ``schema``
+    (rows in the order they were added). Equal to :func:`bronze_row` of every row."""
+
+    def __init__(self, schema: pa.Schema, file_seq: int, run_id: str, ingested_at: _dt.datetime):
+        self.file_seq = file_seq
+        super().__init__(schema, run_id, ingested_at)
+
+    def add(self, batch: RowsBatch, layout: "_TableLayout") -> int:
+        """Add the rows of one rows event; returns how many."""
+        rows = batch.rows
+        if not rows:
+            return 0
+        befores, afters = zip(*rows)
+        runs = [(0, len(rows))]
+        if (None in befores and befores.count(None) != len(befores)) or \
+                (None in afters and afters.count(None) != len(afters)):
+            runs = _presence_runs(befores, afters)
+        for lo, hi in runs:
+            hb, ha = befores[lo] is not None, afters[lo] is not None
+            g = self._group(layout, batch.op, batch.columns_before, batch.columns_after, hb, ha)
+            if hb:
+                g.before.extend(befores[lo:hi])
+            if ha:
+                g.after.extend(afters[lo:hi])
+            self._ev.append((g, g.n, hi - lo, batch, batch.first_row + lo))
+            g.n += hi - lo
+            self.rows += hi - lo
+        return len(rows)
+
+    def _fields(self, ev: list, spread: np.ndarray, within: np.ndarray, total: int) -> dict:
         def per_event(values, typ):
             return pa.array(values, typ).take(spread)
 
@@ -402,14 +440,13 @@ class ArrowRowsBuilder:
         # seq_key, column-wise: the event's part once per event, the row's index padded per row
         prefix = per_event([seq_key(file_seq, p, 0)[:-SEQ_ROW_DIGITS] for p in positions], pa.string())
         padded = pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), SEQ_ROW_DIGITS, "0")
-        seq = pc.binary_join_element_wise(prefix, padded, "")
         micros = np.int64(1_000_000)
-        columns = {
+        return {
             "source_file": per_event([_basename(b.file) for b in batches], pa.string()),
             "file_seq": pa.array(np.full(total, file_seq, dtype=np.int64)),
             "event_pos": per_event(positions, pa.int64()),
             "row_idx": pa.array(row_idx.astype(np.int32)),
-            "_seq": seq,
+            "_seq": pc.binary_join_element_wise(prefix, padded, ""),
             "server_id": per_event([b.server_id for b in batches], pa.int64()),
             "gtid": per_event([t.gtid for t in txs], pa.string()),
             "xid": per_event([t.xid for t in txs], pa.uint64()),
@@ -418,22 +455,51 @@ class ArrowRowsBuilder:
             "db": per_event([b.table_map.schema for b in batches], pa.string()),
             "table": per_event([b.table_map.table for b in batches], pa.string()),
             "op": per_event([_OPS[b.op] for b in batches], pa.string()),
-            "before": pa.concat_arrays(befores).take(order),
-            "after": pa.concat_arrays(afters).take(order),
-            "pk": pa.concat_arrays(pks).take(order),
-            "decoder_version": pa.repeat(pa.scalar(DECODER_VERSION, pa.string()), total),
-            "_run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), total),
-            "_ingested_at": pa.repeat(pa.scalar(self.ingested_at), total),
-            "_shape": per_event([e[0].shape for e in ev], pa.string()),
-            "_zero_dates": pa.array(np.concatenate(zeros)).take(order),
         }
-        arrays = []
-        for f in schema:
-            arr = columns[f.name]
-            if arr.type != f.type:
-                arr = arr.cast(f.type)
-            arrays.append(arr)
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class SnapshotRowsBuilder(_ColumnarRows):
+    """Bronze rows (op ``r``) of a snapshot's INSERTs as Arrow record batches in the bronze
+    ``schema``, rows in the order they were added. Equal to :func:`snapshot_row` of every row:
+    all at the snapshot's ``source_file``, ``file_seq`` and ``event_pos``; a row's ``_seq`` is
+    :func:`pipelines.bronze.schema.snapshot_seq` of ``seq_start``, its INSERT's offset and its
+    index in the INSERT (``row_idx``)."""
+
+    def __init__(self, schema: pa.Schema, *, source_file: str, file_seq: int, event_pos: int, seq_start: str,
+                 run_id: str, ingested_at: _dt.datetime):
+        self.source_file, self.file_seq, self.event_pos, self.seq_start = source_file, file_seq, event_pos, seq_start
+        super().__init__(schema, run_id, ingested_at)
+
+    def add(self, layout: "_TableLayout", cols: tuple, rows: list, *, offset: int, db: str, table: str,
+            first_row: int = 0) -> int:
+        """Add the rows (decoder values of columns ``cols``) of one INSERT at ``offset`` (its rows
+        from ``first_row`` on); returns how many."""
+        if not rows:
+            return 0
+        g = self._group(layout, "insert", None, cols, False, True)
+        g.after.extend(rows)
+        self._ev.append((g, g.n, len(rows), offset, first_row, db, table))
+        g.n += len(rows)
+        self.rows += len(rows)
+        return len(rows)
+
+    def _fields(self, ev: list, spread: np.ndarray, within: np.ndarray, total: int) -> dict:
+        row_idx = np.fromiter((e[4] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
+        prefix = pa.array([snapshot_seq(self.seq_start, e[3], 0)[:-SEQ_ROW_DIGITS] for e in ev],
+                          pa.string()).take(spread)
+        padded = pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), SEQ_ROW_DIGITS, "0")
+        nothing = pa.nulls(total)
+        return {
+            "source_file": pa.repeat(pa.scalar(self.source_file, pa.string()), total),
+            "file_seq": pa.array(np.full(total, self.file_seq, dtype=np.int64)),
+            "event_pos": pa.array(np.full(total, self.event_pos, dtype=np.int64)),
+            "row_idx": pa.array(row_idx.astype(np.int32)),
+            "_seq": pc.binary_join_element_wise(prefix, padded, ""),
+            "server_id": nothing, "gtid": nothing, "xid": nothing, "commit_ts": nothing, "event_ts": nothing,
+            "db": pa.array([e[5] for e in ev], pa.string()).take(spread),
+            "table": pa.array([e[6] for e in ev], pa.string()).take(spread),
+            "op": pa.repeat(pa.scalar("r", pa.string()), total),
+        }
 
 
 def _presence_runs(befores: tuple, afters: tuple) -> list[tuple[int, int]]:

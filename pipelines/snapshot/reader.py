@@ -48,6 +48,21 @@ class SnapshotRow:
     reader: RowReader | None = None
 
 
+@dataclass(frozen=True)
+class SnapshotInsert:
+    """One INSERT of a dump: where it starts, its table, the table's :class:`RowReader`, the
+    column index of each value (``idx``; ``columns`` the INSERT's column list, None: all) and the
+    decoder's values of each of its rows."""
+
+    offset: int
+    db: str
+    table: str
+    reader: RowReader
+    idx: tuple
+    columns: tuple | None
+    rows: list
+
+
 class DumpReading:
     """The state of reading one dump (or one range of it, started from the outline's state and
     schemas): the session, the tables' schemas from their ``CREATE TABLE``, one
@@ -93,9 +108,17 @@ class DumpReading:
     def rows(self, statements: Iterable[Statement], *, cells: bool = True) -> Iterator[SnapshotRow]:
         """The rows of the INSERTs among ``statements`` (read with this reading's ``state``: pass
         ``iter_statements(..., state=reading.state)``), recording schemas and counting the rest.
-        ``cells`` False leaves the cells out (``SnapshotRow.cells`` None): a caller that builds
-        bronze column-wise from the values and the table map (:attr:`RowReader.table_map`), as
-        bronze builds Arrow batches from decoded rows, needs only those."""
+        ``cells`` False leaves the cells out (``SnapshotRow.cells`` None)."""
+        for ins in self.inserts(statements):
+            r = ins.reader
+            for k, values in enumerate(ins.rows):
+                yield SnapshotRow(ins.offset, k, ins.db, ins.table, r.cells_of(values, ins.columns) if cells else None,
+                                  values, ins.idx, r)
+
+    def inserts(self, statements: Iterable[Statement]) -> Iterator[SnapshotInsert]:
+        """The INSERTs among ``statements``, each with its rows' decoder values (what
+        :meth:`rows` yields row by row): a loader builds bronze column-wise from them and the
+        table map (:attr:`RowReader.table_map`), as bronze builds Arrow batches from rows events."""
         for st in statements:
             kind = st.kind
             if kind == "insert":
@@ -107,12 +130,11 @@ class DumpReading:
                 try:
                     r = self.reader(db, ins.table)
                     idx = r.order(ins.columns)
-                    for k, literals in enumerate(ins.rows):
-                        values = r.values(literals, ins.columns)
-                        yield SnapshotRow(st.offset, k, db, ins.table,
-                                          r.cells_of(values, ins.columns) if cells else None, values, idx, r)
+                    values = r.values
+                    rows = [values(literals, ins.columns) for literals in ins.rows]
                 except DumpError as e:
                     raise e.at(self.name, st.offset)
+                yield SnapshotInsert(st.offset, db, ins.table, r, idx, ins.columns, rows)
             elif kind == "create_table":
                 self.table_schema(st)
             elif kind not in _SETUP and st.head not in _SETUP_HEADS:

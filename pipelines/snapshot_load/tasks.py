@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipelines.bronze.rows import _TableLayout, snapshot_row
+from pipelines.bronze.rows import SnapshotRowsBuilder, _TableLayout, snapshot_row
 from pipelines.bronze.schema import snapshot_seq
 from pipelines.config import TableFilter
 from pipelines.snapshot.cells import RowReader
@@ -145,44 +145,36 @@ def load_range(w: LoadWork):
 
 
 def _rows(w: LoadWork, reading: DumpReading, statements, rows: Counter, excluded: Counter, stager, creates):
-    """Bronze rows of ``statements``: to ``stager`` when there is one, else yielded as records.
-    ``creates`` (a stream) collects ``(offset, sql, database)`` of its ``CREATE TABLE`` statements."""
+    """Bronze rows of ``statements``: built column-wise into ``stager`` when there is one, else
+    yielded as records. ``creates`` (a stream) collects ``(offset, sql, database)`` of its
+    ``CREATE TABLE`` statements."""
     if creates is not None:
         statements = _noting_creates(statements, reading, creates)
-    layouts: dict[int, _TableLayout] = {}
+    out = _Out(w, stager)
     wanted: dict[tuple[str, str], bool] = {}
-    for r in reading.rows(statements, cells=False):
-        key = (r.db, r.table)
+    for ins in reading.inserts(statements):
+        key = (ins.db, ins.table)
         ok = wanted.get(key)
         if ok is None:
             ok = wanted[key] = w.tables.matches(*key)
         if not ok:
-            excluded[key] += 1
+            excluded[key] += len(ins.rows)
             continue
-        tm = r.reader.table_map
-        layout = layouts.get(id(tm))
-        if layout is None:
-            layout = layouts[id(tm)] = _TableLayout(tm)
-        row = snapshot_row(layout, r.idx, r.values, source_file=w.name, file_seq=w.file_seq, event_pos=w.event_pos,
-                           row_idx=r.row, seq=snapshot_seq(w.seq_start, w.offset_base + r.offset, r.row), db=r.db,
-                           table=r.table,
-                           run_id=w.run_id, ingested_at=w.ingested_at)
-        rows[key] += 1
-        if stager is not None:
-            stager.add(row)
-        else:
-            yield ("row", row)
+        rows[key] += len(ins.rows)
+        yield from out.add(ins.reader.table_map, ins.idx, ins.rows, w.offset_base + ins.offset, ins.db, ins.table)
+    out.close()
 
 
 def _tab_rows(w: LoadWork, buf, rows: Counter, excluded: Counter, stager):
-    """Bronze rows of a ``--tab`` table's ``.txt`` (``buf``), as :func:`_rows` makes them."""
+    """Bronze rows of a ``--tab`` table's ``.txt`` (``buf``), as :func:`_rows` makes them (each
+    row its own "statement": ``_seq`` from its line's offset)."""
     t = w.tab
     key = (t.db, t.table)
     reader = RowReader(t.db, t.table, t.schema, client_charset=t.txt_charset, time_zone=t.state.time_zone,
                        flavor=t.state.flavor)
-    layout = _TableLayout(reader.table_map)
     idx = reader.order(None)
     wanted = w.tables.matches(*key)
+    out = _Out(w, stager)
     for offset, literals in iter_tab_rows(t, buf):
         if not wanted:
             excluded[key] += 1
@@ -191,14 +183,41 @@ def _tab_rows(w: LoadWork, buf, rows: Counter, excluded: Counter, stager):
             values = reader.values(literals)
         except DumpError as e:
             raise e.at(os.path.basename(w.path), offset)
-        row = snapshot_row(layout, idx, values, source_file=os.path.basename(w.path), file_seq=w.file_seq,
-                           event_pos=w.event_pos, row_idx=0, seq=snapshot_seq(w.seq_start, offset, 0), db=t.db,
-                           table=t.table, run_id=w.run_id, ingested_at=w.ingested_at)
         rows[key] += 1
-        if stager is not None:
-            stager.add(row)
-        else:
-            yield ("row", row)
+        yield from out.add(reader.table_map, idx, [values], offset, t.db, t.table)
+    out.close()
+
+
+class _Out:
+    """Where a task's rows go: column-wise into Arrow batches for the stager (delta-rs), or one
+    ``("row", tuple)`` record each for Spark's Delta writer (delta-spark)."""
+
+    def __init__(self, w: LoadWork, stager):
+        self.w, self.stager = w, stager
+        self.layouts: dict[int, _TableLayout] = {}
+        self.builder = None if stager is None else SnapshotRowsBuilder(
+            w.arrow_schema, source_file=w.name, file_seq=w.file_seq, event_pos=w.event_pos, seq_start=w.seq_start,
+            run_id=w.run_id, ingested_at=w.ingested_at)
+
+    def add(self, tm, idx: tuple, values: list, offset: int, db: str, table: str):
+        """The records of one statement's rows (none when they go to the stager)."""
+        layout = self.layouts.get(id(tm))
+        if layout is None:
+            layout = self.layouts[id(tm)] = _TableLayout(tm)
+        w, builder = self.w, self.builder
+        if builder is not None:
+            builder.add(layout, idx, values, offset=offset, db=db, table=table)
+            if builder.rows >= self.stager.batch_rows:
+                self.stager.add_batch(builder.take())
+            return
+        for k, v in enumerate(values):
+            yield ("row", snapshot_row(layout, idx, v, source_file=w.name, file_seq=w.file_seq, event_pos=w.event_pos,
+                                       row_idx=k, seq=snapshot_seq(w.seq_start, offset, k), db=db, table=table,
+                                       run_id=w.run_id, ingested_at=w.ingested_at))
+
+    def close(self) -> None:
+        if self.builder is not None and self.builder.rows:
+            self.stager.add_batch(self.builder.take())
 
 
 def _within_span(statements, name: str):
