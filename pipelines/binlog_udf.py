@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 
+from pipelines.errors import PipelineError
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.txindex import scan
 from pipelines.bronze.decode import WorkRange, decode_range
@@ -33,9 +34,11 @@ RESULT_DDL = "ARRAY<STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in FIELDS) + ">>
 _NUMBERED = re.compile(r"\.(\d+)$")
 
 
-class BinlogChangesError(ValueError):
+class BinlogChangesError(PipelineError, ValueError):
     """The bytes given to ``binlog_changes`` are not a sound binlog (the message names the file
     and the offset)."""
+
+    report = True
 
 
 def file_changes(content: bytes | None, path: str | None) -> list[tuple] | None:

@@ -67,6 +67,7 @@ import yaml
 from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 from pydantic_core import PydanticCustomError
+from pipelines.errors import EXIT_USAGE, PipelineError
 
 DELETE_MODES = ("hard", "soft")
 DELTA_BACKENDS = ("auto", "spark", "rs")  # the one list of Delta backends (delta_io, the jobs' flag, sql --engine)
@@ -75,11 +76,14 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
-class ConfigError(ValueError):
+class ConfigError(PipelineError, ValueError):
     """Every problem found in one configuration, each naming file, key and expectation.
 
     ``problems`` holds ``(key, message)`` pairs.
     """
+
+    exit_code = EXIT_USAGE
+    report = True
 
     def __init__(self, source: str, problems: list[tuple[str, str]]):
         self.source = source

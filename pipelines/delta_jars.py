@@ -40,6 +40,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from pipelines.errors import PipelineError
 
 JARS_DIR = Path(__file__).resolve().parents[1] / "jars"
 DELTA_GROUP = "io.delta"
@@ -51,7 +52,7 @@ S3A_LISTING = "s3a-jars-hadoop-{hadoop}.txt"
 _POM = "{http://maven.apache.org/POM/4.0.0}"
 
 
-class DeltaJarsError(RuntimeError):
+class DeltaJarsError(PipelineError, RuntimeError):
     """The delta-spark jars could not be found or fetched."""
 
 

@@ -21,34 +21,25 @@ from __future__ import annotations
 
 import re
 
+from pipelines.binlog.errors import BinlogError
+
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
 
 
-def _codes() -> dict[type, int]:
-    """Exception class -> exit code (the classes that are not 1), imported when needed: the
-    decoder's CLI must not import Spark's side of the project."""
-    from pipelines.config import ConfigError
-    from pipelines.lock import WarehouseLocked
+class PipelineError(Exception):
+    """Root of the project's errors outside the decoder (whose own root,
+    :class:`pipelines.binlog.errors.BinlogError`, keeps it free of the rest; a dump's errors are of
+    that kind too). A class says its exit code (``exit_code``) and whether its message is the whole
+    report (``report``: it names its file, offset, key or holder); the others print as
+    ``Class: message``."""
 
-    return {ConfigError: EXIT_USAGE, WarehouseLocked: EXIT_LOCKED}
-
-
-def _user_errors() -> tuple[type, ...]:
-    """The errors whose message is the whole report (they name their file, offset or key)."""
-    from pipelines.binlog.errors import BinlogError
-    from pipelines.bronze.bookkeeping import BronzeError
-    from pipelines.config import ConfigError
-    from pipelines.lock import LockLost, WarehouseLocked
-
-    return (BinlogError, BronzeError, ConfigError, LockLost, WarehouseLocked)
+    exit_code = EXIT_FAILED
+    report = False
 
 
 def exit_code(error: BaseException) -> int:
     """The exit code for ``error`` (see the table above)."""
-    for cls, code in _codes().items():
-        if isinstance(error, cls):
-            return code
-    return EXIT_FAILED
+    return error.exit_code if isinstance(error, PipelineError) else EXIT_FAILED
 
 
 def one_line(error: BaseException) -> str:
@@ -58,7 +49,7 @@ def one_line(error: BaseException) -> str:
     and the first line of its message (a Spark ``AnalysisException``'s text without the plan and
     the Java stack that follow it)."""
     text = str(error).strip()
-    if exit_code(error) != EXIT_FAILED or isinstance(error, _user_errors()):
+    if isinstance(error, BinlogError) or (isinstance(error, PipelineError) and error.report):
         return text
     if type(error).__module__.partition(".")[0] == "pipelines":  # the project's own: written as a report
         return f"{type(error).__name__}: {text}"  # (a step's error lists each table that failed, a line each)

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pipelines.errors import PipelineError
 
 ENV = "BINLOG_DELTA_FAULT"
 ACTIONS = ("kill", "raise", "wait")
@@ -50,11 +51,11 @@ WAIT_LIMIT = 600.0  # seconds a ``wait`` point waits for its file before it rais
 _KIND_ALIASES = {"silver_watermarks": "watermarks"}
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(PipelineError, RuntimeError):
     """Raised at an armed fault point (``BINLOG_DELTA_FAULT=<point>:raise``)."""
 
 
-class FaultSpecError(ValueError):
+class FaultSpecError(PipelineError, ValueError):
     """``BINLOG_DELTA_FAULT`` does not parse."""
 
 

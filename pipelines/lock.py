@@ -73,10 +73,10 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
+from pipelines.errors import EXIT_LOCKED, PipelineError
 from pipelines import storage
 
 LOCK_FILE = "_pipeline/.lock"
-EXIT_LOCKED = 3  # exit code of a job that found the warehouse locked (1: failed run, 2: bad config)
 REMOTE_SCHEMES = storage.S3_SCHEMES + storage.HDFS_SCHEMES  # warehouses locked by a lease
 
 
@@ -114,12 +114,17 @@ def lease_of(seconds: float) -> Lease:
     return Lease(float(seconds), float(seconds) / 4)
 
 
-class LockLost(RuntimeError):
+class LockLost(PipelineError, RuntimeError):
     """This run's remote lock was taken over, or could not be renewed before its lease ran out."""
 
+    report = True
 
-class WarehouseLocked(RuntimeError):
+
+class WarehouseLocked(PipelineError, RuntimeError):
     """Another run holds the warehouse lock (the message names it)."""
+
+    exit_code = EXIT_LOCKED
+    report = True
 
     def __init__(self, warehouse: str, owner: "LockOwner | None", waited: float):
         self.warehouse, self.owner, self.waited = warehouse, owner, waited

@@ -39,6 +39,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from pipelines.errors import PipelineError
 from pipelines import delta_jars
 
 LOG_STORE_CLASS = "io.binlogdelta.storage.ConditionalPutS3LogStore"
@@ -53,7 +54,7 @@ JAVA_RELEASE = "17"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-class LogStoreBuildError(RuntimeError):
+class LogStoreBuildError(PipelineError, RuntimeError):
     """The LogStore jar could not be built."""
 
 

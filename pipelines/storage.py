@@ -71,6 +71,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
+from pipelines.errors import PipelineError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 HDFS_SCHEMES = ("hdfs",)
@@ -92,7 +93,7 @@ _ANONYMOUS_PROVIDER = "AnonymousAWSCredentialsProvider"
 _AWS_ENDPOINT = re.compile(r"^s3[.-]([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$")  # s3.eu-west-1.amazonaws.com
 
 
-class StorageError(ValueError):
+class StorageError(PipelineError, ValueError):
     """A storage URI or setting that cannot be used (the message says which and why)."""
 
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pipelines.errors import PipelineError
 from pipelines.bronze.rows import _ts
 from pipelines.bronze.schema import BRONZE_DDL, seq_key
 from pipelines.config import PipelineConfig
@@ -26,8 +27,10 @@ PARTIAL = "partial"  # the newest file: an unfinished tail waits for the next ru
 QUARANTINED = "quarantined"  # a bad event stopped the file; the good prefix landed
 
 
-class BronzeError(RuntimeError):
+class BronzeError(PipelineError, RuntimeError):
     """The bronze step cannot go on: changed input, bad input in strict mode, gaps."""
+
+    report = True
 
 
 def _delta():

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import SparkSession
 
+from pipelines.errors import PipelineError
 from pipelines.config import DELTA_BACKENDS
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 NEW_TABLE_PROPERTIES = {CHECKPOINT_INTERVAL: "10"}
 
 
-class DeltaIOError(RuntimeError):
+class DeltaIOError(PipelineError, RuntimeError):
     """A Delta table operation could not be carried out as asked."""
 
 

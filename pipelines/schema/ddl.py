@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from pipelines.errors import PipelineError
 from pipelines.binlog.changes import is_ddl
 from pipelines.schema.sql_text import _MariaDB, _normalize, _words, strip_comments
 from pipelines.schema.model import (
@@ -53,7 +54,7 @@ _SQLGLOT_TYPES: dict[str, tuple[str, bool]] = {
 _USER_TYPES = _GEOMETRY_TYPES | {"INET6", "INET4", "UUID", "XMLTYPE"}
 
 
-class DdlError(ValueError):
+class DdlError(PipelineError, ValueError):
     """A DDL statement that cannot be turned into a schema change (the message says why)."""
 
 

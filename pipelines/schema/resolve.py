@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
+from pipelines.errors import PipelineError
 from pipelines.schema.model import (
     ColumnDef, SEED, SchemaVersion, _BINARY_TYPES, _GEOMETRY_TYPES, _TEXT_TYPES, _norm_charset,
 )
@@ -212,7 +213,7 @@ class Resolution:
         return [s.name for s in self.specs]
 
 
-class KeyConfigError(ValueError):
+class KeyConfigError(PipelineError, ValueError):
     """A configured key names columns the table does not have."""
 
 

@@ -47,12 +47,13 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pipelines.errors import PipelineError
 
 ZERO_DATES_COL = "_zero_dates"
 _TMP = "__typemap_v"
 
 
-class UnsupportedColumnType(ValueError):
+class UnsupportedColumnType(PipelineError, ValueError):
     """The MySQL type of a column has no silver mapping."""
 
 

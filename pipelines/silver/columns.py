@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
+from pipelines.errors import PipelineError
 
 
-class SilverStepError(RuntimeError):
+class SilverStepError(PipelineError, RuntimeError):
     """The silver step cannot go on (the message says which table and why)."""
 
 
-class SilverSchemaError(ValueError):
+class SilverSchemaError(PipelineError, ValueError):
     """The batch, the specs and the silver table disagree about columns."""
 
 
