@@ -14,8 +14,10 @@ fit in a list. A run instead fetches the rows of every small segment in one Spar
 The semantics are :func:`pipelines.silver.merge.apply_changes`'s for a non-SCD2 table with whole row
 images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.plan.keyed_clauses`,
 :func:`pipelines.silver.plan.keyless_clauses`). A segment takes this path only when nothing in it needs
-more (:func:`eligible`): no partial images, no text in a charset other than UTF-8, latin1 or ASCII to decode, no quarantined
-shapes, at most :data:`SMALL_ROWS` changes. A
+more (:func:`eligible`): no partial images on a table without a key, no text in a charset other than
+UTF-8, latin1 or ASCII to decode, no quarantined shapes, at most :data:`SMALL_ROWS` changes. Partial
+images (binlog_row_image MINIMAL/NOBLOB) are made whole rows first, by the rules of
+:func:`pipelines.silver.changes.fill_partial` (:func:`_fill_partial`). A
 value this module's typing does not take (:class:`~pipelines.silver.typed_values.NotCanonical`) sends
 the segment back to the Spark path before anything is written.
 
@@ -63,10 +65,11 @@ def _fixable(fix: tuple) -> bool:
 
 def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
              scd2: bool, rows: int, limit: int = SMALL_ROWS) -> bool:
-    """True when a segment can take this path (see the module doc), or with ``limit``
-    (:data:`pipelines.silver.columnar.BIG_ROWS`) :mod:`pipelines.silver.columnar`'s."""
+    """True when a segment can take this path (see the module doc: partial images only with a
+    key), or with ``limit`` (:data:`pipelines.silver.columnar.BIG_ROWS`) :mod:`pipelines.silver.columnar`'s
+    (whole images only)."""
     return bool(specs) and all(_fixable(f) for f in fixes.values()) and not rejected \
-        and not partial and not scd2 and 0 < rows <= limit
+        and (not partial or (bool(keys) and limit <= SMALL_ROWS)) and not scd2 and 0 < rows <= limit
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
@@ -197,6 +200,124 @@ def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
     return latest
 
 
+def _presences(rows: Sequence[dict], ordinals: Sequence[int]) -> list[tuple | None]:
+    """Per row, which specs its after image carries (None: no after image), as
+    :func:`pipelines.silver.changes._presence` says it: an image of at least as many cells as
+    there are specs carries them all."""
+    whole = (True,) * len(ordinals)
+    out = []
+    for r in rows:
+        image = r["after"]
+        if image is None:
+            out.append(None)
+        elif len(image) >= len(ordinals):
+            out.append(whole)
+        else:
+            have = {c["idx"] for c in image}
+            out.append(tuple(o in have for o in ordinals))
+    return out
+
+
+class _Event:
+    """One event of a partial-image fold (:func:`_fill_partial`): ``flags`` say which ``vals``
+    the event carries; ``moved``: the upsert of a key-changing update; ``order`` 0 for silver's
+    stored row."""
+
+    __slots__ = ("seq", "action", "op", "commit_ts", "vals", "flags", "moved", "order", "pending")
+
+    def __init__(self, seq, action, op, commit_ts, vals, flags, moved=False, order=1):
+        self.seq, self.action, self.op, self.commit_ts = seq, action, op, commit_ts
+        self.vals, self.flags, self.moved, self.order = vals, flags, moved, order
+        self.pending = False
+
+
+def _partial_events(changes: Sequence[tuple], presences: Sequence[tuple | None], t: "Target",
+                    defaults: Sequence) -> list[_Event]:
+    """The events of changes with partial images, as :func:`pipelines.silver.changes.key_events`
+    makes them with presence flags: an insert is a whole row (the columns its image lacks take
+    ``defaults``, per spec, else NULL); an update's key columns its after image lacks come from
+    its before image; a flag per value column (always for keys; for a column the specs lack only
+    on insert); deletes carry no flag."""
+    value_idx, key_spec = t.value_idx, t.key_spec
+    names = t.values.fieldNames()
+    key_pos = {names.index(k) for k in t.keys}
+    width = len(value_idx)
+    events = []
+    for (seq, op, commit_ts, after, before), present in zip(changes, presences):
+        if op in INSERT_OPS:
+            after = tuple(d if d is not None and not p else v for v, p, d in zip(after, present, defaults))
+            present = (True,) * len(after)
+        if after is not None and before is not None:
+            after = list(after)
+            for k in key_spec:
+                if not present[k]:
+                    after[k] = before[k]  # (the key did not change)
+        key_changed = before is not None and after is not None and any(before[k] != after[k] for k in key_spec)
+        if op in UPSERT_OPS:
+            inserted = op in INSERT_OPS
+            flags = [True if j in key_pos else inserted if i is None else inserted or present[i]
+                     for j, i in enumerate(value_idx)]
+            events.append(_Event(seq, UPSERT, op, commit_ts, [None if i is None else after[i] for i in value_idx],
+                                 flags, moved=op == "u" and key_changed))
+        if op == "d" or (op == "u" and key_changed):
+            events.append(_Event(seq, DELETE, "d", commit_ts, [None if i is None else before[i] for i in value_idx],
+                                 [False] * width))
+    return events
+
+
+def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list[int]) -> list[tuple]:
+    """Every upsert a whole row, by :func:`pipelines.silver.changes.fill_partial`'s rules: per key,
+    in ``_seq`` order after silver's ``stored`` row (live rows, by key), a column an upsert lacks
+    takes the value the row had just before it (the latest earlier event carrying it, NULL after
+    a delete); a key-changing update first takes its old key's row just before the change (a
+    chain of moves settles one link per round, a move whose old key still waits for one of its
+    own waits too). Returns the events as :func:`_latest` takes them."""
+    groups: dict[tuple, list[_Event]] = {}
+    for e in events:
+        groups.setdefault(tuple(e.vals[i] for i in key_at), []).append(e)
+    width = len(events[0].vals) if events else 0
+    for key, rows in groups.items():
+        if key in stored:
+            rows.append(_Event("", "stored", None, None, list(stored[key]), [True] * width, order=0))
+        rows.sort(key=lambda e: e.action, reverse=True)  # (ties: an upsert, silver's row, then a delete)
+        rows.sort(key=lambda e: (e.order, e.seq))
+
+    def after(e: _Event, state: list) -> list:
+        """The values a key's row has after ``e``, from ``state``, those it had before."""
+        return [None] * width if e.action == DELETE else [v if f else s for v, f, s in zip(e.vals, e.flags, state)]
+
+    pending = [e for e in events if e.moved and not all(e.flags)]
+    for e in pending:
+        e.pending = True
+    for _ in range(len(pending)):
+        waiting = [e for e in pending if e.pending]
+        if not waiting:
+            break
+        moved_out = {}  # a delete's seq -> its key's row just before it (no pending move before it)
+        for rows in groups.values():
+            state, blocked = [None] * width, False
+            for e in rows:
+                if e.action == DELETE and not blocked:
+                    moved_out[e.seq] = state
+                blocked = blocked or e.pending
+                state = after(e, state)
+        for e in waiting:
+            came = moved_out.get(e.seq)
+            if came is not None:
+                e.vals = [v if f else c for v, f, c in zip(e.vals, e.flags, came)]
+                e.flags = [True] * width
+                e.pending = False
+    out = []
+    for rows in groups.values():
+        state = [None] * width
+        for e in rows:
+            if e.order:
+                vals = e.vals if e.action == DELETE else [v if f else b for v, f, b in zip(e.vals, e.flags, state)]
+                out.append((e.seq, e.action, e.op, e.commit_ts, tuple(vals)))
+            state = after(e, state)
+    return out
+
+
 def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], identity_at: list[int],
                     stored: Callable[[set], list[tuple]]):
     """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
@@ -315,6 +436,31 @@ def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: se
     return out
 
 
+def _stored_rows(path: str, t: "Target", wanted: set, *, spark=None, backend: str = "rs") -> dict[tuple, tuple]:
+    """``{key: values in silver's value-column order}`` of silver's live rows (no tombstones) with
+    the keys ``wanted``: what a partial image's missing columns are filled from (a column the table
+    does not have yet: NULL)."""
+    if not wanted:
+        return {}
+    current = delta_io.schema(path, spark=spark, backend=backend)
+    have = set(current.fieldNames())
+    names = [n for n in t.values.fieldNames() if n in have]
+    table = _read_wanted(spark, path, [*names, t.own.deleted], t.keys, wanted, current, backend)
+    columns = {n: table.column(n).to_pylist() for n in names}
+    deleted = table.column(t.own.deleted).to_pylist()
+    every = [columns.get(n) for n in t.values.fieldNames()]
+    key_at = [t.values.fieldNames().index(k) for k in t.keys]
+    out = {}
+    for r in range(table.num_rows):
+        if deleted[r]:
+            continue
+        values = tuple(None if c is None else c[r] for c in every)
+        key = tuple(values[i] for i in key_at)
+        if key in wanted:
+            out[key] = values
+    return out
+
+
 @dataclass
 class Target:
     """What a segment is applied to (:func:`target_of`): the silver table as it is and as the
@@ -373,6 +519,8 @@ def apply_small(
     column_prefix: str | None = None,
     backend: str = "rs",
     properties: dict[str, str] | None = None,
+    partial: bool = False,
+    defaults: dict[str, object] | None = None,
 ) -> ApplyStats:
     """Apply one small segment of a table (``rows`` from :func:`fetch`; no ``keys``: a keyless table);
     what :func:`pipelines.silver.merge.apply_changes` would do with them (``fixes``: the
@@ -382,7 +530,10 @@ def apply_small(
     ``backend="rs"``: delta-rs MERGEs from Arrow, no Spark job. ``backend="spark"``: the MERGE
     source is a local relation of the folded rows, and the table costs delta-spark's MERGE and one
     Spark job that reads the stored rows of the batch's keys (none for a new table); a new table
-    takes ``properties`` (:mod:`pipelines.silver.properties`), as :func:`apply_changes` makes it."""
+    takes ``properties`` (:mod:`pipelines.silver.properties`), as :func:`apply_changes` makes it.
+    ``partial``: some images lack columns (binlog_row_image MINIMAL/NOBLOB; a keyed table only):
+    each upsert is first made a whole row (:func:`_fill_partial`; an insert's missing columns take
+    ``defaults``, spec name -> silver value, see :func:`pipelines.silver.schema_events.insert_defaults`)."""
     path = str(path)
     io = dict(spark=spark, backend=backend)
     # (first: an unknown type raises before the table is touched)
@@ -391,7 +542,16 @@ def apply_small(
     own, exists, value_idx = t.own, t.exists, t.value_idx
     fresh = [r for r in rows if t.watermark is None or (r["_seq"] is not None and r["_seq"] > t.watermark)]
     changes, zeros = _typed(fresh, typer)  # (may raise NotCanonical: nothing is written yet)
-    if t.keys is not None:
+    if partial and t.keys is None:
+        raise NotCanonical("partial images on a table without a key")  # (Spark's path sets them aside)
+    if t.keys is not None and partial:
+        key_at = [t.values.fieldNames().index(k) for k in t.keys]
+        events = _partial_events(changes, _presences(fresh, typer.ordinals), t,
+                                 [(defaults or {}).get(sp.name) for sp in specs])
+        touched = {tuple(e.vals[i] for i in key_at) for e in events}
+        stored_rows = _stored_rows(path, t, touched, **io) if exists else {}
+        latest = _latest(_fill_partial(events, stored_rows, key_at), key_at)
+    elif t.keys is not None:
         latest = _latest(_events(changes, value_idx, t.key_spec), [t.values.fieldNames().index(k) for k in t.keys])
     else:  # a keyless table: its rows are identified by all their values
         identity = [f.name for f, i in zip(t.values.fields, value_idx) if i is not None]

@@ -176,11 +176,10 @@ _IMPLICIT_DEFAULTS = {  # MySQL's value for existing rows of a NOT NULL column a
 }
 
 
-def default_values(spark, columns, specs) -> dict:
-    """Silver values of the DEFAULTs of ``columns`` (typed the way :mod:`pipelines.schema.typemap` types
-    bronze text), by column name; None where there is no usable default."""
-    from pipelines.schema import typemap
-
+def default_cells(columns, specs) -> tuple[list[tuple], list]:
+    """The DEFAULTs of ``columns`` as one image's cells ``(idx, name, type, text, bin)`` and the
+    specs that type them (``ordinal``: the cell's ``idx``); a column without a usable default has
+    no cell. MySQL's implicit default where a NOT NULL column declares none."""
     cells, use = [], []
     for c in columns:
         text = c.default
@@ -191,6 +190,16 @@ def default_values(spark, columns, specs) -> dict:
         binary = c.type in ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB")
         cells.append((len(use), c.name, c.type, None if binary else text, text.encode("utf-8") if binary else None))
         use.append(replace(specs[c.name.lower()], ordinal=len(use)))
+    return cells, use
+
+
+def default_values(spark, columns, specs) -> dict:
+    """Silver values of the DEFAULTs of ``columns`` (:func:`default_cells`, typed the way
+    :mod:`pipelines.schema.typemap` types bronze text), by column name; None where there is no
+    usable default."""
+    from pipelines.schema import typemap
+
+    cells, use = default_cells(columns, specs)
     if not use:
         return {}
     df = spark.createDataFrame([(cells,)], T.StructType([T.StructField("after", _IMAGE_TYPE)]))
@@ -227,14 +236,22 @@ def _ddl_specs(version: SchemaVersion | None) -> tuple:
     return tuple(schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
 
 
-def insert_defaults(spark, version: SchemaVersion | None, specs) -> dict:
+def insert_defaults(spark, version: SchemaVersion | None, specs, typer=None) -> dict:
     """Spec name -> the silver value of the column's DDL ``DEFAULT`` (literal defaults only; MySQL's
     implicit one for NOT NULL columns without a DEFAULT): what an INSERT whose partial image
-    (binlog_row_image=MINIMAL) leaves out has on the server. Empty when the DDL is unknown."""
+    (binlog_row_image=MINIMAL) leaves out has on the server. Empty when the DDL is unknown.
+    ``typer`` (``specs -> cells -> values``, e.g. :class:`pipelines.silver.typed_values.ImageTyper`)
+    types them in Python instead of with a Spark job."""
     if version is None or version.schema is None:
         return {}
     by_name = {c.name.lower(): c for c in version.schema.columns}
     columns = [by_name[s.name.lower()] for s in specs if s.name.lower() in by_name]
-    values = default_values(spark, columns, {s.name.lower(): s for s in specs})
+    by_spec = {s.name.lower(): s for s in specs}
+    if typer is None:
+        values = default_values(spark, columns, by_spec)
+    else:
+        cells, use = default_cells(columns, by_spec)
+        typed = typer(use)([dict(zip(("idx", "name", "type", "text", "bin"), c)) for c in cells])[0] if use else ()
+        values = {sp.name: v for sp, v in zip(use, typed)}
     names = {s.name.lower(): s.name for s in specs}
     return {names[n.lower()]: v for n, v in values.items() if v is not None}

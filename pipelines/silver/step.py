@@ -78,7 +78,7 @@ from pipelines.silver.merge import apply_changes, read_watermark
 from pipelines.silver.segments import SEG, SegmentPlan, lanes_of, plan_segments, segments_of, with_segment
 from pipelines.silver.shapes import parse_shape, shape_key, shape_rows_of, slim_image, with_shape
 from pipelines.silver.stats import SilverStats
-from pipelines.silver.typed_values import NotCanonical
+from pipelines.silver.typed_values import ImageTyper, NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
 from pipelines.spark_session import job_description
 from pipelines.state import read_watermarks
@@ -482,12 +482,15 @@ class _Run:
         retyped = schema_events.retype(spark, cfg, path, resolution.specs)
         result, applied_by = None, "spark"
         small = self.small.get((seg.db, seg.table, seg.start, seg.end))
-        if small is not None and not partial:  # fetched: folded on the driver (silver.driver)
+        if small is not None:  # fetched: folded on the driver (silver.driver)
             try:
+                defaults = schema_events.insert_defaults(spark, version, resolution.specs, typer=ImageTyper) \
+                    if partial else None
                 result = driver.apply_small(spark, path, driver.rows_of(small), resolution.specs,
                                             resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
                                             column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
-                                            backend=self.backend, properties=self.properties)
+                                            backend=self.backend, properties=self.properties, partial=partial,
+                                            defaults=defaults)
                 applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+from pipelines.bronze.schema import PARTIAL_JSON_MARK
 from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
 
 Converter = Callable[[str | None, bytes | None], tuple[object, int]]
@@ -124,6 +125,12 @@ def _text(t, b):
     return t, 0
 
 
+def _json(t, b):
+    if b is not None and b == PARTIAL_JSON_MARK:  # diffs, not the document: Spark's path folds them
+        raise NotCanonical("a JSON column logged as diffs (PARTIAL_JSON)")
+    return t, 0
+
+
 def _bin(t, b):
     if t is not None and b is None:
         raise NotCanonical("a binary cell without bytes")
@@ -166,6 +173,7 @@ _BY_NAME: dict[str, Callable[[ColumnSpec], Converter]] = {
     "year": lambda s: _year,
     "binary": lambda s: _bin_padded(s.length),
     "bit": lambda s: _bit,
+    "json": lambda s: _json,
 }
 
 
