@@ -228,13 +228,16 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
     assert not delta_io.table_exists(path, backend="rs")
 
 
-def test_eligible_for_small_batches_of_whole_images():
+def test_eligible_for_small_batches():
     ok = dict(keys=["id"], specs=SPECS, fixes={}, rejected={}, partial=False, scd2=False, rows=10)
     assert driver.eligible(**ok)
     assert driver.eligible(**{**ok, "keys": []})  # keyless tables too
-    for change in (dict(fixes={1: ("decode", "sjis")}), dict(rejected={"x": "y"}), dict(partial=True),
+    assert driver.eligible(**{**ok, "partial": True})  # partial images of a keyed table: filled first
+    for change in (dict(fixes={1: ("decode", "sjis")}), dict(rejected={"x": "y"}), dict(partial=True, keys=[]),
                    dict(scd2=True), dict(rows=driver.SMALL_ROWS + 1), dict(rows=0)):
         assert not driver.eligible(**{**ok, **change})
+    # the Arrow path of big segments takes whole images only
+    assert not driver.eligible(**{**ok, "partial": True}, limit=driver.SMALL_ROWS * 10)
 
 
 
