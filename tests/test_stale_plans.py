@@ -119,10 +119,8 @@ def test_a_table_planned_as_new_is_not_written_into_once_another_made_it(spark, 
         made.start()
         made.join()
         with pytest.raises(delta_io.StaleRead):
-            if backend == "rs":
-                delta_io.create_with_rows_rs(path, SCHEMA, [(1, 10)], user_metadata='{"silver_watermark": "1"}')
-            else:
-                delta_io.create_with_rows_spark(spark, path, SCHEMA, [(1, 10)], user_metadata='{"silver_watermark": "1"}')
+            delta_io.create_with_rows(path, SCHEMA, [(1, 10)], user_metadata='{"silver_watermark": "1"}', spark=spark,
+                                      backend=backend)
         with pytest.raises(delta_io.StaleRead):
             delta_io.create_if_missing(path, SCHEMA, spark=spark, backend=backend)
     assert _rows(path) == [(7, 70)]

@@ -57,9 +57,9 @@ imports the backend it returns when it is called; callers use the names re-expor
 * ``upkeep``        compaction, checkpoints, log retention, VACUUM (the backend's), storage figures;
   imports ``backend``
 * ``spark_backend`` ``SparkBackend``: every delta-spark half, its session settings, log and snapshot,
-  feature enabling, :func:`merge_spark`, :func:`create_with_rows_spark`, :func:`append_with_rows_spark`; imports the modules above
+  feature enabling, :func:`merge_spark` and the driver's rows' writes; imports the modules above
 * ``rs_backend``    ``RsBackend``: every delta-rs half, its commit properties, :func:`merge_rs` and its
-  chunks, :func:`read_arrow`, :func:`create_with_rows_rs`, :func:`append_with_rows_rs`; imports the modules above but ``spark_backend``
+  chunks, :func:`read_arrow` and the driver's rows' writes; imports the modules above but ``spark_backend``
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
   ``arrow``, ``backend``, ``commits``, ``rs_backend``
 """
@@ -80,15 +80,15 @@ from pipelines.delta_io.commits import (
     COMMIT_ATTEMPTS, check_txn, conflict_retries, is_commit_conflict, last_txn_version,
 )
 from pipelines.delta_io.writes import (
-    add_columns, append, append_rows, create_if_missing, overwrite, overwrite_rows,
+    add_columns, append, append_rows, append_with_rows, create_if_missing, create_with_rows, overwrite, overwrite_rows,
 )
-from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge
+from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge, merge_rows
 from pipelines.delta_io.upkeep import set_properties
 from pipelines.delta_io.spark_backend import (
-    append_with_rows_spark, commit_session, create_with_rows_spark, merge_spark, spark_delta_log, spark_snapshot,
+    commit_session, merge_spark, spark_delta_log, spark_snapshot,
 )
 from pipelines.delta_io.rs_backend import (
-    MERGE_CHUNK_ROWS, append_with_rows_rs, count_rows, create_with_rows_rs, deltalake_table_exists, exit_process,
+    MERGE_CHUNK_ROWS, count_rows, deltalake_table_exists, exit_process,
     merge_rs, read_arrow, read_arrow_in,
 )
 from pipelines.delta_io.staging import (
@@ -100,11 +100,11 @@ __all__ = [
     "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",
     "MERGE_CHUNK_ROWS",
     "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager", "StaleRead", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
-    "StagedFile", "add_columns", "append", "append_rows", "append_with_rows_rs", "append_with_rows_spark",
+    "StagedFile", "add_columns", "append", "append_rows", "append_with_rows",
     "arrow_schema_to_spark", "arrow_to_spark", "count_rows",
     "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
-    "create_with_rows_rs", "create_with_rows_spark", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged", "exit_process",
-    "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rs", "merge_spark", "nothing_above",
+    "create_with_rows", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged", "exit_process",
+    "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rows", "merge_rs", "merge_spark", "nothing_above",
     "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow", "read_arrow_in",
     "read_rows", "resolve_backend", "rows_to_arrow", "schema", "set_properties", "spark_delta_log", "spark_field_to_arrow",
     "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists", "version",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from pipelines.errors import PipelineError
@@ -158,6 +159,16 @@ class DeltaBackend(Protocol):
               source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
               user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
               source_rows: int | None, local_source: bool = False) -> MergeResult: ...
+
+    # the driver's rows (pipelines.delta_io.writes / merging): Arrow or tuples in the schema's order
+    def create_with_rows(self, spark: SparkSession | None, path: str, table_schema: T.StructType, rows,
+                         user_metadata: str | None, properties: Mapping[str, str] | None) -> bool: ...
+
+    def append_with_rows(self, spark: SparkSession | None, path: str, table_schema: T.StructType, rows,
+                         user_metadata: str | None) -> bool: ...
+
+    def merge_rows(self, spark: SparkSession | None, path: str, source: pa.Table, source_schema: T.StructType | None,
+                   on: str, clauses: Sequence[MergeClause], user_metadata: str | None) -> MergeResult: ...
 
     # upkeep (pipelines.delta_io.upkeep)
     def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pipelines.delta_io.backend import backend_for
@@ -98,3 +99,14 @@ def merge(
         txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
         source_schema=source_schema, split_by=split_by, source_rows=source_rows, local_source=local_source,
     )
+
+
+def merge_rows(path: str, source: pa.Table, on: str, clauses: Sequence[MergeClause], *,
+               spark: SparkSession | None = None, backend: str = "auto", source_schema: T.StructType | None = None,
+               user_metadata: str | None = None) -> MergeResult:
+    """MERGE the driver's ``source`` rows (Arrow; ``source_schema``: their Spark types, default
+    Arrow's) into the table at ``path``:
+    delta-rs from Arrow, no Spark job; delta-spark from a local relation. Alias ``s`` for the
+    source, ``t`` for the table, in ``on`` and ``clauses``."""
+    _check_merge(on, clauses)
+    return backend_for(spark, backend).merge_rows(spark, path, source, source_schema, on, clauses, user_metadata)

@@ -661,6 +661,18 @@ class RsBackend:
             totals = [totals[0] + r.inserted, totals[1] + r.updated, totals[2] + r.deleted]
         return MergeResult(*totals, backend="rs")
 
+    def create_with_rows(self, spark: SparkSession | None, path: str, table_schema: T.StructType, rows,
+                         user_metadata: str | None, properties: Mapping[str, str] | None) -> bool:
+        return create_with_rows_rs(path, table_schema, rows, user_metadata=user_metadata, properties=properties)
+
+    def append_with_rows(self, spark: SparkSession | None, path: str, table_schema: T.StructType, rows,
+                         user_metadata: str | None) -> bool:
+        return append_with_rows_rs(path, table_schema, rows, user_metadata=user_metadata)
+
+    def merge_rows(self, spark: SparkSession | None, path: str, source: pa.Table, source_schema: T.StructType | None,
+                   on: str, clauses: Sequence[MergeClause], user_metadata: str | None) -> MergeResult:
+        return merge_rs(path, source, on, clauses, user_metadata=user_metadata)
+
     # -- upkeep
 
     def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:

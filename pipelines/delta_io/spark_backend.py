@@ -569,6 +569,21 @@ class SparkBackend:
             local_source=local_source,
         )
 
+    def create_with_rows(self, spark: SparkSession, path: str, table_schema: T.StructType, rows,
+                         user_metadata: str | None, properties: Mapping[str, str] | None) -> bool:
+        return create_with_rows_spark(spark, path, table_schema, rows, user_metadata=user_metadata,
+                                      properties=properties)
+
+    def append_with_rows(self, spark: SparkSession, path: str, table_schema: T.StructType, rows,
+                         user_metadata: str | None) -> bool:
+        return append_with_rows_spark(spark, path, table_schema, rows, user_metadata=user_metadata)
+
+    def merge_rows(self, spark: SparkSession, path: str, source: pa.Table, source_schema: T.StructType | None,
+                   on: str, clauses: Sequence[MergeClause], user_metadata: str | None) -> MergeResult:
+        # (a local relation: the rows are the driver's; delta-spark's MERGE metrics count them)
+        return merge_spark(spark, path, spark.createDataFrame(source, schema=source_schema), on, clauses,
+                           user_metadata=user_metadata, local_source=True)
+
     # -- upkeep
 
     def snapshot_size(self, spark: SparkSession, path: str) -> tuple[int, int, int]:

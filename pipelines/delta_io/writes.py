@@ -195,3 +195,22 @@ def overwrite(
     if df is None:
         raise ValueError("'df' in overwrite cannot be None")
     backend_for(spark, backend).overwrite(spark, df, path, overwrite_schema, user_metadata)
+
+
+# -- the driver's rows: a small table's folded batch (pipelines.silver.driver)
+
+def create_with_rows(path: str, table_schema: T.StructType, rows, *, spark: SparkSession | None = None,
+                     backend: str = "auto", user_metadata: str | None = None,
+                     properties: Mapping[str, str] | None = None) -> bool:
+    """A new table and its first ``rows`` (Arrow, or tuples in ``table_schema`` order) in one commit
+    that records ``user_metadata``, with ``properties``; False (nothing done) when the table needs
+    column mapping: create it the usual way then. Raises when a table exists at ``path`` already."""
+    return backend_for(spark, backend).create_with_rows(spark, path, table_schema, rows, user_metadata, properties)
+
+
+def append_with_rows(path: str, table_schema: T.StructType, rows, *, spark: SparkSession | None = None,
+                     backend: str = "auto", user_metadata: str | None = None) -> bool:
+    """``rows`` (in ``table_schema``, the table's columns) appended in one commit that records
+    ``user_metadata``: what a MERGE that inserts every source row commits, without its read of
+    the stored rows."""
+    return backend_for(spark, backend).append_with_rows(spark, path, table_schema, rows, user_metadata)

@@ -600,11 +600,8 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
     arrow = source if isinstance(source, pa.Table) else delta_io.rows_to_arrow(source, schema)
     if not t.exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
         first = arrow.select(target.fieldNames())
-        made = delta_io.create_with_rows_rs(path, target, first, user_metadata=watermark_metadata(new_mark),
-                                            properties=properties) \
-            if backend == "rs" else \
-            delta_io.create_with_rows_spark(spark, path, target, first, user_metadata=watermark_metadata(new_mark),
-                                            properties=properties)
+        made = delta_io.create_with_rows(path, target, first, user_metadata=watermark_metadata(new_mark),
+                                         properties=properties, **io)
         if made:
             return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
         delta_io.create_if_missing(path, target, properties=properties, **io)
@@ -616,18 +613,12 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
         # appended, in one commit with the watermark, without the MERGE's read of the stored rows
         # (an append-only log's cost then follows its new rows, not the rows it holds)
         rows = arrow.select(target.fieldNames())
-        if backend == "rs":
-            delta_io.append_with_rows_rs(path, target, rows, user_metadata=watermark_metadata(new_mark))
-        else:
-            delta_io.append_with_rows_spark(spark, path, target, rows, user_metadata=watermark_metadata(new_mark))
+        delta_io.append_with_rows(path, target, rows, user_metadata=watermark_metadata(new_mark), **io)
         return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
     # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
-    if backend == "rs":
-        delta_io.merge_rs(path, arrow, on, clauses, user_metadata=watermark_metadata(new_mark))
-    else:
-        done = delta_io.merge(spark, path, spark.createDataFrame(arrow, schema=schema), on, clauses, backend="spark",
-                              user_metadata=watermark_metadata(new_mark), local_source=True)
-        if counts is None:
-            counts = {"inserted": done.inserted, "updated": done.updated, "deleted": done.deleted,
-                      "unchanged": arrow.num_rows - done.inserted - done.updated - done.deleted}
+    done = delta_io.merge_rows(path, arrow, on, clauses, source_schema=schema, user_metadata=watermark_metadata(new_mark),
+                               **io)
+    if counts is None:  # (delta-spark's MERGE metrics)
+        counts = {"inserted": done.inserted, "updated": done.updated, "deleted": done.deleted,
+                  "unchanged": arrow.num_rows - done.inserted - done.updated - done.deleted}
     return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
