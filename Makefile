@@ -49,14 +49,17 @@ $(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
 # a job's driver, with the first python3 on PATH, which has no pyspark unless the venv is activated:
 # `.venv/bin/spark-submit jobs/x.py` failed with "'NoneType' object has no attribute 'origin'" and
 # "spark-class: No such file or directory" (exit 127). One line in their find-spark-home makes the
-# venv's Python the default, and the driver JVM as quiet as a local job's (pipelines/jvm/
-# log4j2-quiet.properties: no INFO lines); PYSPARK_PYTHON and SPARK_SUBMIT_OPTS, when set, still win.
-# Silent, and done once. VENV_BIN: another copy of the launchers (the test patches one).
+# venv's Python the default, and sources pipelines/jvm/submit-env.sh, which makes the driver JVM as
+# quiet as a local job's (no INFO lines) while keeping any SPARK_SUBMIT_OPTS already set. A set
+# PYSPARK_PYTHON wins. Silent, and done once (an older form of the line is replaced).
+# VENV_BIN: another copy of the launchers (the test patches one).
 VENV_BIN ?= $(VENV)/bin
 VENV_PYTHON ?= $(abspath $(PY))
-QUIET_LOG4J := $(CURDIR)/pipelines/jvm/log4j2-quiet.properties
+SUBMIT_ENV := $(CURDIR)/pipelines/jvm/submit-env.sh
+SPARK_HOME_MARK := binlog-delta: the venv's Python, quiet (make spark-home, 2)
 spark-home: | $(STAMP)
-	@grep -q 'binlog-delta: the venv' $(VENV_BIN)/find-spark-home || sed -i '1a export PYSPARK_PYTHON="$${PYSPARK_PYTHON:-$(VENV_PYTHON)}" SPARK_SUBMIT_OPTS="$${SPARK_SUBMIT_OPTS:--Dlog4j2.configurationFile=file:$(QUIET_LOG4J)}"  # binlog-delta: the venv'"'"'s Python, quiet (make spark-home)' $(VENV_BIN)/find-spark-home
+	@grep -qF "$(SPARK_HOME_MARK)" $(VENV_BIN)/find-spark-home || { sed -i '/binlog-delta: the venv/d' $(VENV_BIN)/find-spark-home && \
+	  sed -i '1a export PYSPARK_PYTHON="$${PYSPARK_PYTHON:-$(VENV_PYTHON)}"; [ -f "$(SUBMIT_ENV)" ] \&\& . "$(SUBMIT_ENV)"  # $(subst ','"'"',$(SPARK_HOME_MARK))' $(VENV_BIN)/find-spark-home; }
 
 # Airflow in its own venv (its pins clash with ours): tests/test_dag.py parses dags/ with it and
 # runs the DAG with `airflow dags test`. Built anew when the pins change (no leftovers of the old set).

@@ -16,6 +16,11 @@ if str(_TESTS_DIR) not in sys.path:  # helper modules are imported as top-level 
 
 from mariadb_server import MariaDBServer, mariadb_available  # noqa: E402
 
+# The suite starts a few hundred short driver JVMs (python-launched and spark-submit alike read
+# SPARK_SUBMIT_OPTS).  With C1 only, a delta-spark job on the samples spends about half the JVM CPU
+# seconds it spends with C2 (BENCHMARKS.md); nothing in a test runs long enough for C2 to pay back.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 # ------------------------------------------------------------------------------------ MariaDB
 
 
