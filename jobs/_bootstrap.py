@@ -96,6 +96,7 @@ def main(job: Callable[[], int]) -> int:
     too with ``--debug``): 2 for a bad configuration or command line, 3 for a warehouse locked by
     another run, 1 for a failed run (:func:`pipelines.errors.exit_code`)."""
     from pipelines.errors import exit_code, one_line
+    from pipelines.logs import get_logger
 
     try:
         return job()
@@ -104,7 +105,7 @@ def main(job: Callable[[], int]) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {one_line(e)}", file=sys.stderr, flush=True)
+        get_logger("pipelines.jobs").error(one_line(e))
         return exit_code(e)
 
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import field, replace
 from pathlib import Path
@@ -68,6 +67,9 @@ from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 from pydantic_core import PydanticCustomError
 from pipelines.errors import EXIT_USAGE, PipelineError
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 DELETE_MODES = ("hard", "soft")
 DELTA_BACKENDS = ("auto", "spark", "rs")  # the one list of Delta backends (delta_io, the jobs' flag, sql --engine)
@@ -463,8 +465,8 @@ def load_config(path: str | os.PathLike | None, overrides: Mapping[str, Any] | N
             raise ConfigError(source, [("(file)", f"expected a mapping at the top level, got {type(raw).__name__}")])
     raw = dict(raw)
     if "time_zone" in raw:
-        print(f"warning: {source}: time_zone ({raw.pop('time_zone')!r}) is ignored, and may be refused "
-              f"later: {TIME_ZONE_GONE}", file=sys.stderr)
+        _log.warning(f"{source}: time_zone ({raw.pop('time_zone')!r}) is ignored, and may be refused "
+                     f"later: {TIME_ZONE_GONE}")
     for k, v in overrides.items():
         _set_dotted(raw, k, v)
     return _parse(raw, base, source, set(overrides))

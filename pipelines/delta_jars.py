@@ -41,6 +41,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from pipelines.errors import PipelineError
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 JARS_DIR = Path(__file__).resolve().parents[1] / "jars"
 DELTA_GROUP = "io.delta"
@@ -345,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"s3a jars: {', '.join(s3a_jars) if s3a_jars else f'missing from {args.dir} (run make setup)'}")
         return 0 if jars and s3a_jars else 1
     except DeltaJarsError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _log.error(str(e))
         return 1
 
 

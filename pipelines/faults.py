@@ -41,6 +41,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pipelines.errors import PipelineError
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 ENV = "BINLOG_DELTA_FAULT"
 ACTIONS = ("kill", "raise", "wait")
@@ -134,7 +137,7 @@ class _Armed:
             _wait_for(spec.trace_file, where)
             return
         if spec.action == "kill":
-            print(f"fault: SIGKILL at {where}", file=sys.stderr, flush=True)
+            _log.info(f"fault: SIGKILL at {where}")
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
         raise InjectedFault(f"injected fault at {where}")
@@ -142,7 +145,7 @@ class _Armed:
 
 def _wait_for(path: str, where: str) -> None:
     """Stop here until ``path`` exists; ``<path>.waiting`` tells the test that this point was reached."""
-    print(f"fault: waiting at {where} for {path}", file=sys.stderr, flush=True)
+    _log.info(f"fault: waiting at {where} for {path}")
     with open(path + ".waiting", "w", encoding="utf-8") as f:
         f.write(f"{where}\t{os.getpid()}\n")
     deadline = time.monotonic() + WAIT_LIMIT

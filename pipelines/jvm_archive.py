@@ -32,6 +32,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 ARCHIVE_DIR_ENV = "BINLOG_DELTA_JVM_ARCHIVE_DIR"
 _REPO = Path(__file__).resolve().parents[1]
@@ -121,7 +124,7 @@ def create(force: bool = False) -> Path | None:
     """Make the archive unless it is there (``force``: again); returns its path (None: no JDK)."""
     path = archive_path()
     if path is None:
-        print("jvm archive: no JDK found (JAVA_HOME, java on PATH): nothing made", file=sys.stderr)
+        _log.info("jvm archive: no JDK found (JAVA_HOME, java on PATH): nothing made")
         return None
     if path.is_file() and not force:  # (set-up re-checks are silent when there is nothing to do)
         return path
@@ -131,8 +134,8 @@ def create(force: bool = False) -> Path | None:
         done = subprocess.run([sys.executable, "-m", "pipelines.jvm_archive", "_train", str(partial)],
                               cwd=_REPO, capture_output=True, text=True)
         if done.returncode or not partial.is_file() or not _maps(partial):
-            print(f"jvm archive: the training run failed (exit {done.returncode}); jobs start without an "
-                  f"archive:\n{done.stderr[-3000:]}", file=sys.stderr)
+            _log.warning(f"jvm archive: the training run failed (exit {done.returncode}); jobs start without an "
+                         f"archive:\n{done.stderr[-3000:]}")
             return None
         os.replace(partial, path)
     finally:

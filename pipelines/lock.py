@@ -75,6 +75,9 @@ from urllib.parse import unquote, urlparse
 
 from pipelines.errors import EXIT_LOCKED, PipelineError
 from pipelines import storage
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 LOCK_FILE = "_pipeline/.lock"
 REMOTE_SCHEMES = storage.S3_SCHEMES + storage.HDFS_SCHEMES  # warehouses locked by a lease
@@ -237,8 +240,8 @@ def warehouse_lock(warehouse: str, *, timeout: float = 0.0, poll: float = 0.5,
         return
     path = lock_path(warehouse)
     if path is None:
-        print(f"warning: no warehouse lock for {warehouse} (only local, S3 and HDFS warehouses are locked): "
-              f"concurrent runs rely on Delta transaction ids and commit-conflict retries", file=sys.stderr, flush=True)
+        _log.warning(f"no warehouse lock for {warehouse} (only local, S3 and HDFS warehouses are locked): "
+                     f"concurrent runs rely on Delta transaction ids and commit-conflict retries")
         yield None
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -259,8 +262,7 @@ def warehouse_lock(warehouse: str, *, timeout: float = 0.0, poll: float = 0.5,
                 told = True
                 holder = _holder(warehouse)
                 who = f"pid {holder.pid} on host {holder.host}" if holder else "another run"
-                print(f"warehouse {warehouse} is locked by {who}: waiting up to {timeout:g} s",
-                      file=sys.stderr, flush=True)
+                _log.info(f"warehouse {warehouse} is locked by {who}: waiting up to {timeout:g} s")
             time.sleep(min(poll, max(timeout - waited, 0.01)))
         owner = LockOwner.me()
         record = (json.dumps(asdict(owner)) + "\n").encode()
@@ -508,8 +510,8 @@ class RemoteLock:
             if time.monotonic() - self._renewed > self.lease.seconds:
                 self._lose(f"its lease could not be renewed for {self.lease.seconds:g} s ({type(e).__name__}: {e})")
                 return False
-            print(f"warning: warehouse {self.warehouse}: renewing the lock failed ({type(e).__name__}: {e}); "
-                  f"trying again", file=sys.stderr, flush=True)
+            _log.warning(f"warehouse {self.warehouse}: renewing the lock failed ({type(e).__name__}: {e}); "
+                         f"trying again")
             return True
         if version is None:
             self._lose("another run changed or took over the lock object")
@@ -519,8 +521,8 @@ class RemoteLock:
 
     def _lose(self, why: str) -> None:
         self.lost, self.why = True, why
-        print(f"error: LOST THE WAREHOUSE LOCK of {self.warehouse}: {why}. This run stops before its next "
-              f"commit; Delta's conflict checks guard the commits under way", file=sys.stderr, flush=True)
+        _log.error(f"LOST THE WAREHOUSE LOCK of {self.warehouse}: {why}. This run stops before its next "
+                   f"commit; Delta's conflict checks guard the commits under way")
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.lease.renew_every):
@@ -537,8 +539,8 @@ class RemoteLock:
         try:
             self._store.delete(self._version)
         except Exception as e:  # noqa: BLE001 - the lease runs out by itself
-            print(f"warning: warehouse {self.warehouse}: the lock could not be deleted ({type(e).__name__}: {e}); "
-                  f"it expires {self.lease.seconds:g} s after its last renewal", file=sys.stderr, flush=True)
+            _log.warning(f"warehouse {self.warehouse}: the lock could not be deleted ({type(e).__name__}: {e}); "
+                         f"it expires {self.lease.seconds:g} s after its last renewal")
 
 
 def check_held() -> None:
@@ -564,9 +566,8 @@ def _acquire(warehouse: str, store, lease: Lease, timeout: float, poll: float) -
             version = store.take_over(_record(owner, lease), stale)
             if version is not None:
                 who = f"pid {holder.pid} on host {holder.host}" if holder else "an unknown holder"
-                print(f"warehouse {warehouse}: took over the lock of {who}, whose lease expired at "
-                      f"{_field(data, 'lease_expires') or '(unknown)'} (that run stopped without releasing it)",
-                      file=sys.stderr, flush=True)
+                _log.info(f"warehouse {warehouse}: took over the lock of {who}, whose lease expired at "
+                          f"{_field(data, 'lease_expires') or '(unknown)'} (that run stopped without releasing it)")
                 return RemoteLock(warehouse, store, lease, owner, version)
             continue  # another run took it over first, or its holder renewed: look again
         waited = time.monotonic() - start
@@ -575,7 +576,7 @@ def _acquire(warehouse: str, store, lease: Lease, timeout: float, poll: float) -
         if not told:
             told = True
             who = f"pid {holder.pid} on host {holder.host}" if holder else "another run"
-            print(f"warehouse {warehouse} is locked by {who}: waiting up to {timeout:g} s", file=sys.stderr, flush=True)
+            _log.info(f"warehouse {warehouse} is locked by {who}: waiting up to {timeout:g} s")
         time.sleep(min(poll, max(timeout - waited, 0.01)))
 
 

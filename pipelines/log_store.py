@@ -41,6 +41,9 @@ from pathlib import Path
 
 from pipelines.errors import PipelineError
 from pipelines import delta_jars
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 LOG_STORE_CLASS = "io.binlogdelta.storage.ConditionalPutS3LogStore"
 # the URI schemes delta-spark picks the LogStore for (spark.delta.logStore.<scheme>.impl): s3a://,
@@ -205,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jar: {jar or f'not built in {args.dir} (run make setup)'}")
         return 0 if jar else 1
     except (LogStoreBuildError, delta_jars.DeltaJarsError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        _log.error(str(e))
         return 1
 
 

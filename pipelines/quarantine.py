@@ -59,6 +59,9 @@ from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.stream import EventStream
 from pipelines import delta_io, state, storage
 from pipelines.bronze.schema import DECODER_VERSION
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "pipeline.yaml"
 
@@ -336,7 +339,7 @@ def _use_storage_of(config: str, warehouse: str) -> None:
         cfg = load_config(config, {"warehouse": warehouse})
     except ConfigError as e:
         if storage.is_remote(warehouse):
-            print(f"warning: no storage settings from {config}: {str(e).splitlines()[0]}", file=sys.stderr)
+            _log.warning(f"no storage settings from {config}: {str(e).splitlines()[0]}")
         return
     storage.use(storage.from_spark_conf(cfg.spark.conf))
 
@@ -356,13 +359,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _use_storage_of(args.config, args.warehouse)
         found = _is_folder(args.warehouse)
     except storage.StorageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _log.error(str(e))
         return 2
     except OSError as e:
-        print(f"error: warehouse {args.warehouse} cannot be reached: {e}", file=sys.stderr)
+        _log.error(f"warehouse {args.warehouse} cannot be reached: {e}")
         return 2
     if not found:
-        print(f"error: warehouse {args.warehouse} is not a folder", file=sys.stderr)
+        _log.error(f"warehouse {args.warehouse} is not a folder")
         return 2
     return _list(args) if args.command == "list" else _redecode(args)
 

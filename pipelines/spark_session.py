@@ -50,6 +50,9 @@ from pyspark.sql import SparkSession
 
 from pipelines import log_store, storage
 from pipelines.arrow_pool import ARROW_POOL_ENV, use_fast_pool
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -315,9 +318,9 @@ def build_session(
     conf = session_conf(master, delta_packages, extra_conf, local=local, delta=delta, s3a=s3a and not submitted)
     launch_env = _local_s3a_classpath() if s3a and local else {}
     if s3a and not submitted and log_store.conf_key("s3a") not in conf:
-        print("warning: the multi-driver Delta LogStore is not built, so delta-spark commits to s3a:// "
-              "through Delta's default, which is safe only when every writer runs in this JVM: run make "
-              "setup (python -m pipelines.log_store build)", file=sys.stderr, flush=True)
+        _log.warning("the multi-driver Delta LogStore is not built, so delta-spark commits to s3a:// "
+                     "through Delta's default, which is safe only when every writer runs in this JVM: run make "
+                     "setup (python -m pipelines.log_store build)")
     if submitted:
         conf.pop("spark.master", None)  # the submit command's master decides
         if delta:
@@ -334,9 +337,9 @@ def build_session(
             if archive is None or "JAVA_GATEWAY_EXITED" not in str(e):
                 raise
             # an archive the JVM cannot map (written by another build, damaged): start without it
-            print(f"warning: the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
-                  f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
-                  f"create --force", file=sys.stderr, flush=True)
+            _log.warning(f"the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
+                         f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
+                         f"create --force")
             builder = builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip())
             session = builder.getOrCreate()
     if log_level:
@@ -388,9 +391,9 @@ def _local_s3a_classpath() -> dict[str, str]:
     of the driver's classpath; a warning, and nothing, when there are none."""
     jars = s3a_jars()
     if not jars:
-        print(f"warning: s3a:// paths need hadoop-aws and the AWS SDK bundle on the JVM, and none were "
-              f"found: run make setup (python -m pipelines.delta_jars fetch), or set {S3A_JARS_ENV} to "
-              f"their local paths", file=sys.stderr, flush=True)
+        _log.warning(f"s3a:// paths need hadoop-aws and the AWS SDK bundle on the JVM, and none were "
+                     f"found: run make setup (python -m pipelines.delta_jars fetch), or set {S3A_JARS_ENV} to "
+                     f"their local paths")
     return local_classpath_env(jars)
 
 
@@ -415,8 +418,8 @@ def _report_ignored_master(master: str | None) -> None:
         return
     submitted = _submitted_master()
     if submitted and submitted != master:
-        print(f"warning: spark.master {master!r} from the configuration is not applied: this job was "
-              f"submitted with --master {submitted}, which decides", file=sys.stderr, flush=True)
+        _log.warning(f"spark.master {master!r} from the configuration is not applied: this job was "
+                     f"submitted with --master {submitted}, which decides")
 
 
 def _submitted_delta_conf() -> dict[str, str]:

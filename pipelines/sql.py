@@ -76,6 +76,9 @@ import pyarrow as pa
 from pipelines import storage
 from pipelines.config import DELTA_BACKENDS
 from pipelines.paths import unescape_name
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 ENGINES = DELTA_BACKENDS
 FORMATS = ("table", "csv", "json", "jsonl")
@@ -460,20 +463,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parse_args(argv)
     if not args.list and not (args.sql and args.sql.strip()):
-        print("error: give an SQL statement (or --list); e.g. make sql Q='SELECT * FROM bronze_binlog_changes'",
-              file=sys.stderr)
+        _log.error("give an SQL statement (or --list); e.g. make sql Q='SELECT * FROM bronze_binlog_changes'")
         return 2
     try:
         warehouse, cfg = warehouse_and_config(args)
         tables = discover_tables(warehouse)
     except (ConfigError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        _log.error(str(e))
         return 2
     except OSError as e:  # a remote warehouse that cannot be listed (no such bucket, no access)
-        print(f"error: cannot list the warehouse's tables: {e}", file=sys.stderr)
+        _log.error(f"cannot list the warehouse's tables: {e}")
         return 2
     for q in _name_clashes(tables):
-        print(f"warning: {quote(q)} has no plain name: another table maps to {plain_name(q)!r}", file=sys.stderr)
+        _log.warning(f"{quote(q)} has no plain name: another table maps to {plain_name(q)!r}")
     if args.list:
         sys.stdout.write(render_tables(tables))
         return 0
@@ -487,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {one_line(e)}", file=sys.stderr)  # (a Spark error: its text without plan or stack)
+        _log.error(f"{one_line(e)}")  # (a Spark error: its text without plan or stack)
         return 1
     sys.stdout.write(render(result, args.format))
     return 0

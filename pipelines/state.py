@@ -28,6 +28,9 @@ from contextlib import contextmanager
 
 from pipelines import delta_io
 from pipelines.config import PipelineConfig
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 PIPELINE_FOLDER = "_pipeline"  # under the warehouse (PipelineConfig.pipeline_path)
 MANIFEST, QUARANTINE, DDL, XA, RUNS = "manifest", "quarantine", "ddl", "xa", "runs"
@@ -175,7 +178,7 @@ def log_run(spark, cfg: PipelineConfig, row: tuple, ok: bool) -> None:
     except Exception as log_error:  # noqa: BLE001 - never hide the run's own error
         if ok:
             raise
-        print(f"warning: could not write the run log: {log_error}", file=sys.stderr)
+        _log.warning(f"could not write the run log: {log_error}")
 
 
 def new_run_id(now: _dt.datetime) -> str:

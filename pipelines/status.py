@@ -35,6 +35,9 @@ from typing import Any, Sequence
 from pipelines import delta_io, quarantine, state, storage
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.paths import silver_table_path
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "pipeline.yaml"
 _UTC = _dt.timezone.utc
@@ -389,15 +392,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         warehouse, cfg = warehouse_and_config(args)
         if not _is_folder(warehouse):
-            print(f"error: warehouse {warehouse} is not a folder (run the pipeline first, or pass --warehouse)",
-                  file=sys.stderr)
+            _log.error(f"warehouse {warehouse} is not a folder (run the pipeline first, or pass --warehouse)")
             return 2
         st = gather(warehouse, input=args.input or (cfg.input if cfg is not None else None))
     except (ConfigError, storage.StorageError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        _log.error(str(e))
         return 2
     except OSError as e:
-        print(f"error: warehouse {args.warehouse or '(from the config)'} cannot be read: {e}", file=sys.stderr)
+        _log.error(f"warehouse {args.warehouse or '(from the config)'} cannot be read: {e}")
         return 2
     sys.stdout.write(render_json(st) if args.format == "json" else render_text(st))
     return 0

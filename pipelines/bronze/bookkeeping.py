@@ -3,7 +3,6 @@ appends to its ``_pipeline`` tables (their layouts, reads and writes: :mod:`pipe
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,9 @@ from pipelines.errors import PipelineError
 from pipelines.bronze.rows import _ts
 from pipelines.bronze.schema import BRONZE_DDL, seq_key
 from pipelines.config import PipelineConfig
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from pipelines.bronze.plan import FilePlan
@@ -108,7 +110,7 @@ class BronzeStats:
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
-        print(f"warning: {message}", file=sys.stderr, flush=True)
+        _log.warning(message)
 
     @property
     def seconds(self) -> float:

@@ -5,7 +5,6 @@ in :mod:`~pipelines.delta_io.spark_backend` and :mod:`~pipelines.delta_io.rs_bac
 from __future__ import annotations
 
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +16,9 @@ from pipelines import faults
 from pipelines.delta_io import pins
 from pipelines.delta_io.backend import DeltaIOError, backend_for
 from pipelines.delta_io.reads import table_exists, version
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 
 def check_txn(txn_app_id: str | None, txn_version: int | None) -> None:
@@ -127,8 +129,8 @@ def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
                     f"{op} {path}: lost {COMMIT_ATTEMPTS} commit races in a row to other writers; last: {e}"
                 ) from e
             pause = _BACKOFF_S * (2 ** n) * (0.5 + random.random())
-            print(f"warning: delta_io: {op} {path}: commit conflict ({_first_line(e)}); trying again in "
-                  f"{pause:.2f} s ({n + 2}/{COMMIT_ATTEMPTS})", file=sys.stderr, flush=True)
+            _log.warning(f"delta_io: {op} {path}: commit conflict ({_first_line(e)}); trying again in "
+                         f"{pause:.2f} s ({n + 2}/{COMMIT_ATTEMPTS})")
             with _retry_lock:
                 _retry_count += 1
             time.sleep(pause)

@@ -48,7 +48,6 @@ outside the warehouse).
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -82,6 +81,9 @@ from pipelines.silver.typed_values import ImageTyper, NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
 from pipelines.spark_session import job_description
 from pipelines.state import read_watermarks
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 _UTC = _dt.timezone.utc
 
@@ -437,8 +439,8 @@ class _Run:
                 if attempt == REPLANS:
                     raise SilverStepError(f"{seg.db}.{seg.table}: {REPLANS} plans in a row were made stale by "
                                           f"other writers' commits; last: {e}") from e
-                print(f"silver: {seg.db}.{seg.table}: another run committed to the table first ({e}); "
-                      f"planning the segment again ({attempt + 1}/{REPLANS})", file=sys.stderr, flush=True)
+                _log.info(f"silver: {seg.db}.{seg.table}: another run committed to the table first ({e}); "
+                          f"planning the segment again ({attempt + 1}/{REPLANS})")
                 with self.lock:
                     self.stats.replans += 1
 
