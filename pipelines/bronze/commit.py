@@ -96,104 +96,29 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     records (per-range stats, statements, statement quarantine rows) while the
     bronze rows stay cached on the executors, then the bronze write.
     """
-    from pyspark import StorageLevel
-
     run_id = stats.run_id
-    precision = _precision_for(history(), plans) if any(p.ranges for p in plans) else None
     settings = storage.current()  # shipped to the tasks with their work
-    work = [
-        WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision, settings)
-        for p in plans for s, e in p.ranges
-    ]
+    work = _work_ranges(plans, run_id, now, history, settings)
     by_name = {p.file.name: p for p in plans}
-    cuts: dict[str, int] = {}
-    rdd = None
-    small: list = []
     d = _delta()
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     staged = d.resolve_backend(spark, cfg.delta.backend) == "rs"  # tasks write the Parquet files
     bronze_struct = _bronze_struct()
-    if work:
-        if staged:
-            target = StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct), settings)
-            job = _task_records(spark, cfg, plans, work, target, kept)
-        else:
-            rdd = _task_records(spark, cfg, plans, work, None, kept).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(rdd)
-            job = rdd.filter(lambda r: r[0] != "row")
-        with _TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), _progress_enabled(cfg),
-                           f"bronze batch {batch}"):
-            small = job.collect()
-        missing = {(w.name, w.start) for w in work} - {(rec[1][0], rec[1][1]) for rec in small if rec[0] == "stat"}
-        if missing:  # e.g. a file Spark's file source would not list: nothing of this batch is written
-            name, start = min(missing)
-            raise BronzeError(f"{name}: the task that decodes bytes from offset {start} on returned nothing "
-                              f"(not read by Spark's whole-file reader? set parallelism.whole_files: ranges); nothing of batch {batch} was written")
-    op_counts: Counter = Counter()  # (file, op) -> rows
-    skips: dict[str, list[tuple[int, int]]] = {}  # transactions skipped whole (kept in quarantine)
-    stats_of_ranges = [rec for kind, rec in small if kind == "stat"]
-    for rec in stats_of_ranges:
-        name, _s, _e, events, ops, err, skipped, ignorable, invalid = rec
-        p = by_name[name]
-        p.events += events
-        p.ignorable_skipped += ignorable
-        p.invalid_text += invalid
-        if skipped:
-            skips.setdefault(name, []).extend(skipped)
-        for op, n in ops.items():
-            op_counts[(name, op)] += n
-        if err is not None and (name not in cuts or err[1] < cuts[name]):
-            cuts[name] = err[1]
-            p.error, p.error_class, p.error_offset = err[2], err[3], err[0]
+    target = (StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct), settings)
+              if staged and work else None)
+    rdd, small = _decode(spark, cfg, plans, work, target, batch, run_id, kept, cached)
+    op_counts, skips, cuts, ranges = _fold_range_stats(small, by_name)
     if cfg.strict:
-        bad = [by_name[n].error for n in sorted(cuts, key=lambda n: by_name[n].file.file_seq)]
-        bad += [rec[3] for kind, rec in small if kind == "quar"]
-        if bad:
-            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-            raise BronzeError(f"bad input (strict mode): {bad[0]}{more}")
-    cut_plans = [by_name[name] for name in cuts]
-    for p in cut_plans:
-        p.end, p.status = min(p.end, cuts[p.file.name]), QUARANTINED
-    facts = prefix_facts(spark, [(p.file.uri, p.end, p.error_class, p.error_offset) for p in cut_plans])
-    for p, (sha, raw) in zip(cut_plans, facts):
-        p.sha256, p.error_raw = sha, raw
-
-    def keep(rec) -> bool:  # rows, statements and quarantine rows all start (file, file_seq, pos, ...)
-        return rec[1][2] < cuts.get(rec[1][0], 1 << 62)
-
-    def outside_skips(rec) -> bool:
-        return not any(b <= rec[1][2] < e for b, e in skips.get(rec[1][0], ()))
+        _refuse_bad_input(cuts, by_name, small)
+    _mark_cut_files(spark, cuts, by_name)
+    keep, outside_skips = _row_filters(cuts, skips)
 
     bronze_df = None
     staged_files: list = []
-    if staged and work:
-        # ranges from a file's cut on land nothing (the range holding the bad event dropped its
-        # own rows past the cut); count again from the ranges that land
-        for name in cuts:
-            for key in [k for k in op_counts if k[0] == name]:
-                del op_counts[key]
-        for name, start, _e, _ev, ops, *_rest in stats_of_ranges:
-            if name in cuts and start < cuts[name]:
-                for op, n in ops.items():
-                    op_counts[(name, op)] += n
-        dropped = []
-        for kind, rec in small:
-            if kind == "files":
-                name, start, files = rec
-                (dropped if start >= cuts.get(name, 1 << 62) else staged_files).extend(files)
-        d.discard_staged(bronze_path, dropped)
+    if target is not None:
+        staged_files = _landing_files(d, bronze_path, small, cuts, op_counts, ranges)
     if rdd is not None:
-        rows = rdd.filter(lambda r: r[0] == "row")
-        if cuts or skips:
-            rows = rows.filter(lambda r: keep(r) and outside_skips(r))
-        if cuts:
-            for name in cuts:  # the cut dropped rows counted by the tasks: count again
-                for key in [k for k in op_counts if k[0] == name]:
-                    del op_counts[key]
-            cut_names = set(cuts)
-            op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
-                             .map(lambda r: (r[1][0], r[1][12])).countByValue())
-        bronze_df = spark.createDataFrame(rows.map(lambda r: r[1]), BRONZE_DDL)
+        bronze_df = _bronze_rows(spark, rdd, cuts, skips, op_counts, keep, outside_skips)
     stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec)) and outside_skips((kind, rec))]
     quar_rows = [rec[:7] + (batch,) + rec[8:] for kind, rec in small if kind == "quar" and keep((kind, rec))]
     # the bad events found by the survey or by the decode tasks
@@ -209,18 +134,12 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
         _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
-    elif staged and work:
+    elif target is not None:
         d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
-    if stmts:
-        _append_rows(spark, cfg, stmts, state.DDL_TABLE_DDL, state.path(cfg, state.DDL),
-                     TXN_APP_ID, batch)
-    xa = _xa_rows(plans, run_id)
-    if xa:
-        _append_rows(spark, cfg, xa, state.XA_DDL, state.path(cfg, state.XA), TXN_APP_ID,
-                     batch)
-    if quar_rows:
-        _append_rows(spark, cfg, quar_rows, state.QUARANTINE_DDL,
-                     state.path(cfg, state.QUARANTINE), TXN_APP_ID, batch)
+    for rows, ddl, table in ((stmts, state.DDL_TABLE_DDL, state.DDL), (_xa_rows(plans, run_id), state.XA_DDL, state.XA),
+                             (quar_rows, state.QUARANTINE_DDL, state.QUARANTINE)):
+        if rows:
+            _append_rows(spark, cfg, rows, ddl, state.path(cfg, table), TXN_APP_ID, batch)
     # c. the batch is done
     rows_by_file: Counter = Counter()
     for (name, op), n in op_counts.items():
@@ -229,6 +148,143 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     committed_at = _dt.datetime.now(_dt.timezone.utc)  # (after the appends: silver.marks.late_since)
     _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file, committed_at),
                  state.MANIFEST_DDL, state.path(cfg, state.MANIFEST), TXN_APP_ID, batch)
+    _count_batch(stats, cfg, plans, stmts, quar_rows)
+
+
+def _work_ranges(plans: list[FilePlan], run_id: str, now, history: "Callable[[], SchemaHistory]",
+                 settings) -> list[WorkRange]:
+    """One decode task's work per planned byte range of the batch's files."""
+    precision = _precision_for(history(), plans) if any(p.ranges for p in plans) else None
+    return [WorkRange(p.file.name, p.file.uri, p.file.file_seq, s, e, None, run_id, now, precision, settings)
+            for p in plans for s, e in p.ranges]
+
+
+def _decode(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target, batch: int,
+            run_id: str, kept: KeptFiles | None, cached: list) -> tuple:
+    """Run the batch's decode tasks: ``(rdd, small)``, the cached RDD of every record (None when
+    the tasks staged the bronze rows themselves, ``target``) and the small records brought back
+    (per-range stats, statements, quarantine rows, staged files)."""
+    if not work:
+        return None, []
+    from pyspark import StorageLevel
+
+    rdd = None
+    if target is not None:
+        job = _task_records(spark, cfg, plans, work, target, kept)
+    else:
+        rdd = _task_records(spark, cfg, plans, work, None, kept).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(rdd)
+        job = rdd.filter(lambda r: r[0] != "row")
+    with _TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), _progress_enabled(cfg),
+                       f"bronze batch {batch}"):
+        small = job.collect()
+    missing = {(w.name, w.start) for w in work} - {(rec[1][0], rec[1][1]) for rec in small if rec[0] == "stat"}
+    if missing:  # e.g. a file Spark's file source would not list: nothing of this batch is written
+        name, start = min(missing)
+        raise BronzeError(f"{name}: the task that decodes bytes from offset {start} on returned nothing "
+                          f"(not read by Spark's whole-file reader? set parallelism.whole_files: ranges); "
+                          f"nothing of batch {batch} was written")
+    return rdd, small
+
+
+def _fold_range_stats(small: list, by_name: dict[str, FilePlan]) -> tuple[Counter, dict, dict, list]:
+    """The per-range stat records added up into their files' plans: ``(op_counts, skips, cuts,
+    ranges)``: rows per ``(file, op)``, the transactions skipped whole (kept in quarantine) per file,
+    the offset of each file's first bad event (its cut), and the stat records themselves."""
+    op_counts: Counter = Counter()
+    skips: dict[str, list[tuple[int, int]]] = {}
+    cuts: dict[str, int] = {}
+    ranges = [rec for kind, rec in small if kind == "stat"]
+    for rec in ranges:
+        name, _s, _e, events, ops, err, skipped, ignorable, invalid = rec
+        p = by_name[name]
+        p.events += events
+        p.ignorable_skipped += ignorable
+        p.invalid_text += invalid
+        if skipped:
+            skips.setdefault(name, []).extend(skipped)
+        for op, n in ops.items():
+            op_counts[(name, op)] += n
+        if err is not None and (name not in cuts or err[1] < cuts[name]):
+            cuts[name] = err[1]
+            p.error, p.error_class, p.error_offset = err[2], err[3], err[0]
+    return op_counts, skips, cuts, ranges
+
+
+def _refuse_bad_input(cuts: dict[str, int], by_name: dict[str, FilePlan], small: list) -> None:
+    """Strict mode: any bad event or quarantined statement fails the batch before it writes."""
+    bad = [by_name[n].error for n in sorted(cuts, key=lambda n: by_name[n].file.file_seq)]
+    bad += [rec[3] for kind, rec in small if kind == "quar"]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BronzeError(f"bad input (strict mode): {bad[0]}{more}")
+
+
+def _mark_cut_files(spark, cuts: dict[str, int], by_name: dict[str, FilePlan]) -> None:
+    """A file cut by a bad event ends there, quarantined, with the hash and bytes of what came before."""
+    cut_plans = [by_name[name] for name in cuts]
+    for p in cut_plans:
+        p.end, p.status = min(p.end, cuts[p.file.name]), QUARANTINED
+    facts = prefix_facts(spark, [(p.file.uri, p.end, p.error_class, p.error_offset) for p in cut_plans])
+    for p, (sha, raw) in zip(cut_plans, facts):
+        p.sha256, p.error_raw = sha, raw
+
+
+def _row_filters(cuts: dict[str, int], skips: dict[str, list[tuple[int, int]]]) -> tuple[Callable, Callable]:
+    """``(keep, outside_skips)`` of a tagged record: before its file's cut; outside the transactions
+    skipped whole. Rows, statements and quarantine rows all start ``(file, file_seq, pos, ...)``."""
+    def keep(rec) -> bool:
+        return rec[1][2] < cuts.get(rec[1][0], 1 << 62)
+
+    def outside_skips(rec) -> bool:
+        return not any(b <= rec[1][2] < e for b, e in skips.get(rec[1][0], ()))
+
+    return keep, outside_skips
+
+
+def _forget_counts(op_counts: Counter, names) -> None:
+    for name in names:
+        for key in [k for k in op_counts if k[0] == name]:
+            del op_counts[key]
+
+
+def _landing_files(d, bronze_path: str, small: list, cuts: dict[str, int], op_counts: Counter,
+                   ranges: list) -> list:
+    """The staged Parquet files that land: a range from its file's cut on lands nothing (the range
+    holding the bad event dropped its own rows past the cut), and is counted again without them;
+    the rest are discarded."""
+    _forget_counts(op_counts, cuts)
+    for name, start, _e, _ev, ops, *_rest in ranges:
+        if name in cuts and start < cuts[name]:
+            for op, n in ops.items():
+                op_counts[(name, op)] += n
+    landing, dropped = [], []
+    for kind, rec in small:
+        if kind == "files":
+            name, start, files = rec
+            (dropped if start >= cuts.get(name, 1 << 62) else landing).extend(files)
+    d.discard_staged(bronze_path, dropped)
+    return landing
+
+
+def _bronze_rows(spark, rdd, cuts: dict[str, int], skips: dict, op_counts: Counter, keep: Callable,
+                 outside_skips: Callable):
+    """The DataFrame of the cached rows that land (before their file's cut, outside skipped
+    transactions); the rows of cut files are counted again."""
+    rows = rdd.filter(lambda r: r[0] == "row")
+    if cuts or skips:
+        rows = rows.filter(lambda r: keep(r) and outside_skips(r))
+    if cuts:
+        _forget_counts(op_counts, cuts)  # the cut dropped rows counted by the tasks
+        cut_names = set(cuts)
+        op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
+                         .map(lambda r: (r[1][0], r[1][12])).countByValue())
+    return spark.createDataFrame(rows.map(lambda r: r[1]), BRONZE_DDL)
+
+
+def _count_batch(stats: BronzeStats, cfg: PipelineConfig, plans: list[FilePlan], stmts: list,
+                 quar_rows: list) -> None:
+    """The committed batch in the run's stats."""
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
     for rec in quar_rows:  # (file, file_seq, offset, reason, error_class, ...): said once at the run's end
@@ -240,4 +296,3 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     stats.bytes += sum(p.end - p.start for p in plans)
     stats.batches += 1
     stats.read_whole += sum(reads_whole(p, cfg) for p in plans if p.ranges)
-
