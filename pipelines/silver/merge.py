@@ -336,15 +336,7 @@ def apply_changes(
     >>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP
     (2, 1, 0)
     """
-    if changes_df is None:
-        raise ValueError("'changes_df' in apply_changes cannot be None")
-    if delete_mode not in DELETE_MODES:
-        raise ValueError(f"delete_mode must be one of {DELETE_MODES}, got {delete_mode!r}")
-    if not specs:
-        raise ValueError("apply_changes needs the column specs of the source table")
-    keys = _resolve_keys(keys, specs)
-    if scd2 and keys is None:
-        raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
+    keys = _checked_arguments(changes_df, specs, keys, delete_mode, scd2)
     which = delta_io.resolve_backend(spark, backend)
     path = str(target_path)
     exists = delta_io.table_exists(path, spark=spark, backend=which)
@@ -377,28 +369,11 @@ def apply_changes(
     keys = None if keys is None else [silver_name[k] for k in keys]
 
     watermark = read_watermark(path, spark=spark, backend=which)
-    fresh_flag = f"{_P}fresh"
-    fresh = F.lit(True) if watermark is None else F.col(SEQ) > F.lit(watermark)
-    # Not cached: the overview below reads only what it counts (Spark prunes the typing it does not
+    # Not cached: the overview reads only what it counts (Spark prunes the typing it does not
     # need), and the plans cache what their MERGE reads, so each value is typed once.
-    marked = working_changes(changes_df).withColumn(fresh_flag, fresh)
-    zeros = F.col(ZERO_DATES_COL) if ZERO_DATES_COL in changes_df.columns else F.lit(0)
-    overview = marked.select(
-        F.count(F.lit(1)).alias("all"),
-        F.sum(F.col(fresh_flag).cast("int")).alias("fresh"),
-        F.max(F.when(F.col(fresh_flag), F.col(SEQ))).alias("max_seq"),
-        F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
-        F.sum(F.coalesce(~F.col("op").isin(*OPS), F.lit(True)).cast("int")).alias("bad_op"),
-        F.sum(F.when(F.col(fresh_flag), F.coalesce(zeros, F.lit(0)))).alias("zero"),
-        F.sum(F.when(F.col(fresh_flag), _partial_update(changes_df).cast("int"))).alias("partial"),
-        *([F.sum(F.when(F.col(fresh_flag) & F.col(DIFFS).isNotNull(), 1).otherwise(0)).alias("diffs")]
-          if DIFFS in changes_df.columns else []),
-    ).collect()[0].asDict()
-    if overview["null_seq"] or overview["bad_op"]:
-        raise ValueError(
-            f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
-            f"{overview['bad_op']} with an op other than c/u/d/r"
-        )
+    marked = working_changes(changes_df).withColumn(_FRESH, F.lit(True) if watermark is None
+                                                    else F.col(SEQ) > F.lit(watermark))
+    overview = _overview(marked, changes_df)
     base = dict(
         changes=int(overview["fresh"] or 0),
         skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
@@ -410,17 +385,7 @@ def apply_changes(
     if not overview["fresh"]:
         return ApplyStats(watermark=watermark, **base)
 
-    changes = marked.where(F.col(fresh_flag)).drop(fresh_flag)
-    if PRESENT in changes.columns and not overview["partial"]:
-        changes = changes.drop(PRESENT, DIFFS)  # full images only: nothing to fill
-    if DIFFS in changes.columns and not overview.get("diffs"):
-        changes = changes.drop(DIFFS)  # no JSON diffs in this batch: no fold to plan
-    if PRESENT in changes.columns and keys is None:
-        raise ValueError(
-            f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "
-            "but the table has no key: its rows are identified by all their values, so a partial "
-            "image cannot be matched"
-        )
+    changes = _fresh_changes(marked, overview, keys)
     # the table as it is now (after its schema evolved), for the plans to join with: with delta-rs
     # it was listed on the driver, so the plans broadcast it
     table, small = delta_io.read(spark, path, backend=which), which == "rs"
@@ -463,3 +428,60 @@ def apply_changes(
         **base,
     )
 
+
+_FRESH = f"{_P}fresh"  # a change above the table's watermark
+
+
+def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) -> list[str] | None:
+    """:func:`apply_changes`' arguments checked; the key columns resolved against ``specs``."""
+    if changes_df is None:
+        raise ValueError("'changes_df' in apply_changes cannot be None")
+    if delete_mode not in DELETE_MODES:
+        raise ValueError(f"delete_mode must be one of {DELETE_MODES}, got {delete_mode!r}")
+    if not specs:
+        raise ValueError("apply_changes needs the column specs of the source table")
+    keys = _resolve_keys(keys, specs)
+    if scd2 and keys is None:
+        raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
+    return keys
+
+
+def _overview(marked: DataFrame, changes_df: DataFrame) -> dict:
+    """One Spark job's counts over the batch (all, fresh, the fresh ``max_seq``, zero dates, partial
+    updates, JSON diffs); a NULL ``_seq`` or an unknown op refuses the batch."""
+    fresh = F.col(_FRESH)
+    zeros = F.col(ZERO_DATES_COL) if ZERO_DATES_COL in changes_df.columns else F.lit(0)
+    overview = marked.select(
+        F.count(F.lit(1)).alias("all"),
+        F.sum(fresh.cast("int")).alias("fresh"),
+        F.max(F.when(fresh, F.col(SEQ))).alias("max_seq"),
+        F.sum(F.col(SEQ).isNull().cast("int")).alias("null_seq"),
+        F.sum(F.coalesce(~F.col("op").isin(*OPS), F.lit(True)).cast("int")).alias("bad_op"),
+        F.sum(F.when(fresh, F.coalesce(zeros, F.lit(0)))).alias("zero"),
+        F.sum(F.when(fresh, _partial_update(changes_df).cast("int"))).alias("partial"),
+        *([F.sum(F.when(fresh & F.col(DIFFS).isNotNull(), 1).otherwise(0)).alias("diffs")]
+          if DIFFS in changes_df.columns else []),
+    ).collect()[0].asDict()
+    if overview["null_seq"] or overview["bad_op"]:
+        raise ValueError(
+            f"changes_df has {overview['null_seq']} row(s) with a NULL _seq and "
+            f"{overview['bad_op']} with an op other than c/u/d/r"
+        )
+    return overview
+
+
+def _fresh_changes(marked: DataFrame, overview: dict, keys: list[str] | None) -> DataFrame:
+    """The changes above the watermark, without the partial-image columns the batch does not use;
+    partial images of a keyless table are refused."""
+    changes = marked.where(F.col(_FRESH)).drop(_FRESH)
+    if PRESENT in changes.columns and not overview["partial"]:
+        changes = changes.drop(PRESENT, DIFFS)  # full images only: nothing to fill
+    if DIFFS in changes.columns and not overview.get("diffs"):
+        changes = changes.drop(DIFFS)  # no JSON diffs in this batch: no fold to plan
+    if PRESENT in changes.columns and keys is None:
+        raise ValueError(
+            f"{overview['partial']} update(s) carry partial row images (binlog_row_image MINIMAL/NOBLOB) "
+            "but the table has no key: its rows are identified by all their values, so a partial "
+            "image cannot be matched"
+        )
+    return changes

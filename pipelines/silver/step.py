@@ -132,103 +132,20 @@ def run(spark: SparkSession, cfg: PipelineConfig) -> SilverStats:
 
 
 def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
-    backend = cfg.delta.backend
     history, added = schema_store.update_history(spark, cfg, stats.run_id)
     stats.schema_versions = len(added)
     stats.unparsed_ddl = [f"{v.db}.{v.table or '*'} at {v.valid_from}: {v.reason}" for v in added if v.kind == UNPARSED]
-    marks = read_watermarks(spark, cfg)
-    since = read_through_since(marks.get(read_through_key(cfg)))
-    if since is not None:  # (batches that landed after the last run read bronze, begun before it)
-        since = late_since(spark, cfg, since)
-    snaps = snapshots.pending(spark, cfg, marks)
-    marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
-    if snaps.rebuild:  # tables rebuilt from their snapshot: bronze is read whole, from just before it
-        since = None
-        snapshots.follow_renames(history, snaps.rebuild)
-        marks.update(snaps.rebuild)
-        for (db, table), mark in sorted(snaps.rebuild.items()):
-            snapshots.rewind(spark, cfg, silver_table_path(cfg.warehouse, db, table), mark)
-
-    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
-    has_new = delta_io.table_exists(bronze_path, spark=spark, backend=backend) and not (
-        since is not None and delta_io.nothing_above(spark, bronze_path, "_ingested_at", since, backend=backend))
-    if has_new:  # (nothing new: no Spark job at all, only the schema events below)
-        # only what was ingested since the last run that finished (the files before are not read)
-        bronze = delta_io.read(spark, bronze_path, backend=backend,
-                               above=None if since is None else ("_ingested_at", since))
-        bronze = above_marks(bronze, marks)
-        xa = state.read_frame(spark, cfg, state.XA)
-        # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
-        # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
-        # own rows (with pushed-down filters), each pass only the columns it needs.
-        bronze = drop_rolled_back_xa(bronze, xa)
-        # grouped by segment too: one shape may hold rows on both sides of a segment (an ALTER
-        # that adds a column, then one that drops it), and each segment resolves its own shapes
-        cuts = segments_of(history, marks)
-        segmented = {(db, table) for db, table, _, _ in cuts}
-        # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
-        # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
-        scan = RsScan.open(bronze_path, above=None if since is None else ("_ingested_at", since)) \
-            if delta_io.resolve_backend(spark, backend) == "rs" and xa is None else None
-        counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
-        shape_rows, written = counted if counted is not None else \
-            shape_rows_of(with_segment(bronze, cuts), by=(SEG,))
-        if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
-            bronze, scan = with_shape(bronze), None
-    else:
-        bronze, shape_rows, written, segmented, scan = None, [], frozenset(), set(), None
-
-    tables = {(r["db"], r["table"]) for r in shape_rows}
-    for v in history.all_versions():  # tables with schema events above their watermark (e.g. TRUNCATE)
-        if v.table and v.valid_from > marks.get((v.db, v.table), ""):
-            tables.add((v.db, v.table))
-    skipped = {t for t in tables if not cfg.tables.matches(*t)}
-    tables = sorted(tables - skipped)
-    pk_idx = {}  # per segment and shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
-    for r in shape_rows:
-        if r["pk_idx"]:
-            seg = (r[SEG] or "") if (r["db"], r["table"]) in segmented else None
-            pk_idx.setdefault((r["db"], r["table"], seg, r["_shape"]), list(r["pk_idx"]))
-
+    marks, since, snaps = _starting_marks(spark, cfg, history)
+    bronze, shape_rows, written, segmented, scan = _bronze_shapes(spark, cfg, history, marks, since)
+    tables, pk_idx = _tables_and_keys(cfg, history, marks, shape_rows, segmented)
     steps = plan_segments(history, tables, marks, shape_rows, segmented)
     work = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
     work.scan = scan
     finished = False
     try:
         lanes = lanes_of(steps)
-        if scan is not None:  # the small segments' rows, in one scan: they are folded on the driver
-            segments, large = work.small_segments(lanes)
-            work.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
-            reads = work.big_reads(lanes)
-            if len(reads) > 1:  # (over the bytes they may take together: each read by itself)
-                work.big = {(r.db, r.table, r.start, r.end): seg
-                             for r, seg in (segment_cells.read_segments(scan, reads) or {}).items()}
-        elif bronze is not None:  # (in one Spark job)
-            slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
-                                                  for c in driver.COLUMNS])
-            segments, large = work.small_segments(lanes)
-            if large:  # columns that may hold large values: only as many bytes as the driver takes
-                fits = set(driver.within_bytes(slim, large, driver.FETCH_BYTES))
-                segments = [s for s in segments if s not in large or s in fits]
-            work.small = driver.fetch(slim, segments)
-        workers = max(1, min(len(lanes), SILVER_THREADS))
-        errors: list[BaseException] = []
-        if workers == 1:
-            for lane in lanes:
-                try:
-                    work.lane(lane)
-                except SilverStepError as e:
-                    errors.append(e)
-        else:  # independent tables MERGE side by side: Spark runs their small jobs concurrently
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
-                for future in [pool.submit(work.lane, lane) for lane in lanes]:
-                    try:
-                        future.result()
-                    except SilverStepError as e:
-                        errors.append(e)
-        if errors:  # every failed table is named; the others were applied
-            raise SilverStepError(f"{len(errors)} table(s) failed:\n" + "\n".join(f"  - {e}" for e in errors)) \
-                from errors[0]
+        _fetch_small(work, lanes, scan, bronze)
+        _run_lanes(work, lanes)
         finished = True
     finally:
         if work.quarantine or work.set_aside:
@@ -242,6 +159,119 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
         if finished:  # the snapshots this run applied: not rebuilt again
             work.marks.update(snaps.new)
         write_watermarks(spark, cfg, work.marks, work.rows, stats.run_id)
+
+
+def _starting_marks(spark: SparkSession, cfg: PipelineConfig, history) -> tuple[dict, str | None, object]:
+    """``(marks, since, snaps)``: each table's watermark, the ingestion time bronze is read from
+    (None: all of it) and the snapshots pending (:func:`snapshots.pending`); the tables rebuilt
+    from their snapshot are rewound to it, and bronze is then read whole."""
+    marks = read_watermarks(spark, cfg)
+    since = read_through_since(marks.get(read_through_key(cfg)))
+    if since is not None:  # (batches that landed after the last run read bronze, begun before it)
+        since = late_since(spark, cfg, since)
+    snaps = snapshots.pending(spark, cfg, marks)
+    marks = {k: v for k, v in marks.items() if k[0] != READ_THROUGH_DB}
+    if snaps.rebuild:  # tables rebuilt from their snapshot: bronze is read whole, from just before it
+        since = None
+        snapshots.follow_renames(history, snaps.rebuild)
+        marks.update(snaps.rebuild)
+        for (db, table), mark in sorted(snaps.rebuild.items()):
+            snapshots.rewind(spark, cfg, silver_table_path(cfg.warehouse, db, table), mark)
+    return marks, since, snaps
+
+
+def _bronze_shapes(spark: SparkSession, cfg: PipelineConfig, history, marks: dict, since) -> tuple:
+    """``(bronze, shape_rows, written, segmented, scan)``: bronze above the marks, its rows counted
+    per table, segment and shape, the shape columns bronze wrote, the tables cut into segments, and
+    delta-rs's scan of it (None on Spark's path); all empty when bronze has nothing new."""
+    backend = cfg.delta.backend
+    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
+    has_new = delta_io.table_exists(bronze_path, spark=spark, backend=backend) and not (
+        since is not None and delta_io.nothing_above(spark, bronze_path, "_ingested_at", since, backend=backend))
+    if not has_new:  # (nothing new: no Spark job at all, only the schema events)
+        return None, [], frozenset(), set(), None
+    # only what was ingested since the last run that finished (the files before are not read)
+    bronze = delta_io.read(spark, bronze_path, backend=backend,
+                           above=None if since is None else ("_ingested_at", since))
+    bronze = above_marks(bronze, marks)
+    xa = state.read_frame(spark, cfg, state.XA)
+    # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
+    # from Parquet (nested pruning; images may hold 100 MB values), and each segment reads its
+    # own rows (with pushed-down filters), each pass only the columns it needs.
+    bronze = drop_rolled_back_xa(bronze, xa)
+    # grouped by segment too: one shape may hold rows on both sides of a segment (an ALTER
+    # that adds a column, then one that drops it), and each segment resolves its own shapes
+    cuts = segments_of(history, marks)
+    segmented = {(db, table) for db, table, _, _ in cuts}
+    # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
+    # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
+    scan = RsScan.open(bronze_path, above=None if since is None else ("_ingested_at", since)) \
+        if delta_io.resolve_backend(spark, backend) == "rs" and xa is None else None
+    counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
+    shape_rows, written = counted if counted is not None else \
+        shape_rows_of(with_segment(bronze, cuts), by=(SEG,))
+    if "_shape" not in written:  # rows of an older bronze: computed per row (read where shapes are filtered)
+        bronze, scan = with_shape(bronze), None
+    return bronze, shape_rows, written, segmented, scan
+
+
+def _tables_and_keys(cfg: PipelineConfig, history, marks: dict, shape_rows: list, segmented: set) -> tuple:
+    """``(tables, pk_idx)``: the tables the run applies (rows or schema events above their mark,
+    and selected by the config), and each segment's and shape's key positions."""
+    tables = {(r["db"], r["table"]) for r in shape_rows}
+    for v in history.all_versions():  # tables with schema events above their watermark (e.g. TRUNCATE)
+        if v.table and v.valid_from > marks.get((v.db, v.table), ""):
+            tables.add((v.db, v.table))
+    tables = sorted(t for t in tables if cfg.tables.matches(*t))
+    pk_idx = {}  # per segment and shape: an ALTER ... ADD COLUMN ... FIRST moves the key within one batch
+    for r in shape_rows:
+        if r["pk_idx"]:
+            seg = (r[SEG] or "") if (r["db"], r["table"]) in segmented else None
+            pk_idx.setdefault((r["db"], r["table"], seg, r["_shape"]), list(r["pk_idx"]))
+    return tables, pk_idx
+
+
+def _fetch_small(work: "_Run", lanes: list, scan, bronze) -> None:
+    """The small segments' rows, fetched for the driver's fold: in one delta-rs scan (and the big
+    segments' reads beside it), or in one Spark job."""
+    if scan is not None:
+        segments, large = work.small_segments(lanes)
+        work.small = bronze_scan.fetch(scan, segments, large, driver.FETCH_BYTES)
+        reads = work.big_reads(lanes)
+        if len(reads) > 1:  # (over the bytes they may take together: each read by itself)
+            work.big = {(r.db, r.table, r.start, r.end): seg
+                        for r, seg in (segment_cells.read_segments(scan, reads) or {}).items()}
+    elif bronze is not None:
+        slim = bronze.select("db", "table", *[slim_image(c, with_name=True).alias(c) if c in _IMAGES else c
+                                              for c in driver.COLUMNS])
+        segments, large = work.small_segments(lanes)
+        if large:  # columns that may hold large values: only as many bytes as the driver takes
+            fits = set(driver.within_bytes(slim, large, driver.FETCH_BYTES))
+            segments = [s for s in segments if s not in large or s in fits]
+        work.small = driver.fetch(slim, segments)
+
+
+def _run_lanes(work: "_Run", lanes: list) -> None:
+    """Apply every lane (independent tables side by side, SILVER_THREADS at once); every failed
+    table is named, and the others are applied."""
+    workers = max(1, min(len(lanes), SILVER_THREADS))
+    errors: list[BaseException] = []
+    if workers == 1:
+        for lane in lanes:
+            try:
+                work.lane(lane)
+            except SilverStepError as e:
+                errors.append(e)
+    else:  # Spark runs the tables' small jobs concurrently
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
+            for future in [pool.submit(work.lane, lane) for lane in lanes]:
+                try:
+                    future.result()
+                except SilverStepError as e:
+                    errors.append(e)
+    if errors:
+        raise SilverStepError(f"{len(errors)} table(s) failed:\n" + "\n".join(f"  - {e}" for e in errors)) \
+            from errors[0]
 
 
 # The bronze columns a segment reads: the change itself, and where it came from (for quarantine).
