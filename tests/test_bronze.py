@@ -25,6 +25,7 @@ from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, TxInfo
 from pipelines.bronze import BronzeError, SourceFile, check_sequence, cut_event, sha256_prefixes, split_range
 from pipelines.config import load_config
+from spark_fixtures import spark  # noqa: F401,E402  (the shared session: one per worker, with delta-spark)
 
 REPO = Path(__file__).resolve().parents[1]
 _ROW_LINE = re.compile(r"^### (INSERT INTO|UPDATE|DELETE FROM) ", re.M)
@@ -32,15 +33,6 @@ _OP = {"INSERT INTO": "c", "UPDATE": "u", "DELETE FROM": "d"}
 
 
 # -- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from pipelines.spark_session import build_session
-
-    session = build_session("test-bronze", "local[2]", None, {"spark.ui.enabled": "false"})
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
 
 
 @pytest.fixture(scope="session")

@@ -117,7 +117,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     """
     layouts: dict[int, _TableLayout] = {}
     err = None
-    events = ignorable = invalid_stmts = 0
+    invalid_stmts = 0
     ops: Counter = Counter()
     skipped: list[tuple[int, int]] = []
     with contextlib.nullcontext(buf) if buf is not None else _task_bytes(w.uri, w.start, w.end, w.storage) as buf:
@@ -144,17 +144,8 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                         tx_ops[row[12]] += 1
                         yield ("row", row)
                     elif type(ch) is StatementChange:
-                        seq = seq_key(w.file_seq, ch.pos, 0)
-                        raw = ch.query.raw if type(ch.query) is InvalidText else None
-                        invalid_stmts += raw is not None
-                        yield ("stmt", (w.name, w.file_seq, ch.pos, seq, ch.db, str(ch.query), _ts(ch.tx.commit_ts),
-                                        ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
-                        if ch.in_group and not is_ddl(ch.query):
-                            # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
-                            yield ("quar", (w.name, w.file_seq, ch.pos,
-                                            "statement-format change cannot be replayed as rows: " + ch.query[:500],
-                                            "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,
-                                            w.run_id, w.ingested_at))
+                        invalid_stmts += type(ch.query) is InvalidText
+                        yield from _statement_records(w, ch, buf)
                 break
             except BinlogError as e:
                 off = e.offset if e.offset is not None else pos
@@ -164,10 +155,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                     skipped.append((tx.begin_pos, tx.end_pos))
                     if tx.begin_pos == tx_begin:
                         tx_ops = Counter()
-                    reason = (f"{e} (transaction [{tx.begin_pos}, {tx.end_pos}) skipped and kept whole in this "
-                              f"row; the rest of the file lands)")
-                    yield ("quar", (w.name, w.file_seq, tx.begin_pos, reason, type(e).__name__, DECODER_VERSION,
-                                    bytes(buf[tx.begin_pos : tx.end_pos]), None, w.run_id, w.ingested_at))
+                    yield _skipped_tx_record(w, e, tx, buf)
                     pos = tx.end_pos
                     if pos >= w.end:
                         break
@@ -175,27 +163,55 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                 cut = tx.begin_pos if tx is not None else off
                 err = (off, cut, str(e), type(e).__name__)
         ops.update(tx_ops)  # (emptied when its transaction was skipped)
-        stop = err[1] if err else w.end
-        # one framing pass: count the events, find the unknown ones
-        try:
-            with BinlogFile(buf, name=w.name, verify_checksums=False) as bf:
-                for raw in bf.events(w.start, stop):
-                    h = raw.header
-                    events += 1
-                    if h.type_code in EVENT_DECODERS:
-                        continue
-                    if h.flags & EventFlag.IGNORABLE:
-                        ignorable += 1
-                    elif not any(b <= h.pos < e for b, e in skipped):
-                        reason = (f"{w.name}: offset {h.pos}: unknown event type {h.type_code}, not flagged "
-                                  f"ignorable: kept here undecoded, the events around it land")
-                        yield ("quar", (w.name, w.file_seq, h.pos, reason, "UnknownEvent", DECODER_VERSION,
-                                        bytes(buf[h.pos : min(h.end_pos, h.pos + MAX_RAW_EVENT)]), None,
-                                        w.run_id, w.ingested_at))
-        except BinlogError:
-            pass
+        events, ignorable = yield from _framing_pass(w, buf, err[1] if err else w.end, skipped)
     invalid = invalid_stmts + sum(lay.invalid_text for lay in layouts.values())
     yield ("stat", (w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable, invalid))
+
+
+def _statement_records(w: WorkRange, ch: StatementChange, buf) -> Iterator[tuple]:
+    """A statement's ``_pipeline/ddl`` row, and a quarantine row when it is a statement-format
+    change (a row change logged as SQL, which bronze cannot replay as rows)."""
+    raw = ch.query.raw if type(ch.query) is InvalidText else None
+    yield ("stmt", (w.name, w.file_seq, ch.pos, seq_key(w.file_seq, ch.pos, 0), ch.db, str(ch.query),
+                    _ts(ch.tx.commit_ts), ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
+    if ch.in_group and not is_ddl(ch.query):
+        # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
+        yield ("quar", (w.name, w.file_seq, ch.pos,
+                        "statement-format change cannot be replayed as rows: " + ch.query[:500],
+                        "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,
+                        w.run_id, w.ingested_at))
+
+
+def _skipped_tx_record(w: WorkRange, e: BinlogError, tx, buf) -> tuple:
+    """The quarantine row of a transaction skipped whole (its framing is sound): all its bytes."""
+    reason = (f"{e} (transaction [{tx.begin_pos}, {tx.end_pos}) skipped and kept whole in this "
+              f"row; the rest of the file lands)")
+    return ("quar", (w.name, w.file_seq, tx.begin_pos, reason, type(e).__name__, DECODER_VERSION,
+                     bytes(buf[tx.begin_pos : tx.end_pos]), None, w.run_id, w.ingested_at))
+
+
+def _framing_pass(w: WorkRange, buf, stop: int, skipped: list[tuple[int, int]]):
+    """One framing pass over ``[w.start, stop)``: yields a quarantine row per unknown event not
+    flagged ignorable (outside the skipped transactions), and returns ``(events, ignorable)``."""
+    events = ignorable = 0
+    try:
+        with BinlogFile(buf, name=w.name, verify_checksums=False) as bf:
+            for raw in bf.events(w.start, stop):
+                h = raw.header
+                events += 1
+                if h.type_code in EVENT_DECODERS:
+                    continue
+                if h.flags & EventFlag.IGNORABLE:
+                    ignorable += 1
+                elif not any(b <= h.pos < e for b, e in skipped):
+                    reason = (f"{w.name}: offset {h.pos}: unknown event type {h.type_code}, not flagged "
+                              f"ignorable: kept here undecoded, the events around it land")
+                    yield ("quar", (w.name, w.file_seq, h.pos, reason, "UnknownEvent", DECODER_VERSION,
+                                    bytes(buf[h.pos : min(h.end_pos, h.pos + MAX_RAW_EVENT)]), None,
+                                    w.run_id, w.ingested_at))
+    except BinlogError:
+        pass
+    return events, ignorable
 
 
 def _range_index(buf, w: WorkRange) -> FileIndex:
