@@ -331,17 +331,7 @@ def build_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     with _environment(launch_env):
-        try:
-            session = builder.getOrCreate()
-        except Exception as e:
-            if archive is None or "JAVA_GATEWAY_EXITED" not in str(e):
-                raise
-            # an archive the JVM cannot map (written by another build, damaged): start without it
-            _log.warning(f"the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
-                         f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
-                         f"create --force")
-            builder = builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip())
-            session = builder.getOrCreate()
+        session = _started(builder, conf, archive)
     if log_level:
         session.sparkContext.setLogLevel(log_level.upper())
     elif submitted and not verbose and "spark.log.level" not in (extra_conf or {}):
@@ -350,6 +340,20 @@ def build_session(
         _quiet_pyspark_loggers()
     storage.use(storage.from_spark(session))  # the S3/HDFS settings of pyarrow, delta-rs and the lock
     return session
+
+
+def _started(builder, conf: dict, archive: str | None) -> SparkSession:
+    """``builder``'s session; a JVM that cannot map its class-data archive (written by another
+    build, damaged) is started again without it."""
+    try:
+        return builder.getOrCreate()
+    except Exception as e:
+        if archive is None or "JAVA_GATEWAY_EXITED" not in str(e):
+            raise
+        _log.warning(f"the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
+                     f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
+                     f"create --force")
+        return builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip()).getOrCreate()
 
 
 QUIET_LOG4J = Path(__file__).resolve().parent / "jvm" / "log4j2-quiet.properties"

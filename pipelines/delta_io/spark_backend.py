@@ -369,34 +369,32 @@ def merge_spark(
             .alias(target_alias)
             .merge(source.alias(source_alias), on)
         )
-        for clause in clauses:
-            values = (
-                None
-                if clause.assignments is None
-                else {quote_ident(k): v for k, v in clause.assignments.items()}
-            )
-            if clause.kind == "update":
-                builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
-            elif clause.kind == "delete":
-                builder = builder.whenMatchedDelete(condition=clause.condition)
-            else:
-                builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
-        metrics = builder.execute()
+        metrics = _with_clauses(builder, clauses).execute()
         _pin_after(spark, path, pin, "merge", guarded=True)
         return metrics
 
-    metrics_df = _commit("merge", path, attempt)
-    counts = {"inserted": 0, "updated": 0, "deleted": 0}
-    if metrics_df is not None:
-        rows = metrics_df.collect()
-        if rows:
-            row = rows[0].asDict()
-            counts = {
-                "inserted": int(row.get("num_inserted_rows") or 0),
-                "updated": int(row.get("num_updated_rows") or 0),
-                "deleted": int(row.get("num_deleted_rows") or 0),
-            }
-    return MergeResult(backend="spark", **counts)
+    return _merge_result(_commit("merge", path, attempt))
+
+
+def _with_clauses(builder, clauses: Sequence[MergeClause]):
+    """delta-spark's merge builder with each clause, in order."""
+    for clause in clauses:
+        values = None if clause.assignments is None else {quote_ident(k): v for k, v in clause.assignments.items()}
+        if clause.kind == "update":
+            builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+        elif clause.kind == "delete":
+            builder = builder.whenMatchedDelete(condition=clause.condition)
+        else:
+            builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
+    return builder
+
+
+def _merge_result(metrics_df: DataFrame | None) -> MergeResult:
+    """The counts of delta-spark's MERGE metrics (none: the MERGE was recorded before)."""
+    row = (metrics_df.collect() or [None])[0] if metrics_df is not None else None
+    row = row.asDict() if row is not None else {}
+    return MergeResult(backend="spark", inserted=int(row.get("num_inserted_rows") or 0),
+                       updated=int(row.get("num_updated_rows") or 0), deleted=int(row.get("num_deleted_rows") or 0))
 
 
 class SparkBackend:
