@@ -350,20 +350,10 @@ def apply_changes(
     if txn_app_id is not None:
         last = delta_io.last_txn_version(path, txn_app_id, spark=spark, backend=which)
         if last is not None and last >= txn_version:
-            return ApplyStats(
-                skipped_by_txn=True,
-                backend=which,
-                table_path=path,
-                watermark=read_watermark(path, spark=spark, backend=which),
-            )
+            return ApplyStats(skipped_by_txn=True, backend=which, table_path=path,
+                              watermark=read_watermark(path, spark=spark, backend=which))
 
-    target, to_add, names = _plan_schema(current, specs, scd2, own)
-    added: list[str] = []
-    if not exists:
-        delta_io.create_if_missing(path, target, spark=spark, backend=which, properties=properties)
-    elif to_add:
-        added = delta_io.add_columns(path, to_add, spark=spark, backend=which)
-
+    target, names, added = _evolved(spark, path, which, current, specs, scd2, own, properties)
     # Source names are the specs'; silver may spell a column in another case (MySQL renames).
     silver_name = {spec: silver for silver, spec in names.items()}
     keys = None if keys is None else [silver_name[k] for k in keys]
@@ -397,36 +387,12 @@ def apply_changes(
         identity = [silver for silver in target.fieldNames() if silver in names]
         plan = _plan_keyless(changes, target, names, identity, table, small, delete_mode, own)
     new_mark = overview["max_seq"]
-    try:
-        delta_io.merge(
-            spark,
-            path,
-            plan.source,
-            plan.on,
-            plan.clauses,
-            backend=which,
-            txn_app_id=txn_app_id,
-            txn_version=txn_version,
-            user_metadata=watermark_metadata(new_mark),
-            source_schema=plan.source_schema,
-            # big batches of a keyed table MERGE in parts (by key hash) with delta-rs
-            split_by=keys if keys is not None and not scd2 else None,
-            source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
-                         if keys is not None and not scd2 else None),
-        )
-    finally:
-        plan.cached.unpersist()
+    _merge_plan(spark, path, plan, which, txn_app_id, txn_version, new_mark,
+                split_by=keys if not scd2 else None)
     counts = plan.counts
-    return ApplyStats(
-        inserted=counts.get("inserted", 0),
-        updated=counts.get("updated", 0),
-        deleted=counts.get("deleted", 0),
-        unchanged=counts.get("unchanged", 0),
-        missing_deletes=counts.get("missing_deletes", 0),
-        watermark=new_mark,
-        committed=True,
-        **base,
-    )
+    return ApplyStats(inserted=counts.get("inserted", 0), updated=counts.get("updated", 0),
+                      deleted=counts.get("deleted", 0), unchanged=counts.get("unchanged", 0),
+                      missing_deletes=counts.get("missing_deletes", 0), watermark=new_mark, committed=True, **base)
 
 
 _FRESH = f"{_P}fresh"  # a change above the table's watermark
@@ -444,6 +410,33 @@ def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) ->
     if scd2 and keys is None:
         raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
     return keys
+
+
+def _evolved(spark, path: str, which: str, current, specs, scd2: bool, own: OwnColumns,
+             properties: dict[str, str] | None) -> tuple:
+    """``(target, names, added)``: the table created (with ``properties``) or its schema evolved to
+    hold ``specs``; the silver schema, silver's name of each source column, the columns added."""
+    target, to_add, names = _plan_schema(current, specs, scd2, own)
+    added: list[str] = []
+    if current is None:
+        delta_io.create_if_missing(path, target, spark=spark, backend=which, properties=properties)
+    elif to_add:
+        added = delta_io.add_columns(path, to_add, spark=spark, backend=which)
+    return target, names, added
+
+
+def _merge_plan(spark, path: str, plan, which: str, txn_app_id: str | None, txn_version: int | None,
+                new_mark: str, *, split_by: list[str] | None) -> None:
+    """MERGE a plan's source with its clauses, stamping the new watermark; ``split_by``: a keyed
+    (not SCD2) table's keys, by whose hash delta-rs MERGEs a big batch in parts."""
+    try:
+        delta_io.merge(spark, path, plan.source, plan.on, plan.clauses, backend=which, txn_app_id=txn_app_id,
+                       txn_version=txn_version, user_metadata=watermark_metadata(new_mark),
+                       source_schema=plan.source_schema, split_by=split_by,
+                       source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
+                                    if split_by is not None else None))
+    finally:
+        plan.cached.unpersist()
 
 
 def _overview(marked: DataFrame, changes_df: DataFrame) -> dict:
