@@ -131,72 +131,93 @@ def _normalize(sql: str) -> tuple[str, list[str]]:
                 drop(j, j + 2)
             elif w(j) == "IF" and w(j + 1) == "NOT" and w(j + 2) == "EXISTS":
                 drop(j, j + 3)
-        elif word == "LONG" and w(i + 1) in ("VARCHAR", "VARBINARY"):
-            edits.append((toks[i].start, toks[i + 1].end + 1, "MEDIUMTEXT" if w(i + 1) == "VARCHAR" else "MEDIUMBLOB"))
-            i += 2
-            continue
-        elif word == "NATIONAL" and w(i + 1) in ("CHAR", "CHARACTER", "VARCHAR"):
-            j = i + 2
-            kind = "NVARCHAR" if w(i + 1) == "VARCHAR" or w(j) == "VARYING" else "NCHAR"
-            if w(j) == "VARYING":
-                j += 1
-            edits.append((toks[i].start, toks[j - 1].end + 1, kind))
-            i = j
-            continue
-        elif word in ("CHAR", "CHARACTER") and w(i + 1) == "VARYING":
-            edits.append((toks[i].start, toks[i + 1].end + 1, "VARCHAR"))
-            i += 2
+        elif (spelled := _type_spelling(toks, w, i)) is not None:  # LONG VARCHAR, NATIONAL CHAR, ...
+            edits.append(spelled[0])
+            i = spelled[1]
             continue
         elif word == "BYTE" and w(i - 1) == "CHAR":
             edits.append((toks[i - 1].start, toks[i].end + 1, "BINARY"))
         elif word == "CONVERT" and w(i + 1) == "TO" and w(i + 2) in ("CHARACTER", "CHARSET"):
-            j = i + 3 if w(i + 2) == "CHARSET" else i + 4  # CHARACTER SET
-            charset = toks[j].text if j < n else ""
-            j += 1
-            if w(j) == "COLLATE":
-                j += 2
+            charset, (a, b), i = _convert_clause(toks, w, i)
             converts.append(charset)
-            # remove the clause with one neighbouring comma
-            a, b = i, j
-            if b < n and toks[b].token_type == TokenType.COMMA:
-                b += 1
-            elif a > 0 and toks[a - 1].token_type == TokenType.COMMA:
-                a -= 1
-            drop(a, min(b, n))
-            i = j
+            drop(a, b)
             continue
         elif word == "ADD" and w(i - 1) != "PARTITION":
-            j = i + 1
-            if w(j) == "COLUMN":
-                j += 1
-            if w(j) == "IF" and w(j + 1) == "NOT" and w(j + 2) == "EXISTS":
-                j += 3
-            if j < n and toks[j].token_type == TokenType.L_PAREN:
-                # ADD [COLUMN] (a INT, b INT) -> ADD COLUMN a INT, ADD COLUMN b INT
-                depth, k, parts, start = 0, j, [], j + 1
-                while k < n:
-                    tt = toks[k].token_type
-                    if tt == TokenType.L_PAREN:
-                        depth += 1
-                    elif tt == TokenType.R_PAREN:
-                        depth -= 1
-                        if depth == 0:
-                            parts.append((start, k))
-                            break
-                    elif tt == TokenType.COMMA and depth == 1:
-                        parts.append((start, k))
-                        start = k + 1
-                    k += 1
-                if k < n and parts and all(a < b for a, b in parts):
-                    texts = [sql[toks[a].start : toks[b - 1].end + 1] for a, b in parts]
-                    edits.append((toks[i].start, toks[k].end + 1, ", ".join("ADD COLUMN " + t for t in texts)))
-                    i = k + 1
-                    continue
+            split = _add_column_list(sql, toks, w, i)
+            if split is not None:
+                edits.append(split[0])
+                i = split[1]
+                continue
         i += 1
     text = sql
     for start, end, rep in sorted(edits, reverse=True):
         text = text[:start] + rep + text[end:]
     return " ".join(text.split()) if edits else text, converts
+
+
+def _type_spelling(toks, w, i: int) -> tuple[tuple[int, int, str], int] | None:
+    """A type's other spelling at token ``i`` (``LONG VARCHAR``, ``NATIONAL CHAR [VARYING]``,
+    ``CHAR VARYING``) as sqlglot's: the edit and the token after it; None for anything else."""
+    word = w(i)
+    if word == "LONG" and w(i + 1) in ("VARCHAR", "VARBINARY"):
+        return (toks[i].start, toks[i + 1].end + 1, "MEDIUMTEXT" if w(i + 1) == "VARCHAR" else "MEDIUMBLOB"), i + 2
+    if word == "NATIONAL" and w(i + 1) in ("CHAR", "CHARACTER", "VARCHAR"):
+        j = i + 2
+        kind = "NVARCHAR" if w(i + 1) == "VARCHAR" or w(j) == "VARYING" else "NCHAR"
+        if w(j) == "VARYING":
+            j += 1
+        return (toks[i].start, toks[j - 1].end + 1, kind), j
+    if word in ("CHAR", "CHARACTER") and w(i + 1) == "VARYING":
+        return (toks[i].start, toks[i + 1].end + 1, "VARCHAR"), i + 2
+    return None
+
+
+def _convert_clause(toks, w, i: int) -> tuple[str, tuple[int, int], int]:
+    """``CONVERT TO CHARACTER SET cs [COLLATE c]`` at token ``i``: its charset, the tokens to drop
+    (the clause with one neighbouring comma) and the token after the clause."""
+    n = len(toks)
+    j = i + 3 if w(i + 2) == "CHARSET" else i + 4  # CHARACTER SET
+    charset = toks[j].text if j < n else ""
+    j += 1
+    if w(j) == "COLLATE":
+        j += 2
+    a, b = i, j
+    if b < n and toks[b].token_type == TokenType.COMMA:
+        b += 1
+    elif a > 0 and toks[a - 1].token_type == TokenType.COMMA:
+        a -= 1
+    return charset, (a, min(b, n)), j
+
+
+def _add_column_list(sql: str, toks, w, i: int) -> tuple[tuple[int, int, str], int] | None:
+    """``ADD [COLUMN] [IF NOT EXISTS] (a INT, b INT)`` at token ``i`` as ``ADD COLUMN a INT, ADD
+    COLUMN b INT``: the edit and the token after the list; None for any other ADD."""
+    n = len(toks)
+    j = i + 1
+    if w(j) == "COLUMN":
+        j += 1
+    if w(j) == "IF" and w(j + 1) == "NOT" and w(j + 2) == "EXISTS":
+        j += 3
+    if not (j < n and toks[j].token_type == TokenType.L_PAREN):
+        return None
+    depth, k, parts, start = 0, j, [], j + 1
+    while k < n:
+        tt = toks[k].token_type
+        if tt == TokenType.L_PAREN:
+            depth += 1
+        elif tt == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                parts.append((start, k))
+                break
+        elif tt == TokenType.COMMA and depth == 1:
+            parts.append((start, k))
+            start = k + 1
+        k += 1
+    if not (k < n and parts and all(a < b for a, b in parts)):
+        return None
+    texts = [sql[toks[a].start : toks[b - 1].end + 1] for a, b in parts]
+    return (toks[i].start, toks[k].end + 1, ", ".join("ADD COLUMN " + t for t in texts)), k + 1
 
 
 def _after_float_type(toks, words, i: int) -> bool:
