@@ -276,7 +276,28 @@ def _int_param(p) -> int:
 def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
     """(column, inline key 'primary'|'unique'|None, explicit charset given, json check)."""
     name = _ident(cd.this)
-    dtype = cd.args.get("kind")
+    tname, mtype, unsigned, length, decimals, values = _column_type(name, cd.args.get("kind"))
+    charset = "utf8mb3" if tname in ("NCHAR", "NVARCHAR") else None
+    a = _column_attributes(cd, charset)
+    if a["zerofill"]:
+        unsigned = True
+    nullable, key, charset = a["nullable"], a["key"], a["charset"]
+    if tname == "SERIAL":
+        nullable, key = False, key or "unique"
+    if a["json_check"] and mtype == "LONGTEXT":
+        mtype = "JSON"
+    if charset == "binary" and mtype in _BINARY_OF:
+        mtype = _BINARY_OF[mtype]
+    if mtype in _BINARY_TYPES:
+        charset = "binary"
+    col = ColumnDef(name, mtype, length, decimals, unsigned, nullable, charset, values, a["generated"],
+                    a["invisible"], a["default"])
+    return col, key, a["explicit_charset"], a["json_check"]
+
+
+def _column_type(name: str, dtype) -> tuple[str, str, bool, int | None, int | None, tuple[str, ...]]:
+    """``(sqlglot's type name, MySQL type, unsigned, length, decimals, ENUM/SET values)`` of a
+    column's type, with the lengths MySQL fills in."""
     if not isinstance(dtype, exp.DataType):
         raise DdlError(f"column {name!r} has no type")
     tname = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
@@ -292,7 +313,6 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
     params = [p for p in dtype.expressions or []]
     length = decimals = None
     values: tuple[str, ...] = ()
-    charset = None
     if mtype in ("ENUM", "SET"):
         values = tuple(str(p.this) for p in params)
     elif mtype == "VECTOR":
@@ -301,14 +321,10 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
         nums = [_int_param(p) for p in params]
         if mtype in _FSP_TYPES:
             decimals = nums[0]
-        elif mtype == "YEAR":
-            pass
-        else:
+        elif mtype != "YEAR":
             length = nums[0]
             if len(nums) > 1:
                 decimals = nums[1]
-    if tname in ("NCHAR", "NVARCHAR"):
-        charset = "utf8mb3"
     if tname == "BOOLEAN":
         length = 1
     # defaults MySQL fills in
@@ -322,57 +338,50 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
         length = None
     elif mtype == "YEAR":
         length = 4
-    nullable = True
-    key = None
-    generated = None
-    invisible = False
-    default = None
-    explicit_charset = charset is not None
-    json_check = False
-    binary_attr = False
+    return tname, mtype, unsigned, length, decimals, values
+
+
+def _column_attributes(cd: exp.ColumnDef, charset: str | None) -> dict:
+    """A column definition's attributes after its type: NULL, inline key, generated, INVISIBLE,
+    DEFAULT, charset and collation (``charset``: the type's own, NCHAR's), ZEROFILL, a JSON check."""
+    a = dict(nullable=True, key=None, generated=None, invisible=False, default=None, charset=charset,
+             explicit_charset=charset is not None, json_check=False, zerofill=False)
     for c in cd.args.get("constraints") or []:
         k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
         if isinstance(k, exp.NotNullColumnConstraint):
-            nullable = bool(k.args.get("allow_null"))
+            a["nullable"] = bool(k.args.get("allow_null"))
         elif isinstance(k, exp.PrimaryKeyColumnConstraint):
-            key, nullable = "primary", False
+            a["key"], a["nullable"] = "primary", False
         elif isinstance(k, exp.UniqueColumnConstraint):
-            key = key or "unique"
+            a["key"] = a["key"] or "unique"
         elif isinstance(k, exp.ComputedColumnConstraint):
-            generated = "STORED" if k.args.get("persisted") else "VIRTUAL"
+            a["generated"] = "STORED" if k.args.get("persisted") else "VIRTUAL"
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and k.args.get("expression") is not None:
-            generated = "STORED" if k.args.get("persisted") else "VIRTUAL"
+            a["generated"] = "STORED" if k.args.get("persisted") else "VIRTUAL"
         elif isinstance(k, exp.InvisibleColumnConstraint):
-            invisible = True
+            a["invisible"] = True
         elif isinstance(k, exp.DefaultColumnConstraint):
-            default = _literal_text(k.this)
+            a["default"] = _literal_text(k.this)
         elif isinstance(k, exp.CharacterSetColumnConstraint):
-            charset, explicit_charset = _norm_charset(_ident(k.this)), True
+            a["charset"], a["explicit_charset"] = _norm_charset(_ident(k.this)), True
         elif isinstance(k, exp.CollateColumnConstraint):
-            if charset is None:
-                charset = charset_of_collation(_ident(k.this))
-            explicit_charset = True
+            if a["charset"] is None:
+                a["charset"] = charset_of_collation(_ident(k.this))
+            a["explicit_charset"] = True
         elif isinstance(k, exp.ZeroFillColumnConstraint):
-            unsigned = True
-        elif isinstance(k, exp.BinaryColumnConstraint):
-            binary_attr = True  # binary collation of the charset, not the binary charset
+            a["zerofill"] = True
         elif isinstance(k, exp.CheckColumnConstraint):
-            body = k.this
-            if isinstance(body, exp.Anonymous) and body.name.lower() == "json_valid":
-                json_check = True
-            elif isinstance(body, exp.Func) and type(body).__name__.lower().startswith("json") and "valid" in type(body).__name__.lower():
-                json_check = True
-    del binary_attr
-    if tname == "SERIAL":
-        nullable, key = False, key or "unique"
-    if json_check and mtype == "LONGTEXT":
-        mtype = "JSON"
-    if charset == "binary" and mtype in _BINARY_OF:
-        mtype = _BINARY_OF[mtype]
-    if mtype in _BINARY_TYPES:
-        charset = "binary"
-    col = ColumnDef(name, mtype, length, decimals, unsigned, nullable, charset, values, generated, invisible, default)
-    return col, key, explicit_charset, json_check
+            a["json_check"] = a["json_check"] or _is_json_check(k.this)
+        # (BINARY: the binary collation of the charset, not the binary charset: nothing to keep)
+    return a
+
+
+def _is_json_check(body) -> bool:
+    """``CHECK (json_valid(c))``, as MariaDB writes a JSON column's definition."""
+    if isinstance(body, exp.Anonymous):
+        return body.name.lower() == "json_valid"
+    name = type(body).__name__.lower()
+    return isinstance(body, exp.Func) and name.startswith("json") and "valid" in name
 
 
 def _literal_text(node) -> str | None:
