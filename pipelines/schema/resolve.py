@@ -245,6 +245,46 @@ def choose_keys(names: Sequence[str], override: Sequence[str] | None, table_map_
     return (), "none"
 
 
+class _Rejected(Exception):
+    """Why a shape's column cannot be resolved (its shape goes to quarantine)."""
+
+
+def _column_spec(c: ImageColumn, lt: BinlogType, named: bool, version: SchemaVersion | None, where: str,
+                 db_charset: str | None) -> tuple:
+    """``(spec, value fix)`` of one image column: by its name from the table map (the DDL's
+    definition when it agrees with the logged type, else the logged type alone), or by its
+    position in the DDL/seed ``version``; raises :class:`_Rejected`."""
+    schema = version.schema if version is not None else None
+    if named:
+        ddl_col = None
+        if schema is not None:
+            i = schema.index_of(c.name)
+            ddl_col = schema.columns[i] if i is not None else None
+        if ddl_col is not None and compatible(ddl_col, lt):
+            return (spec_from_ddl(replace(ddl_col, name=c.name), c.idx, lt, metadata=True),
+                    _value_fix(ddl_col, lt, True, db_charset))
+        try:
+            return spec_from_binlog(c.name, lt, c.idx), None
+        except ValueError as e:
+            raise _Rejected(str(e)) from None
+    if schema is None:
+        raise _Rejected(f"no column names for {where}: the table map has no FULL metadata "
+                        f"(binlog_row_metadata=FULL), and there is no CREATE TABLE in the binlogs "
+                        f"and no seed for it")
+    ddl_source = "seed" if version.kind == SEED else "ddl"
+    if c.idx >= len(schema.columns):
+        raise _Rejected(f"the row has a column #{c.idx + 1} ({c.type}) but the schema of {where} "
+                        f"({ddl_source} at _seq {version.valid_from or 'start'}) has "
+                        f"{len(schema.columns)} columns: {', '.join(schema.names)}")
+    ddl_col = schema.columns[c.idx]
+    if not compatible(ddl_col, lt):
+        raise _Rejected(f"column #{c.idx + 1} of {where} is logged as {c.type} but the schema "
+                        f"({ddl_source} at _seq {version.valid_from or 'start'}) declares "
+                        f"{ddl_col.name} {ddl_col.type_text()}")
+    return (spec_from_ddl(ddl_col, c.idx, lt, metadata=lt.charset is not None or lt.unsigned),
+            _value_fix(ddl_col, lt, False, db_charset))
+
+
 def resolve_columns(db: str, table: str, version: SchemaVersion | None, shapes: Iterable[Sequence[ImageColumn]], *,
                     key_override: Sequence[str] | None = None, table_map_key_idx: Sequence[int] | None = None,
                     db_charset: str | None = None) -> Resolution:
@@ -276,40 +316,11 @@ def resolve_columns(db: str, table: str, version: SchemaVersion | None, shapes: 
         new_fixes: dict[int, tuple] = {}
         for c in shape:
             lt = logged[c.idx]
-            if named:
-                ddl_col = None
-                if schema is not None:
-                    i = schema.index_of(c.name)
-                    ddl_col = schema.columns[i] if i is not None else None
-                if ddl_col is not None and compatible(ddl_col, lt):
-                    spec = spec_from_ddl(replace(ddl_col, name=c.name), c.idx, lt, metadata=True)
-                    fix = _value_fix(ddl_col, lt, True, db_charset)
-                else:
-                    try:
-                        spec = spec_from_binlog(c.name, lt, c.idx)
-                    except ValueError as e:
-                        problem = str(e)
-                        break
-                    fix = None
-            else:
-                if schema is None:
-                    problem = (f"no column names for {where}: the table map has no FULL metadata "
-                               f"(binlog_row_metadata=FULL), and there is no CREATE TABLE in the binlogs "
-                               f"and no seed for it")
-                    break
-                if c.idx >= len(schema.columns):
-                    problem = (f"the row has a column #{c.idx + 1} ({c.type}) but the schema of {where} "
-                               f"({ddl_source} at _seq {version.valid_from or 'start'}) has "
-                               f"{len(schema.columns)} columns: {', '.join(schema.names)}")
-                    break
-                ddl_col = schema.columns[c.idx]
-                if not compatible(ddl_col, lt):
-                    problem = (f"column #{c.idx + 1} of {where} is logged as {c.type} but the schema "
-                               f"({ddl_source} at _seq {version.valid_from or 'start'}) declares "
-                               f"{ddl_col.name} {ddl_col.type_text()}")
-                    break
-                spec = spec_from_ddl(ddl_col, c.idx, lt, metadata=lt.charset is not None or lt.unsigned)
-                fix = _value_fix(ddl_col, lt, False, db_charset)
+            try:
+                spec, fix = _column_spec(c, lt, named, version, where, db_charset)
+            except _Rejected as e:
+                problem = str(e)
+                break
             prev = specs.get(c.idx)
             if prev is not None and (prev.name.lower() != spec.name.lower() or
                                      prev.mysql_type != spec.mysql_type):
