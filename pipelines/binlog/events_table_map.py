@@ -188,9 +188,9 @@ def _charsets_for(
     return None
 
 
-def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -> dict[str, Any]:
-    """Decode the optional-metadata TLVs (type byte, packed length, value) and
-    map the per-kind lists onto columns."""
+def _tlv_fields(raw: bytes) -> tuple[dict[int, bytes], list[tuple[int, bytes]]]:
+    """The optional-metadata TLVs (type byte, packed length, value): the known fields by type
+    (each at most once) and the unknown ones in order."""
     fields: dict[int, bytes] = {}
     unknown: list[tuple[int, bytes]] = []
     off = 0
@@ -206,7 +206,29 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
             fields[ftype] = value
         else:
             unknown.append((ftype, value))
+    return fields, unknown
 
+
+def _primary_key(fields: dict[int, bytes], n: int) -> tuple[tuple[int, int], ...]:
+    """``(column, prefix length)`` of each key part, from SIMPLE_PRIMARY_KEY (prefix 0) and
+    PRIMARY_KEY_WITH_PREFIX."""
+    pk: list[tuple[int, int]] = []
+    if OPT_SIMPLE_PRIMARY_KEY in fields:
+        pk += [(i, 0) for i in _tlv_ints(fields[OPT_SIMPLE_PRIMARY_KEY], "SIMPLE_PRIMARY_KEY")]
+    if OPT_PRIMARY_KEY_WITH_PREFIX in fields:
+        ints = _tlv_ints(fields[OPT_PRIMARY_KEY_WITH_PREFIX], "PRIMARY_KEY_WITH_PREFIX")
+        if len(ints) % 2:
+            raise CorruptEvent("PRIMARY_KEY_WITH_PREFIX has an odd count of numbers")
+        pk += list(zip(ints[::2], ints[1::2]))
+    if any(i >= n for i, _ in pk):
+        raise CorruptEvent(f"primary key names a column beyond the {n} of the table")
+    return tuple(pk)
+
+
+def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -> dict[str, Any]:
+    """Decode the optional-metadata TLVs (type byte, packed length, value) and
+    map the per-kind lists onto columns."""
+    fields, unknown = _tlv_fields(raw)
     n = len(real_types)
     character = MARIADB_CHARACTER_TYPES if mariadb else MYSQL_CHARACTER_TYPES
     numeric = MARIADB_NUMERIC_TYPES if mariadb else MYSQL_NUMERIC_TYPES
@@ -250,18 +272,8 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
             out[key] = _decode_members(out[key], out.get("column_charsets"))
     if OPT_GEOMETRY_TYPE in fields:
         out["geometry_types"] = _spread(_tlv_ints(fields[OPT_GEOMETRY_TYPE], "GEOMETRY_TYPE"), idx_geo, n, "GEOMETRY_TYPE")
-    pk: list[tuple[int, int]] = []
-    if OPT_SIMPLE_PRIMARY_KEY in fields:
-        pk += [(i, 0) for i in _tlv_ints(fields[OPT_SIMPLE_PRIMARY_KEY], "SIMPLE_PRIMARY_KEY")]
-    if OPT_PRIMARY_KEY_WITH_PREFIX in fields:
-        ints = _tlv_ints(fields[OPT_PRIMARY_KEY_WITH_PREFIX], "PRIMARY_KEY_WITH_PREFIX")
-        if len(ints) % 2:
-            raise CorruptEvent("PRIMARY_KEY_WITH_PREFIX has an odd count of numbers")
-        pk += list(zip(ints[::2], ints[1::2]))
     if OPT_SIMPLE_PRIMARY_KEY in fields or OPT_PRIMARY_KEY_WITH_PREFIX in fields:
-        if any(i >= n for i, _ in pk):
-            raise CorruptEvent(f"primary key names a column beyond the {n} of the table")
-        out["primary_key"] = tuple(pk)
+        out["primary_key"] = _primary_key(fields, n)
     if OPT_COLUMN_VISIBILITY in fields:
         bits = _bits_msb(fields[OPT_COLUMN_VISIBILITY])
         if len(bits) < n:
