@@ -605,10 +605,18 @@ class _Plan(NamedTuple):
 
 def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
     """How the compiled decoder reads column ``spec`` (``k``: its position in the image)."""
-    t = spec.type
-    code = _STRUCT_CODES.get((t, spec.unsigned))
+    code = _STRUCT_CODES.get((spec.type, spec.unsigned))
     if code:
         return _Plan("struct", struct.calcsize("<" + code), code, "{0}")
+    planner = _PLANNERS.get(spec.type)
+    if planner is None:
+        raise UnsupportedType(f"{spec.name} is not supported")
+    return planner(spec, k, env)
+
+
+def _plan_fixed(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    """FLOAT, DOUBLE, INT24, YEAR, DATE, NULL: fixed sizes read by ``struct``."""
+    t = spec.type
     if t == CT.FLOAT:
         return _Plan("struct", 4, "f", "{0}")
     if t == CT.DOUBLE:
@@ -620,77 +628,98 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
     if t in (CT.DATE, CT.NEWDATE):
         env["_date"] = T.date_from_int
         return _Plan("struct", 3, "HB", "_date({0} | {1} << 16)")
-    if t == CT.NULL:
-        return _Plan("inline", 0, lines=lambda base, rel, target: [f"{target} = None"])
-    if t == CT.ENUM:
-        if spec.length not in (1, 2):
-            raise CorruptEvent(f"{spec.name}: ENUM of {spec.length} bytes (1 or 2 allowed)")
-        code = "B" if spec.length == 1 else "H"
-        if spec.enum_values is None:
-            return _Plan("struct", spec.length, code, "{0}")
-        env[f"_e{k}"] = ("",) + tuple(spec.enum_values)
-        return _Plan("struct", spec.length, code, f"_e{k}[{{0}}]")
-    if t == CT.SET:
-        n = spec.length
-        if not 1 <= n <= 8:
-            raise CorruptEvent(f"{spec.name}: SET of {n} bytes (1..8 allowed)")
-        env[f"_sv{k}"] = lambda bits, _s=spec: set_value(bits, _s)
-        wrap = "{}" if spec.set_values is None else f"_sv{k}({{}})"
-        if n in _SET_CODES:
-            return _Plan("struct", n, _SET_CODES[n], wrap.format("{0}"))
-        return _Plan("inline", n, lines=lambda base, rel, target: [
-            f"{target} = " + wrap.format(f"int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'little')")])
-    if t == CT.BIT:
-        n = _bit_size(spec)
-        return _Plan("inline", n, lines=lambda base, rel, target: [
-            f"{target} = int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'big')"])
-    if t == CT.NEWDECIMAL:
+    return _Plan("inline", 0, lines=lambda base, rel, target: [f"{target} = None"])  # NULL
+
+
+def _plan_enum(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    if spec.length not in (1, 2):
+        raise CorruptEvent(f"{spec.name}: ENUM of {spec.length} bytes (1 or 2 allowed)")
+    code = "B" if spec.length == 1 else "H"
+    if spec.enum_values is None:
+        return _Plan("struct", spec.length, code, "{0}")
+    env[f"_e{k}"] = ("",) + tuple(spec.enum_values)
+    return _Plan("struct", spec.length, code, f"_e{k}[{{0}}]")
+
+
+def _plan_set(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    n = spec.length
+    if not 1 <= n <= 8:
+        raise CorruptEvent(f"{spec.name}: SET of {n} bytes (1..8 allowed)")
+    env[f"_sv{k}"] = lambda bits, _s=spec: set_value(bits, _s)
+    wrap = "{}" if spec.set_values is None else f"_sv{k}({{}})"
+    if n in _SET_CODES:
+        return _Plan("struct", n, _SET_CODES[n], wrap.format("{0}"))
+    return _Plan("inline", n, lines=lambda base, rel, target: [
+        f"{target} = " + wrap.format(f"int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'little')")])
+
+
+def _plan_bit(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    n = _bit_size(spec)
+    return _Plan("inline", n, lines=lambda base, rel, target: [
+        f"{target} = int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'big')"])
+
+
+def _plan_decimal(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    """NEWDECIMAL (binary), and the pre-5.0 DECIMAL (its digits as text)."""
+    if spec.type == CT.NEWDECIMAL:
         p, s = _decimal_meta(spec)
         env.update(NEWDECIMAL_ENV)
         return _Plan("inline", decimal_bin_size(p, s),
                      lines=lambda base, rel, target: newdecimal_lines(p, s, base, rel, target))
-    if t in (CT.DATETIME2, CT.TIMESTAMP2):
-        fsp = _fsp(spec)
+    if not (isinstance(spec.meta, int) and spec.meta > 0):
+        decode_old_decimal_column(b"", 0, spec)  # raises UnsupportedType
+    env["_old_decimal"] = decode_old_decimal
+    n = spec.meta
+    return _Plan("inline", n, lines=lambda base, rel, target: [
+        f"{target} = _old_decimal(buf, {_at(base, rel)}, {n})[0]"])
+
+
+def _plan_temporal2(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    """DATETIME2, TIMESTAMP2, TIME2 (MySQL 5.6+ and MariaDB 10.1+ with mysql56_temporal_format)."""
+    t, fsp = spec.type, _fsp(spec)
+    if t == CT.DATETIME2:
         env.update(T.TEMPORAL_ENV)
-        if t == CT.DATETIME2:
-            env[f"_f{k}"] = T.datetime2_reader(fsp)
-            return _Plan("inline", T.datetime2_size(fsp),
-                         lines=lambda base, rel, target: T.datetime2_lines(fsp, base, rel, target, f"_f{k}"))
+        env[f"_f{k}"] = T.datetime2_reader(fsp)
+        return _Plan("inline", T.datetime2_size(fsp),
+                     lines=lambda base, rel, target: T.datetime2_lines(fsp, base, rel, target, f"_f{k}"))
+    if t == CT.TIMESTAMP2:
+        env.update(T.TEMPORAL_ENV)
         env[f"_f{k}"] = T.timestamp2_reader(fsp)
         return _Plan("inline", T.timestamp2_size(fsp),
                      lines=lambda base, rel, target: T.timestamp2_lines(fsp, base, rel, target, f"_f{k}"))
-    if t == CT.TIME2:
-        fsp = _fsp(spec)
-        env[f"_f{k}"] = T.time2_reader(fsp)
-        return _Plan("inline", T.time2_size(fsp),
-                     lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)})"])
-    if t in (CT.TIME, CT.DATETIME, CT.TIMESTAMP):
-        dec = _fsp(spec)
-        if dec == 0:
-            env["_time_int"] = T.time_from_int
-            env["_dt_int"] = T.datetime_from_int
-            env["_ts_value"] = T.timestamp_value
-            if t == CT.TIME:
-                return _Plan("struct", 3, "Hb", "_time_int({0} | {1} << 16)")
-            if t == CT.DATETIME:
-                return _Plan("struct", 8, "Q", "_dt_int({0})")
-            return _Plan("struct", 4, "I", "_ts_value({0}, 0, 0)")
-        fn, size = {
-            CT.TIME: (T.decode_time_hires, T.time_hires_size),
-            CT.DATETIME: (T.decode_datetime_hires, T.datetime_hires_size),
-            CT.TIMESTAMP: (T.decode_timestamp_hires, T.timestamp_hires_size),
-        }[t]
-        env[f"_f{k}"] = fn
-        return _Plan("inline", size(dec),
-                     lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)}, {dec})[0]"])
-    if t == CT.DECIMAL:
-        if not (isinstance(spec.meta, int) and spec.meta > 0):
-            decode_old_decimal_column(b"", 0, spec)  # raises UnsupportedType
-        env["_old_decimal"] = decode_old_decimal
-        n = spec.meta
-        return _Plan("inline", n, lines=lambda base, rel, target: [
-            f"{target} = _old_decimal(buf, {_at(base, rel)}, {n})[0]"])
-    # variable length
+    env[f"_f{k}"] = T.time2_reader(fsp)
+    return _Plan("inline", T.time2_size(fsp),
+                 lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)})"])
+
+
+_HIRES = {
+    CT.TIME: (T.decode_time_hires, T.time_hires_size),
+    CT.DATETIME: (T.decode_datetime_hires, T.datetime_hires_size),
+    CT.TIMESTAMP: (T.decode_timestamp_hires, T.timestamp_hires_size),
+}
+
+
+def _plan_temporal_old(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    """TIME, DATETIME, TIMESTAMP: integers without fractions, MariaDB 5.3's forms with them."""
+    t, dec = spec.type, _fsp(spec)
+    if dec == 0:
+        env["_time_int"] = T.time_from_int
+        env["_dt_int"] = T.datetime_from_int
+        env["_ts_value"] = T.timestamp_value
+        if t == CT.TIME:
+            return _Plan("struct", 3, "Hb", "_time_int({0} | {1} << 16)")
+        if t == CT.DATETIME:
+            return _Plan("struct", 8, "Q", "_dt_int({0})")
+        return _Plan("struct", 4, "I", "_ts_value({0}, 0, 0)")
+    fn, size = _HIRES[t]
+    env[f"_f{k}"] = fn
+    return _Plan("inline", size(dec),
+                 lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)}, {dec})[0]"])
+
+
+def _plan_string(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    """VARCHAR, VAR_STRING, STRING (CHAR/BINARY) and MariaDB's compressed columns: a length prefix."""
+    t = spec.type
     if t in (MARIA_VARCHAR_COMPRESSED, MARIA_BLOB_COMPRESSED):
         env["_uncompress"] = uncompress_value
         conv = _text_conv(spec).replace("{raw}", "_uncompress({raw})")
@@ -701,26 +730,44 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
         return _Plan("var", prefix=spec.meta, conv=conv)
     if t in (CT.VARCHAR, CT.VAR_STRING):
         return _Plan("var", prefix=1 if spec.meta < 256 else 2, conv=_text_conv(spec))
-    if t == CT.STRING:
-        prefix = 1 if spec.length < 256 else 2
-        if spec.binary:
-            return _Plan("var", prefix=prefix, conv=f"{{raw}}.ljust({spec.length}, b'\\0')")
-        return _Plan("var", prefix=prefix, conv=_text_conv(spec))
-    if t in (CT.BLOB, CT.TINY_BLOB, CT.MEDIUM_BLOB, CT.LONG_BLOB, CT.GEOMETRY, CT.JSON, CT.VECTOR):
-        if spec.meta not in (1, 2, 3, 4):
-            raise CorruptEvent(f"{spec.name} has a {spec.meta}-byte length prefix (1..4 allowed)")
-        if t == CT.JSON:
-            env["_json"] = json_text
-            conv = "_json({raw})"
-        elif t == CT.VECTOR:
-            env["_vector"] = vector_value
-            conv = "_vector({raw})"
-        elif t == CT.GEOMETRY:
-            conv = "{raw}"
-        else:
-            conv = _text_conv(spec)
-        return _Plan("var", prefix=spec.meta, conv=conv)
-    raise UnsupportedType(f"{spec.name} is not supported")
+    prefix = 1 if spec.length < 256 else 2  # STRING
+    if spec.binary:
+        return _Plan("var", prefix=prefix, conv=f"{{raw}}.ljust({spec.length}, b'\\0')")
+    return _Plan("var", prefix=prefix, conv=_text_conv(spec))
+
+
+_BLOB_CONV = {CT.JSON: ("_json", json_text), CT.VECTOR: ("_vector", vector_value)}
+
+
+def _plan_blob(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+    """BLOB/TEXT of every size, GEOMETRY, JSON, VECTOR: a 1-4 byte length prefix."""
+    if spec.meta not in (1, 2, 3, 4):
+        raise CorruptEvent(f"{spec.name} has a {spec.meta}-byte length prefix (1..4 allowed)")
+    if spec.type in _BLOB_CONV:
+        name, fn = _BLOB_CONV[spec.type]
+        env[name] = fn
+        conv = name + "({raw})"
+    elif spec.type == CT.GEOMETRY:
+        conv = "{raw}"
+    else:
+        conv = _text_conv(spec)
+    return _Plan("var", prefix=spec.meta, conv=conv)
+
+
+_PLANNERS = {
+    **dict.fromkeys((CT.FLOAT, CT.DOUBLE, CT.INT24, CT.YEAR, CT.DATE, CT.NEWDATE, CT.NULL), _plan_fixed),
+    CT.ENUM: _plan_enum,
+    CT.SET: _plan_set,
+    CT.BIT: _plan_bit,
+    CT.NEWDECIMAL: _plan_decimal,
+    CT.DECIMAL: _plan_decimal,
+    **dict.fromkeys((CT.DATETIME2, CT.TIMESTAMP2, CT.TIME2), _plan_temporal2),
+    **dict.fromkeys((CT.TIME, CT.DATETIME, CT.TIMESTAMP), _plan_temporal_old),
+    **dict.fromkeys((MARIA_VARCHAR_COMPRESSED, MARIA_BLOB_COMPRESSED, CT.VARCHAR, CT.VAR_STRING, CT.STRING),
+                    _plan_string),
+    **dict.fromkeys((CT.BLOB, CT.TINY_BLOB, CT.MEDIUM_BLOB, CT.LONG_BLOB, CT.GEOMETRY, CT.JSON, CT.VECTOR),
+                    _plan_blob),
+}
 
 
 def _text_conv(spec: ColumnSpec) -> str:
