@@ -154,94 +154,107 @@ def scan(source, *, name: str | None = None, verify_checksums: bool = True, star
         idx = FileIndex(bf.name, bf.size, bf.format.server_version, server_id=bf.server_id)
         if start is not None:
             idx.complete_until = start
-        ctx = DecodeContext(bf.format, {}, decode_rows=False)
-        cur: _Open | None = None
-        txs = idx.transactions
-
-        def close(end: int, kind: str, ts: int, server_id: int, xid=None):
-            nonlocal cur
-            txs.append(TxInfo(cur.begin, end, kind, cur.gtid, xid, cur.xa_xid, ts, server_id, cur.has_rows))
-            if cur.gtid:
-                idx.first_gtid = idx.first_gtid or cur.gtid
-                idx.last_gtid = cur.gtid
-            idx.complete_until = end
-            cur = None
-
+        s = _Scan(idx, DecodeContext(bf.format, {}, decode_rows=False))
+        handlers = _HANDLERS
         try:
             for raw in bf.events(start, end):
-                h = raw.header
-                code = h.type_code
-                ctx.format = bf.format
-                if code in _ROWS_TYPES or code == EventType.TABLE_MAP:
-                    if cur is None:  # rows outside any group (very old servers): a group of its own
-                        cur = _Open(h.pos, None, False)
+                code = raw.header.type_code
+                if code in _ROWS_OR_MAP:  # (most events: inline)
+                    cur = s.cur if s.cur is not None else s.open(raw.header.pos)
                     cur.has_rows = cur.has_rows or code in _ROWS_TYPES
                     continue
-                if code in _GTID_TYPES:
-                    ev = decode_event(raw, ctx)
-                    # An unfinished group followed by a new GTID is dropped (nothing committed it).
-                    standalone = bool(getattr(ev, "standalone", False))
-                    cur = _Open(h.pos, getattr(ev, "gtid", None), standalone)
-                    cur.xa_xid = getattr(ev, "xa_xid", None)
-                    # A MariaDB GTID stands for BEGIN unless the group is a single statement.
-                    cur.begun = code == EventType.MARIA_GTID and not standalone
-                    continue
-                if code in _QUERY_TYPES:
-                    ev = decode_event(raw, ctx)
-                    kind = _query_kind(ev.query)
-                    if kind == "begin":
-                        if cur is None:
-                            cur = _Open(h.pos, None, False)
-                        cur.begun = True
-                    elif kind in (COMMIT, ROLLBACK, XA_COMMIT, XA_ROLLBACK, XA_PREPARE):
-                        if cur is None:
-                            cur = _Open(h.pos, None, True)
-                        close(h.end_pos, kind, h.timestamp, h.server_id)
-                    elif kind in ("xa_end", "xa_other", None):
-                        if cur is None:
-                            cur = _Open(h.pos, None, True)
-                            close(h.end_pos, DDL, h.timestamp, h.server_id)
-                    else:  # a statement: DDL on its own, or statement-format DML inside a group
-                        if cur is None:
-                            cur = _Open(h.pos, None, True)
-                            close(h.end_pos, DDL, h.timestamp, h.server_id)
-                        elif cur.standalone or not (cur.begun or cur.has_rows):
-                            close(h.end_pos, DDL, h.timestamp, h.server_id)
-                    continue
-                if code == EventType.XID:
-                    ev = decode_event(raw, ctx)
-                    if cur is None:
-                        cur = _Open(h.pos, None, False)
-                    close(h.end_pos, COMMIT, h.timestamp, h.server_id, ev.xid)
-                    continue
-                if code == EventType.XA_PREPARE:
-                    if cur is None:
-                        cur = _Open(h.pos, None, False)
-                    close(h.end_pos, XA_PREPARE, h.timestamp, h.server_id)
-                    continue
-                if code == EventType.TRANSACTION_PAYLOAD:
-                    ev = decode_event(raw, ctx)
-                    if cur is None:
-                        cur = _Open(h.pos, None, False)
-                    xid = None
-                    for inner in ev.events:
-                        if inner.header.type_code in _ROWS_TYPES:
-                            cur.has_rows = True
-                        elif inner.header.type_code == EventType.XID:
-                            xid = inner.xid
-                    close(h.end_pos, COMMIT, h.timestamp, h.server_id, xid)
-                    continue
-                if code == EventType.ROTATE:
-                    ev = decode_event(raw, ctx)
-                    idx.rotate_to = getattr(ev, "next_file", None)
-                elif code == EventType.STOP:
-                    idx.stopped = True
-                if cur is None and code in _CONTROL_TYPES:
-                    idx.complete_until = h.end_pos
-                # anything else (annotate, rows query, intvar, ...) belongs to the open group
+                s.ctx.format = bf.format
+                handlers.get(code, _Scan.other)(s, raw)
         except BinlogError as e:
             idx.error = e
-        if cur is not None:
-            idx.incomplete_tail = cur.begin
+        if s.cur is not None:
+            idx.incomplete_tail = s.cur.begin
         return idx
+
+
+class _Scan:
+    """One scan's state: the index it builds, and the group open at the current event (rows
+    outside any group, as very old servers write them, open a group of their own)."""
+
+    def __init__(self, idx: FileIndex, ctx: DecodeContext):
+        self.idx, self.ctx = idx, ctx
+        self.cur: _Open | None = None
+
+    def open(self, pos: int, standalone: bool = False) -> _Open:
+        if self.cur is None:
+            self.cur = _Open(pos, None, standalone)
+        return self.cur
+
+    def close(self, h, kind: str, xid=None) -> None:
+        cur, idx = self.cur, self.idx
+        idx.transactions.append(TxInfo(cur.begin, h.end_pos, kind, cur.gtid, xid, cur.xa_xid, h.timestamp,
+                                       h.server_id, cur.has_rows))
+        if cur.gtid:
+            idx.first_gtid = idx.first_gtid or cur.gtid
+            idx.last_gtid = cur.gtid
+        idx.complete_until = h.end_pos
+        self.cur = None
+
+    def gtid(self, raw) -> None:
+        ev = decode_event(raw, self.ctx)
+        # An unfinished group followed by a new GTID is dropped (nothing committed it).
+        standalone = bool(getattr(ev, "standalone", False))
+        cur = self.cur = _Open(raw.header.pos, getattr(ev, "gtid", None), standalone)
+        cur.xa_xid = getattr(ev, "xa_xid", None)
+        # A MariaDB GTID stands for BEGIN unless the group is a single statement.
+        cur.begun = raw.header.type_code == EventType.MARIA_GTID and not standalone
+
+    def query(self, raw) -> None:
+        h = raw.header
+        kind = _query_kind(decode_event(raw, self.ctx).query)
+        if kind == "begin":
+            self.open(h.pos).begun = True
+        elif kind in (COMMIT, ROLLBACK, XA_COMMIT, XA_ROLLBACK, XA_PREPARE):
+            self.open(h.pos, standalone=True)
+            self.close(h, kind)
+        elif self.cur is None:  # XA END, other XA, or a statement on its own (DDL)
+            self.open(h.pos, standalone=True)
+            self.close(h, DDL)
+        elif kind not in ("xa_end", "xa_other", None) and (self.cur.standalone or
+                                                           not (self.cur.begun or self.cur.has_rows)):
+            self.close(h, DDL)  # a statement: DDL on its own (statement-format DML stays in its group)
+
+    def xid(self, raw) -> None:
+        ev = decode_event(raw, self.ctx)
+        self.open(raw.header.pos)
+        self.close(raw.header, COMMIT, ev.xid)
+
+    def xa_prepare(self, raw) -> None:
+        self.open(raw.header.pos)
+        self.close(raw.header, XA_PREPARE)
+
+    def payload(self, raw) -> None:  # MySQL 8's compressed transaction: the whole group in one event
+        ev = decode_event(raw, self.ctx)
+        cur = self.open(raw.header.pos)
+        xid = None
+        for inner in ev.events:
+            if inner.header.type_code in _ROWS_TYPES:
+                cur.has_rows = True
+            elif inner.header.type_code == EventType.XID:
+                xid = inner.xid
+        self.close(raw.header, COMMIT, xid)
+
+    def other(self, raw) -> None:  # anything else (annotate, rows query, intvar, ...) belongs to the open group
+        h = raw.header
+        if h.type_code == EventType.ROTATE:
+            self.idx.rotate_to = getattr(decode_event(raw, self.ctx), "next_file", None)
+        elif h.type_code == EventType.STOP:
+            self.idx.stopped = True
+        if self.cur is None and h.type_code in _CONTROL_TYPES:
+            self.idx.complete_until = h.end_pos
+
+
+_ROWS_OR_MAP = frozenset(_ROWS_TYPES) | {EventType.TABLE_MAP}
+_HANDLERS = {
+    **dict.fromkeys(_GTID_TYPES, _Scan.gtid),
+    **dict.fromkeys(_QUERY_TYPES, _Scan.query),
+    EventType.XID: _Scan.xid,
+    EventType.XA_PREPARE: _Scan.xa_prepare,
+    EventType.TRANSACTION_PAYLOAD: _Scan.payload,
+}
 

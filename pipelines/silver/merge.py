@@ -304,21 +304,10 @@ def watermark_metadata(seq: str) -> str:
     return json.dumps({WATERMARK_KEY: seq})
 
 
-def apply_changes(
-    spark: SparkSession,
-    changes_df: DataFrame,
-    specs: Sequence[ColumnSpec],
-    target_path: str,
-    *,
-    keys: list[str] | None,
-    delete_mode: str = "hard",
-    scd2: bool = False,
-    backend: str = "auto",
-    txn_app_id: str | None = None,
-    txn_version: int | None = None,
-    column_prefix: str | None = None,
-    properties: dict[str, str] | None = None,
-) -> ApplyStats:
+def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[ColumnSpec], target_path: str, *,
+                  keys: list[str] | None, delete_mode: str = "hard", scd2: bool = False, backend: str = "auto",
+                  txn_app_id: str | None = None, txn_version: int | None = None, column_prefix: str | None = None,
+                  properties: dict[str, str] | None = None) -> ApplyStats:
     """Apply one batch of changes of one source table to its silver table (see the module doc).
 
     ``column_prefix`` names silver's own columns of a new table (default ``_``: ``_seq``, ...);
@@ -339,10 +328,7 @@ def apply_changes(
     keys = _checked_arguments(changes_df, specs, keys, delete_mode, scd2)
     which = delta_io.resolve_backend(spark, backend)
     path = str(target_path)
-    exists = delta_io.table_exists(path, spark=spark, backend=which)
-    current = delta_io.schema(path, spark=spark, backend=which) if exists else None
-    own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
-        OwnColumns(column_prefix or DEFAULT_PREFIX)
+    current, own = _table_now(spark, path, which, column_prefix)
     _check_reserved([s.name for s in specs], own)
     _check_changes(changes_df, specs, keys, scd2)
 
@@ -410,6 +396,15 @@ def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) ->
     if scd2 and keys is None:
         raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
     return keys
+
+
+def _table_now(spark, path: str, which: str, column_prefix: str | None) -> tuple:
+    """``(schema, own columns)`` of the silver table (schema None: no table yet, whose own columns
+    take ``column_prefix``; an existing table's are found by their names)."""
+    if not delta_io.table_exists(path, spark=spark, backend=which):
+        return None, OwnColumns(column_prefix or DEFAULT_PREFIX)
+    current = delta_io.schema(path, spark=spark, backend=which)
+    return current, own_columns_of(current.fieldNames(), column_prefix)
 
 
 def _evolved(spark, path: str, which: str, current, specs, scd2: bool, own: OwnColumns,
