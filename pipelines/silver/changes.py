@@ -159,6 +159,34 @@ def _commit_ts(df: DataFrame) -> Column:
     return F.lit(None).cast(T.TimestampType())
 
 
+def _presence_flags(changes: DataFrame, value_schema: T.StructType, source_names: dict[str, str],
+                    after_key: dict[str, Column], present: dict, key_changed: Column) -> tuple[list, list]:
+    """The partial images' columns of :func:`key_events`' upserts and of its deletes: a presence
+    flag per value column, ``__silver_moved``, and the JSON diffs by silver name when logged."""
+    op = F.col("op")
+    flags: list[Column] = []
+    deletes_flags: list[Column] = []
+    for i, f in enumerate(value_schema.fields):
+        src = source_names.get(f.name)
+        if f.name in after_key or (src is not None and src not in present):
+            flag = F.lit(True)
+        elif src is None:  # a silver column the specs lack: not logged here (or dropped): kept
+            flag = op.isin(*INSERT_OPS)
+        else:
+            flag = op.isin(*INSERT_OPS) | F.coalesce(F.col(PRESENT).getField(src), F.lit(False))
+        flags.append(flag.alias(_flag(i)))
+        deletes_flags.append(F.lit(False).alias(_flag(i)))
+    flags.append(((op == "u") & key_changed).alias(_MOVED))
+    deletes_flags.append(F.lit(False).alias(_MOVED))
+    if DIFFS in changes.columns:  # diffs by silver name, for fill_partial to apply
+        logged = _struct_fields(changes, DIFFS)
+        by_silver = [(f.name, source_names.get(f.name)) for f in value_schema.fields]
+        diffs = F.struct(*[F.col(DIFFS).getField(src).alias(name) for name, src in by_silver if src in logged])
+        flags.append(F.when(F.col(DIFFS).isNotNull(), diffs).alias(DIFFS))
+        deletes_flags.append(F.lit(None).cast(_diffs_type(by_silver, logged)).alias(DIFFS))
+    return flags, deletes_flags
+
+
 def key_events(
     changes: DataFrame,
     keys: Sequence[str],
@@ -204,27 +232,8 @@ def key_events(
         after_key[f.name].cast(f.dataType).alias(f.name) if f.name in after_key else c
         for f, c in zip(value_schema.fields, _image_values("after", after_fields, value_schema, source_names))
     ]
-    flags: list[Column] = []
-    deletes_flags: list[Column] = []
-    if partial:
-        for i, f in enumerate(value_schema.fields):
-            src = source_names.get(f.name)
-            if f.name in after_key or (src is not None and src not in present):
-                flag = F.lit(True)
-            elif src is None:  # a silver column the specs lack: not logged here (or dropped): kept
-                flag = op.isin(*INSERT_OPS)
-            else:
-                flag = op.isin(*INSERT_OPS) | F.coalesce(F.col(PRESENT).getField(src), F.lit(False))
-            flags.append(flag.alias(_flag(i)))
-            deletes_flags.append(F.lit(False).alias(_flag(i)))
-        flags.append(((op == "u") & key_changed).alias(_MOVED))
-        deletes_flags.append(F.lit(False).alias(_MOVED))
-        if DIFFS in changes.columns:  # diffs by silver name, for fill_partial to apply
-            logged = _struct_fields(changes, DIFFS)
-            by_silver = [(f.name, source_names.get(f.name)) for f in value_schema.fields]
-            diffs = F.struct(*[F.col(DIFFS).getField(src).alias(name) for name, src in by_silver if src in logged])
-            flags.append(F.when(F.col(DIFFS).isNotNull(), diffs).alias(DIFFS))
-            deletes_flags.append(F.lit(None).cast(_diffs_type(by_silver, logged)).alias(DIFFS))
+    flags, deletes_flags = _presence_flags(changes, value_schema, source_names, after_key, present, key_changed) \
+        if partial else ([], [])
     upserts = changes.where(op.isin(*UPSERT_OPS)).select(
         *after_values,
         *tail,
@@ -339,6 +348,35 @@ def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.Stru
           if c in names else F.col(quote_ident(c)) for c in rows.columns])
 
 
+def _settle_moves(rows: DataFrame, before, values: list[str], flags: list[str], pending: str, previous) -> DataFrame:
+    """:func:`fill_partial`'s key moves: each pending upsert of a key-changing update takes the
+    columns it lacks from its old key's row just before the change; one link of a chain per round
+    (a move waits while its old key has a move pending), at least one move settled per round."""
+    for _ in range(rows.where(F.col(pending)).count()):
+        blocked = F.max(F.col(pending).cast("int")).over(before)
+        # a delete's row just before it: what a key-changing update takes to its new key
+        moved_out = (
+            rows.select(F.col(SEQ), F.col(_ACTION),
+                        *[previous(i, v).alias(f"{_P}from{i}") for i, v in enumerate(values)],
+                        F.coalesce(blocked, F.lit(0)).alias(f"{_P}blocked"))
+            .where((F.col(_ACTION) == _DELETE) & (F.col(f"{_P}blocked") == 0))
+            .drop(_ACTION, f"{_P}blocked")
+        )
+        take = F.col(pending) & F.col(f"{_P}from_seq").isNotNull()
+        joined = rows.join(moved_out.withColumnRenamed(SEQ, f"{_P}from_seq"),
+                           F.col(SEQ) == F.col(f"{_P}from_seq"), "left")
+        rows = joined.select(
+            *[F.when(take & ~F.col(flags[i]), F.col(f"{_P}from{i}")).otherwise(F.col(quote_ident(v))).alias(v)
+              for i, v in enumerate(values)],
+            *[F.col(c) for c in rows.columns if c not in values and c not in flags and c != pending],
+            *[(F.col(p) | take).alias(p) for p in flags],
+            (F.col(pending) & ~take).alias(pending),
+        ).localCheckpoint(eager=True)
+        if not rows.where(F.col(pending)).limit(1).count():
+            break
+    return rows
+
+
 def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
     """Give every upsert of partial row images (``binlog_row_image`` MINIMAL/NOBLOB) a full row.
 
@@ -396,29 +434,7 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
         )
 
     rows = rows.withColumn(pending, F.col(_MOVED) & ~all_present).localCheckpoint(eager=True)
-    for _ in range(rows.where(F.col(pending)).count()):  # at least one move is settled per round
-        blocked = F.max(F.col(pending).cast("int")).over(before)
-        # a delete's row just before it: what a key-changing update takes to its new key
-        moved_out = (
-            rows.select(F.col(SEQ), F.col(_ACTION),
-                        *[previous(i, v).alias(f"{_P}from{i}") for i, v in enumerate(values)],
-                        F.coalesce(blocked, F.lit(0)).alias(f"{_P}blocked"))
-            .where((F.col(_ACTION) == _DELETE) & (F.col(f"{_P}blocked") == 0))
-            .drop(_ACTION, f"{_P}blocked")
-        )
-        take = F.col(pending) & F.col(f"{_P}from_seq").isNotNull()
-        joined = rows.join(moved_out.withColumnRenamed(SEQ, f"{_P}from_seq"),
-                           F.col(SEQ) == F.col(f"{_P}from_seq"), "left")
-        rows = joined.select(
-            *[F.when(take & ~F.col(flags[i]), F.col(f"{_P}from{i}")).otherwise(F.col(quote_ident(v))).alias(v)
-              for i, v in enumerate(values)],
-            *[F.col(c) for c in rows.columns if c not in values and c not in flags and c != pending],
-            *[(F.col(p) | take).alias(p) for p in flags],
-            (F.col(pending) & ~take).alias(pending),
-        ).localCheckpoint(eager=True)
-        if not rows.where(F.col(pending)).limit(1).count():
-            break
-    out = resolved(rows)
+    out = resolved(_settle_moves(rows, before, values, flags, pending, previous))
     if DIFFS in out.columns:
         out = _apply_json_diffs(out, keys, value_schema)
     out = out.where(F.col(order) == 1)
