@@ -8,8 +8,9 @@ from typing import Iterable, Sequence
 from pipelines.schema.ddl import (
     AddColumn, AddKey, AlterTable, ChangeColumn, ConvertCharset, CreateDatabase, CreateIndex, CreateTable,
     DdlError, DefaultCharset, DropColumn, DropDatabase, DropIndex, DropIndexOp, DropPrimaryKey, DropTables,
-    RenameColumn, RenameTables, RenameTo, TruncateTable, Unparsed, _finish_charset, parse_statement,
+    RenameColumn, RenameTables, RenameTo, TruncateTable, Unparsed, parse_statement,
 )
+from pipelines.schema.ddl_columns import _finish_charset
 from pipelines.schema.model import (
     ALTER, CREATE, ColumnDef, DATABASE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, SEED, SchemaVersion,
     TRUNCATE, TableSchema, UNPARSED, UniqueKey, _TEXT_TYPES,
