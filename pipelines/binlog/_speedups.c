@@ -4,7 +4,7 @@
  * pure-Python decoders of columns.py (same types, values, tzinfo, str/bytes).
  *
  *   Plan(columns)                       one table layout + present columns, built
- *                                       once by accel.py from the ColumnSpecs:
+ *                                       once by accel.py from the ColumnDecodings:
  *                                       per column (kind, a, b, c, obj), see below
  *   decode_rows(buf, op, plan_a, plan_b) -> tuple of (before, after) pairs
  *                                       op 0 insert: (None, A); 1 delete: (A, None);

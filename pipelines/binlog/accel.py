@@ -28,7 +28,7 @@ import os
 from typing import Sequence
 
 from .charsets import _LATIN1_DECODE
-from .columns import ColumnSpec, _bit_size, _decimal_meta, _fsp
+from .columns import ColumnDecoding, _bit_size, _decimal_meta, _fsp
 from .constants import ColumnType as CT
 from .decimal import decimal_bin_size
 from .errors import BinlogError
@@ -62,7 +62,7 @@ class Unsupported(Exception):
     """The column is left to the Python decoder (internal to :func:`build_plan`)."""
 
 
-def _codec(spec: ColumnSpec) -> tuple[int, object]:
+def _codec(spec: ColumnDecoding) -> tuple[int, object]:
     """``(codec kind, argument)``: exactly what ``raw.decode(spec.codec)`` does."""
     S = speedups
     if spec.codec is None:
@@ -145,7 +145,7 @@ def _blob(spec):
     return (speedups.K_STR, spec.meta, 0, *_codec(spec))
 
 
-# ColumnSpec.type -> plan; JSON, GEOMETRY, VECTOR, old DECIMAL and MariaDB compressed
+# ColumnDecoding.type -> plan; JSON, GEOMETRY, VECTOR, old DECIMAL and MariaDB compressed
 # columns are missing on purpose: layouts with them stay in Python.
 COLUMN_PLANS = {
     CT.TINY: _int, CT.SHORT: _int, CT.INT24: _int, CT.LONG: _int, CT.LONGLONG: _int,
@@ -161,7 +161,7 @@ COLUMN_PLANS = {
 }
 
 
-def column_plan(spec: ColumnSpec) -> tuple:
+def column_plan(spec: ColumnDecoding) -> tuple:
     """``(kind, a, b, c, obj)`` for the C decoder (see ``_speedups.c``): the same
     reading of the column as ``columns._plan``. Raises :class:`Unsupported` for the
     columns left to Python, :class:`BinlogError` for impossible metadata."""
@@ -171,7 +171,7 @@ def column_plan(spec: ColumnSpec) -> tuple:
     return plan(spec)
 
 
-def build_plan(specs: Sequence[ColumnSpec], present: tuple[int, ...]):
+def build_plan(specs: Sequence[ColumnDecoding], present: tuple[int, ...]):
     """The ``speedups.Plan`` for one image with columns ``present``, or ``None`` when
     the extension is missing or any present column is not handled in C (the
     Python decoders then decode it, and raise whatever error the layout deserves)."""

@@ -160,7 +160,7 @@ def read_metadata(column_types, buf, off: int, end: int) -> tuple[tuple, int]:
 # -- per-column decoding spec -------------------------------------------------------------
 
 
-class ColumnSpec(NamedTuple):
+class ColumnDecoding(NamedTuple):
     """Everything a column decoder needs about one column."""
 
     index: int
@@ -197,8 +197,8 @@ def _per_column(seq, i):
 _STRING_REAL_TYPES = {CT.STRING: CT.STRING, CT.VAR_STRING: CT.STRING, CT.ENUM: CT.ENUM, CT.SET: CT.SET}
 
 
-def column_spec(table_map, i: int) -> ColumnSpec:
-    """The :class:`ColumnSpec` of column ``i`` (0-based) of a TableMapEvent. An
+def column_spec(table_map, i: int) -> ColumnDecoding:
+    """The :class:`ColumnDecoding` of column ``i`` (0-based) of a TableMapEvent. An
     unknown collation id is treated like an unknown charset: the value stays bytes."""
     t = table_map.column_types[i]
     meta = table_map.column_metas[i]
@@ -219,13 +219,13 @@ def column_spec(table_map, i: int) -> ColumnSpec:
             raise UnsupportedType(f"STRING column {i + 1} with real type {real} ({column_type_name(real)})")
     if t not in COLUMN_DECODERS:
         raise UnsupportedType(f"column type {t} ({column_type_name(t)}) of column {i + 1} is not supported")
-    return ColumnSpec(
+    return ColumnDecoding(
         i, t, meta, unsigned, codec, binary, length,
         _per_column(table_map.enum_values, i), _per_column(table_map.set_values, i),
     )
 
 
-def column_specs(table_map) -> tuple[ColumnSpec, ...]:
+def column_specs(table_map) -> tuple[ColumnDecoding, ...]:
     n = table_map.column_count
     if len(table_map.column_types) != n or len(table_map.column_metas) != n:
         raise CorruptEvent(
@@ -238,7 +238,7 @@ def column_specs(table_map) -> tuple[ColumnSpec, ...]:
 # -- reference column decoders ------------------------------------------------------------
 
 
-def _need(buf, off: int, n: int, spec: ColumnSpec) -> None:
+def _need(buf, off: int, n: int, spec: ColumnDecoding) -> None:
     have = len(buf) - off
     if have < n:
         raise TruncatedEvent(n, max(have, 0), spec.name)
@@ -277,7 +277,7 @@ def decode_date(buf, off, spec):
     return T.decode_date(buf, off)
 
 
-def _fsp(spec: ColumnSpec) -> int:
+def _fsp(spec: ColumnDecoding) -> int:
     fsp = spec.meta if isinstance(spec.meta, int) else 0
     if not 0 <= fsp <= 6:
         raise CorruptEvent(f"{spec.name} has {fsp} fractional digits (0..6 allowed)")
@@ -311,7 +311,7 @@ def decode_timestamp2(buf, off, spec):
     return T.decode_timestamp2(buf, off, _fsp(spec))
 
 
-def _decimal_meta(spec: ColumnSpec) -> tuple[int, int]:
+def _decimal_meta(spec: ColumnDecoding) -> tuple[int, int]:
     if not (isinstance(spec.meta, tuple) and len(spec.meta) == 2):
         raise CorruptEvent(f"{spec.name} has metadata {spec.meta!r}, expected (precision, scale)")
     return spec.meta
@@ -331,7 +331,7 @@ def decode_old_decimal_column(buf, off, spec):
     return decode_old_decimal(buf, off, spec.meta)
 
 
-def _read_length(buf, off, nbytes: int, spec: ColumnSpec) -> tuple[int, int]:
+def _read_length(buf, off, nbytes: int, spec: ColumnDecoding) -> tuple[int, int]:
     if not 1 <= nbytes <= 4:
         raise CorruptEvent(f"{spec.name} has a {nbytes}-byte length prefix (1..4 allowed)")
     _need(buf, off, nbytes, spec)
@@ -341,7 +341,7 @@ def _read_length(buf, off, nbytes: int, spec: ColumnSpec) -> tuple[int, int]:
     return n, off
 
 
-def _text(raw: bytes, spec: ColumnSpec):
+def _text(raw: bytes, spec: ColumnDecoding):
     """A character column's value: its text, or an :class:`.values.InvalidText` (the exact bytes
     kept) where the bytes are not valid in the column's character set. The compiled decoders
     decode strictly and leave such rows to this reference path."""
@@ -363,7 +363,7 @@ def decode_string(buf, off, spec):
     return _text(raw, spec), off + n
 
 
-def enum_value(idx: int, spec: ColumnSpec):
+def enum_value(idx: int, spec: ColumnDecoding):
     if spec.enum_values is None:
         return idx
     if idx == 0:
@@ -373,7 +373,7 @@ def enum_value(idx: int, spec: ColumnSpec):
     return spec.enum_values[idx - 1]
 
 
-def set_value(bits: int, spec: ColumnSpec):
+def set_value(bits: int, spec: ColumnDecoding):
     names = spec.set_values
     if names is None:
         return bits
@@ -398,7 +398,7 @@ def decode_set(buf, off, spec):
     return set_value(int.from_bytes(buf[off:off + n], "little"), spec), off + n
 
 
-def _bit_size(spec: ColumnSpec) -> int:
+def _bit_size(spec: ColumnDecoding) -> int:
     if not (isinstance(spec.meta, tuple) and len(spec.meta) == 2):
         raise CorruptEvent(f"{spec.name} has metadata {spec.meta!r}, expected (bits, bytes)")
     bits, nbytes = spec.meta
@@ -481,7 +481,7 @@ def decode_compressed_blob(buf, off, spec):
     return _text(uncompress_value(bytes(buf[off:off + n])), spec), off + n
 
 
-ColumnDecoder = Callable[[Any, int, ColumnSpec], tuple[Any, int]]
+ColumnDecoder = Callable[[Any, int, ColumnDecoding], tuple[Any, int]]
 
 COLUMN_DECODERS: dict[int, ColumnDecoder] = {
     CT.DECIMAL: decode_old_decimal_column,
@@ -529,7 +529,7 @@ def null_bitmap(buf, off: int, count: int, what: str = "null bitmap") -> tuple[i
     return int.from_bytes(buf[off:off + n], "little"), off + n
 
 
-def decode_row_reference(specs: Sequence[ColumnSpec], present: Sequence[int], buf, off: int,
+def decode_row_reference(specs: Sequence[ColumnDecoding], present: Sequence[int], buf, off: int,
                          *, hook: Callable | None = None) -> tuple[tuple, int]:
     """Decode one row image (null bitmap over ``present``, then the non-null
     values) column by column through ``COLUMN_DECODERS``.
@@ -551,7 +551,7 @@ def decode_row_reference(specs: Sequence[ColumnSpec], present: Sequence[int], bu
     return tuple(values), off
 
 
-def decode_column(spec: ColumnSpec, buf, off: int) -> tuple[Any, int]:
+def decode_column(spec: ColumnDecoding, buf, off: int) -> tuple[Any, int]:
     """One non-null value through ``COLUMN_DECODERS``; only BinlogErrors escape."""
     try:
         return COLUMN_DECODERS[spec.type](buf, off, spec)
@@ -603,7 +603,7 @@ class _Plan(NamedTuple):
     conv: str = "{raw}"
 
 
-def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """How the compiled decoder reads column ``spec`` (``k``: its position in the image)."""
     code = _STRUCT_CODES.get((spec.type, spec.unsigned))
     if code:
@@ -614,7 +614,7 @@ def _plan(spec: ColumnSpec, k: int, env: dict) -> _Plan:
     return planner(spec, k, env)
 
 
-def _plan_fixed(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_fixed(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """FLOAT, DOUBLE, INT24, YEAR, DATE, NULL: fixed sizes read by ``struct``."""
     t = spec.type
     if t == CT.FLOAT:
@@ -631,7 +631,7 @@ def _plan_fixed(spec: ColumnSpec, k: int, env: dict) -> _Plan:
     return _Plan("inline", 0, lines=lambda base, rel, target: [f"{target} = None"])  # NULL
 
 
-def _plan_enum(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_enum(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     if spec.length not in (1, 2):
         raise CorruptEvent(f"{spec.name}: ENUM of {spec.length} bytes (1 or 2 allowed)")
     code = "B" if spec.length == 1 else "H"
@@ -641,7 +641,7 @@ def _plan_enum(spec: ColumnSpec, k: int, env: dict) -> _Plan:
     return _Plan("struct", spec.length, code, f"_e{k}[{{0}}]")
 
 
-def _plan_set(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_set(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     n = spec.length
     if not 1 <= n <= 8:
         raise CorruptEvent(f"{spec.name}: SET of {n} bytes (1..8 allowed)")
@@ -653,13 +653,13 @@ def _plan_set(spec: ColumnSpec, k: int, env: dict) -> _Plan:
         f"{target} = " + wrap.format(f"int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'little')")])
 
 
-def _plan_bit(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_bit(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     n = _bit_size(spec)
     return _Plan("inline", n, lines=lambda base, rel, target: [
         f"{target} = int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'big')"])
 
 
-def _plan_decimal(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_decimal(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """NEWDECIMAL (binary), and the pre-5.0 DECIMAL (its digits as text)."""
     if spec.type == CT.NEWDECIMAL:
         p, s = _decimal_meta(spec)
@@ -674,7 +674,7 @@ def _plan_decimal(spec: ColumnSpec, k: int, env: dict) -> _Plan:
         f"{target} = _old_decimal(buf, {_at(base, rel)}, {n})[0]"])
 
 
-def _plan_temporal2(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_temporal2(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """DATETIME2, TIMESTAMP2, TIME2 (MySQL 5.6+ and MariaDB 10.1+ with mysql56_temporal_format)."""
     t, fsp = spec.type, _fsp(spec)
     if t == CT.DATETIME2:
@@ -699,7 +699,7 @@ _HIRES = {
 }
 
 
-def _plan_temporal_old(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_temporal_old(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """TIME, DATETIME, TIMESTAMP: integers without fractions, MariaDB 5.3's forms with them."""
     t, dec = spec.type, _fsp(spec)
     if dec == 0:
@@ -717,7 +717,7 @@ def _plan_temporal_old(spec: ColumnSpec, k: int, env: dict) -> _Plan:
                  lines=lambda base, rel, target: [f"{target} = _f{k}(buf, {_at(base, rel)}, {dec})[0]"])
 
 
-def _plan_string(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_string(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """VARCHAR, VAR_STRING, STRING (CHAR/BINARY) and MariaDB's compressed columns: a length prefix."""
     t = spec.type
     if t in (MARIA_VARCHAR_COMPRESSED, MARIA_BLOB_COMPRESSED):
@@ -739,7 +739,7 @@ def _plan_string(spec: ColumnSpec, k: int, env: dict) -> _Plan:
 _BLOB_CONV = {CT.JSON: ("_json", json_text), CT.VECTOR: ("_vector", vector_value)}
 
 
-def _plan_blob(spec: ColumnSpec, k: int, env: dict) -> _Plan:
+def _plan_blob(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """BLOB/TEXT of every size, GEOMETRY, JSON, VECTOR: a 1-4 byte length prefix."""
     if spec.meta not in (1, 2, 3, 4):
         raise CorruptEvent(f"{spec.name} has a {spec.meta}-byte length prefix (1..4 allowed)")
@@ -770,7 +770,7 @@ _PLANNERS = {
 }
 
 
-def _text_conv(spec: ColumnSpec) -> str:
+def _text_conv(spec: ColumnDecoding) -> str:
     if spec.codec is None:
         return "{raw}"
     return f"{{raw}}.decode({spec.codec!r})"

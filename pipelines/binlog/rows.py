@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from . import accel
-from .columns import ColumnSpec, column_specs, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
+from .columns import ColumnDecoding, column_specs, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
 from .constants import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnType
 from .errors import BinlogError, CorruptEvent, TruncatedEvent
 from .wire import packed_int
@@ -251,7 +251,7 @@ def _retry(decoders, buf: bytes, end: int, first: Exception) -> None:
 def _decode_partial(table_map, buf: bytes, columns_before, columns_after) -> tuple:
     dec_b = row_decoder(table_map, columns_before)
     dec_a = row_decoder(table_map, columns_after)
-    specs: tuple[ColumnSpec, ...] = dec_b.specs
+    specs: tuple[ColumnDecoding, ...] = dec_b.specs
     json_cols = [s.index for s in specs if s.type == ColumnType.JSON]
     out = []
     off, end = 0, len(buf)
