@@ -18,8 +18,7 @@ from mariadb_server import MariaDBServer, mariadb_available  # noqa: E402
 
 # The suite starts a few hundred short driver JVMs (python-launched and spark-submit alike read
 # SPARK_SUBMIT_OPTS).  With C1 only, a delta-spark job on the samples spends about half the JVM CPU
-# seconds it spends with C2 (BENCHMARKS.md).  The shared session of each worker, which lives the
-# whole run, keeps C2 (spark_fixtures.py).
+# seconds it spends with C2 (BENCHMARKS.md); nothing in a test runs long enough for C2 to pay back.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 # ------------------------------------------------------------------------------------ MariaDB

@@ -49,15 +49,8 @@ def _session():
     if session is None:
         # delta-spark is on the classpath (the jars make setup fetched, or DELTA_JARS), so both
         # backends run in this one session; "auto" still picks delta-rs on this local master
-        # this JVM lives as long as the pytest worker and runs most Spark tests: C2's compiled code
-        # pays back there, so it does without the C1-only option conftest.py gives short-lived JVMs
-        opts = os.environ.pop("SPARK_SUBMIT_OPTS", None)
-        try:
-            session = build_session(app_name="binlog-delta-tests", master="local[2]", extra_conf=TEST_CONF,
-                                    delta=True)
-        finally:
-            if opts is not None:
-                os.environ["SPARK_SUBMIT_OPTS"] = opts
+        session = build_session(app_name="binlog-delta-tests", master="local[2]", extra_conf=TEST_CONF,
+                                delta=True)
         session.sparkContext.setLogLevel("ERROR")
         _state["spark"] = session
     return session
