@@ -153,10 +153,14 @@ def _template_datadir() -> Path:
             raise MariaDBError(why)
         root = Path(tempfile.mkdtemp(prefix="mdb-template-"))
         datadir = root / "data"
+        (root / "tmp").mkdir()
         cmd = [
             MARIADB_INSTALL_DB,
             "--no-defaults",  # must be the first option
             f"--datadir={datadir}",
+            # its own temporary tables, not /tmp's: a bootstrap of another pytest worker at the same
+            # moment failed with "Could not remove temporary table '/tmp/#sql-temptable-...'"
+            f"--tmpdir={root / 'tmp'}",
             "--user=root",
             "--auth-root-authentication-method=normal",  # root@localhost without password
             "--skip-test-db",
