@@ -25,8 +25,6 @@ from pipelines.schema.ddl_columns import _column_def, _ident, _key_columns, _pos
 from pipelines.schema.model import ColumnDef, TableSchema, _norm_charset
 
 
-
-
 @contextlib.contextmanager
 def _quiet_sqlglot():
     logger = logging.getLogger("sqlglot")
