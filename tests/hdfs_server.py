@@ -83,7 +83,8 @@ class HdfsServer(ServerProcess):
         details = self.basedir / "details.json"
         details.unlink(missing_ok=True)
         classpath = os.pathsep.join([*minicluster_jars(), str(JARS / "*")])
-        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", f"-Dtest.build.data={self.basedir / 'data'}",
+        command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   f"-Dtest.build.data={self.basedir / 'data'}",
                    "-Dhadoop.log.dir=" + str(self.basedir / "logs"), "-cp", classpath,
                    "org.apache.hadoop.test.MiniDFSClusterManager", "-format", "-datanodes", "1",
                    "-nnport", str(self.port), "-httpport", "0", "-writeDetails", str(details),

@@ -25,6 +25,9 @@ import pyspark
 from server_process import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
+# The master, the workers and the executors they launch are short-lived JVMs too: C1 only, as the
+# tests' drivers (tests/conftest.py); C2's compiler threads took CPU the other tests wait for.
+QUICK_JVM = "-XX:TieredStopAtLevel=1"
 
 
 def cluster_env() -> dict[str, str]:
@@ -32,7 +35,7 @@ def cluster_env() -> dict[str, str]:
     Python workers (it has pyarrow and the decoder's accelerator), everything on 127.0.0.1."""
     return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_NO_DAEMONIZE": "1"}
+            "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM}
 
 
 class StandaloneCluster:
@@ -114,5 +117,6 @@ class StandaloneCluster:
 
     def submit_command(self) -> list[str]:
         return [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.master_url,
-                "--conf", "spark.executor.memory=768m", "--conf", "spark.driver.host=127.0.0.1",
+                "--conf", "spark.executor.memory=768m",
+                "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}", "--conf", "spark.driver.host=127.0.0.1",
                 "--conf", "spark.driver.bindAddress=127.0.0.1"]
