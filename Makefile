@@ -38,7 +38,7 @@ jars: $(STAMP)
 jvm-archive: jars
 	@$(PY) -m pipelines.jvm_archive create || true
 
-$(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c
+$(STAMP): requirements.txt pyproject.toml setup.py pipelines/binlog/_speedups.c pipelines/snapshot/_speedups.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=70.1"
 	$(PY) -m pip install -q -r requirements.txt

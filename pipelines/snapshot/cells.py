@@ -351,6 +351,23 @@ class RowReader:
                                   f"{e}") from None
         return tuple(out)
 
+    def values_of_rows(self, rows: Sequence[Sequence], columns: Sequence[str] | None = None) -> list[tuple]:
+        """:meth:`values` of each of an INSERT's rows, converted a column at a time (a row that does
+        not convert is read again by :meth:`values`, which names what is wrong with it)."""
+        idx = self.order(columns)
+        width = len(idx)
+        if not rows:
+            return []
+        if any(len(r) != width for r in rows):
+            return [self.values(r, columns) for r in rows]
+        conv = self.converters
+        try:
+            converted = [[None if lit is None else c(lit) for lit in col]
+                         for c, col in zip((conv[i] for i in idx), zip(*rows))]
+        except (_Bad, ValueError, TypeError, OverflowError):
+            return [self.values(r, columns) for r in rows]
+        return list(zip(*converted))
+
     def cells(self, literals: Sequence, columns: Sequence[str] | None = None) -> list[tuple]:
         """The row's bronze image: one ``(idx, name, type, text, bin)`` cell per literal."""
         return self.cells_of(self.values(literals, columns), columns)

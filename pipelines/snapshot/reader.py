@@ -130,8 +130,7 @@ class DumpReading:
                 try:
                     r = self.reader(db, ins.table)
                     idx = r.order(ins.columns)
-                    values = r.values
-                    rows = [values(literals, ins.columns) for literals in ins.rows]
+                    rows = r.values_of_rows(ins.rows, ins.columns)
                 except DumpError as e:
                     raise e.at(self.name, st.offset)
                 yield SnapshotInsert(st.offset, db, ins.table, r, idx, ins.columns, rows)
