@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+from decimal import ROUND_HALF_EVEN, Decimal
 import zstandard
 
 import pytest
@@ -315,11 +316,29 @@ def test_the_compiled_reader_reads_what_the_python_one_reads(rows, seps, end):
     values = _compiled_rows()
     text = ("(" + seps[1].join("(" + seps[0].join(r) + ")" for r in rows)[1:] + end).encode("latin-1")
     py = values._py_rows(text, 0, len(text))
-    c = values._c_values_rows(text, 0, len(text), values.unescape, values._other, values.Binary, values._NOT_READ)
+    c = values._c_values_rows(text, 0, len(text), values._other, values.Binary, values._NOT_READ)
     if c is not None:
         assert c == py and [list(map(type, r)) for r in c] == [list(map(type, r)) for r in py]
     elif py is not None:  # (only odd text the Python path takes: the exact parser must read it the same)
         assert parse_values_exact(b"(" + text, 0)[0] == py
+
+
+_BODY_PART = st.one_of(
+    st.binary(min_size=1, max_size=3).filter(lambda b: b"'" not in b and b"\\" not in b),
+    st.binary(min_size=1, max_size=1).map(lambda b: b"\\" + b),  # any escape, MySQL's or not
+    st.just(b"''"),
+    st.sampled_from([b"\\0", b"\\01", b"\\%", b"\\_", b"\\Z", b"\\\\", b'""', b"\\'", b"\\\\''"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(_BODY_PART, max_size=12))
+def test_the_compiled_reader_unescapes_as_python_does(parts):
+    values = _compiled_rows()
+    text = b"'" + b"".join(parts) + b"',1);"
+    c = values._c_values_rows(text, 0, len(text), values._other, values.Binary, values._NOT_READ)
+    assert c is not None and c == values._py_rows(text, 0, len(text))
+    assert c[0][0] == unescape(b"".join(parts))
 
 
 @settings(max_examples=200, deadline=None)
@@ -329,8 +348,7 @@ def test_the_compiled_reader_reads_every_dump_literal(rows):
     values = _compiled_rows()
     text = (",\n".join("(" + ",".join(t for t, _ in r) + ")" for r in rows)[1:] + ";").encode("latin-1")
     want = [tuple(v for _, v in r) for r in rows]
-    assert values._c_values_rows(text, 0, len(text), values.unescape, values._other, values.Binary,
-                                 values._NOT_READ) == values._py_rows(text, 0, len(text)) == want
+    assert values._c_values_rows(text, 0, len(text), values._other, values.Binary, values._NOT_READ) == values._py_rows(text, 0, len(text)) == want
 
 
 @pytest.mark.parametrize("text, error", [
@@ -510,3 +528,31 @@ def test_values_of_the_decoder_types():
     assert values[1] == "2024-02-30 01:02:03" and values[2] == dt.date(2024, 1, 31)  # invalid: MySQL's text
     assert values[3] == 0.10000000149011612 and values[4] == bytes(15) + b"\x01"
     assert values[5].hex() == "123e4567e89b12d3a456426614174000"
+
+
+@settings(max_examples=300, deadline=None)
+@given(scale=st.integers(0, 6), sign=st.sampled_from(["", "-"]), whole=st.from_regex(r"[0-9]{1,20}", fullmatch=True),
+       frac=st.from_regex(r"[0-9]{0,8}", fullmatch=True))
+def test_decimal_literals_take_the_column_s_scale(scale, sign, whole, frac):
+    """The DECIMAL literals a dump writes (its scale's digits: read at once) and others (quantized)
+    give the value rounded to the column's scale, with no sign on a zero."""
+    lit = sign + whole + ("." + frac if frac else "")
+    schema = TableSchema((ColumnDef("d", "DECIMAL", 30, scale),))
+    got = RowReader("d", "t", schema, client_charset="utf8mb4", time_zone="+00:00").values((lit,))[0]
+    want = Decimal(lit).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_EVEN)
+    want = abs(want) if want == 0 else want
+    assert got.as_tuple() == want.as_tuple(), lit
+
+
+def test_many_rows_convert_as_each_row_does():
+    """An INSERT's rows, converted a column at a time, are each row's values; a bad row is named as
+    it is when rows are converted one by one."""
+    reader = RowReader("d", "t", SCHEMA, client_charset="utf8mb4", time_zone="+00:00")
+    rows = [("1", b"a", b"\xff", b"2024-01-02 03:04:05", "1.5", Binary(b"\x01"), b"{}", "2024", Binary(b"z"), b"1"),
+            ("2", None, "7", None, "-0.00", "5", None, None, None, None)]
+    assert reader.values_of_rows(rows) == [reader.values(r) for r in rows]
+    assert reader.values_of_rows(rows[1:], None)[0][4].as_tuple() == Decimal("0.00").as_tuple()
+    with pytest.raises(CorruptDump, match=r"d\.t\.d .*not a number"):
+        reader.values_of_rows([rows[0], ("3", b"b", b"c", None, b"x", None, None, None, None, None)])
+    with pytest.raises(CorruptDump, match="a row of 2 values for 10 columns"):
+        reader.values_of_rows([rows[0], ("1", "2")])

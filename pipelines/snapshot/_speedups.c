@@ -2,11 +2,11 @@
  * Optional accelerator for pipelines.snapshot.values: the rows of one INSERT's VALUES list, read
  * in one pass in C with results identical to values._fast_rows (the pure-Python fast path).
  *
- *   values_rows(buf, start, stop, unescape, other, binary, no) -> list of tuples, or None
+ *   values_rows(buf, start, stop, other, binary, no) -> list of tuples, or None
  *
  * buf[start:stop] is the list after its first '(' up to and including the ';' that ends the
  * statement. Each value is what _fast_rows makes of it:
- *   'text'            bytes (unescape(body) when the body holds a backslash or a doubled quote)
+ *   'text'            bytes, MySQL's escapes applied as values.unescape applies them
  *   123               str (the digits)
  *   -1.5e3            str (a number literal)
  *   NULL              None
@@ -141,18 +141,47 @@ static Py_ssize_t special_end(const unsigned char *s, Py_ssize_t p, Py_ssize_t s
     return 0; /* not a special form: an unquoted run */
 }
 
+/* MySQL's escapes in a quoted body s[a:b], as values.unescape applies them: \0 \' \" \b \n \r
+   \t \Z \\ to their byte, \% and \_ kept as two bytes, any other \x to x; a doubled quote q to one */
+static PyObject *unescaped(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, unsigned char q) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, b - a);
+    if (out == NULL) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = a; i < b; i++) {
+        unsigned char c = s[i];
+        if (c == '\\' && i + 1 < b) {
+            unsigned char e = s[++i];
+            switch (e) {
+            case '0': o[k++] = 0; break;
+            case 'b': o[k++] = 8; break;
+            case 'n': o[k++] = 10; break;
+            case 'r': o[k++] = 13; break;
+            case 't': o[k++] = 9; break;
+            case 'Z': o[k++] = 26; break;
+            case '%': case '_': o[k++] = '\\'; o[k++] = e; break;
+            default: o[k++] = e;
+            }
+        } else if (c == q && i + 1 < b && s[i + 1] == q) {
+            o[k++] = q;
+            i++;
+        } else {
+            o[k++] = c;
+        }
+    }
+    if (_PyBytes_Resize(&out, k) < 0) return NULL;
+    return out;
+}
+
 /* one value at s[a:b] (a token); a new reference, Py_None for a token _fast_rows would not read
    (returned as `fallback` = 1), NULL on a Python error */
 static PyObject *token_value(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, int quoted_escaped,
-                             PyObject *unescape, PyObject *other, PyObject *binary, PyObject *no, int *fallback) {
+                             PyObject *other, PyObject *binary, PyObject *no, int *fallback) {
     unsigned char c = s[a];
     Py_ssize_t n = b - a;
     if (c == '\'') {
-        PyObject *raw = PyBytes_FromStringAndSize((const char *)s + a + 1, n - 2);
-        if (raw == NULL || !quoted_escaped) return raw;
-        PyObject *v = PyObject_CallOneArg(unescape, raw);
-        Py_DECREF(raw);
-        return v;
+        if (quoted_escaped) return unescaped(s, a + 1, b - 1, '\'');
+        return PyBytes_FromStringAndSize((const char *)s + a + 1, n - 2);
     }
     int digits = 1;
     for (Py_ssize_t i = a; i < b; i++)
@@ -188,9 +217,9 @@ static PyObject *token_value(const unsigned char *s, Py_ssize_t a, Py_ssize_t b,
 }
 
 static PyObject *values_rows(PyObject *self, PyObject *args) {
-    PyObject *bufobj, *unescape, *other, *binary, *no;
+    PyObject *bufobj, *other, *binary, *no;
     Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "OnnOOOO", &bufobj, &start, &stop, &unescape, &other, &binary, &no)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnnOOO", &bufobj, &start, &stop, &other, &binary, &no)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *s = (const unsigned char *)view.buf;
@@ -226,7 +255,7 @@ static PyObject *values_rows(PyObject *self, PyObject *args) {
             }
         }
         int fb = 0;
-        PyObject *v = token_value(s, a, b, escaped, unescape, other, binary, no, &fb);
+        PyObject *v = token_value(s, a, b, escaped, other, binary, no, &fb);
         if (v == NULL) goto error;
         if (fb) {
             Py_DECREF(v);
@@ -281,7 +310,7 @@ error:
 
 static PyMethodDef methods[] = {
     {"values_rows", values_rows, METH_VARARGS,
-     "values_rows(buf, start, stop, unescape, other, binary, no) -> rows of one VALUES list, or None"},
+     "values_rows(buf, start, stop, other, binary, no) -> rows of one VALUES list, or None"},
     {NULL, NULL, 0, NULL},
 };
 

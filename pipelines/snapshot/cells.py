@@ -91,8 +91,13 @@ def _year(lit) -> int:
 
 def _decimal(scale: int) -> Callable:
     quantum = Decimal(1).scaleb(-scale)
+    # what a dump writes for a DECIMAL(p, scale): its digits with exactly `scale` decimals, which
+    # Decimal reads to the value the general path makes (a negative zero takes that path: no sign)
+    plain = re.compile(rf"-?[0-9]{{1,65}}\.[0-9]{{{scale}}}\Z" if scale else r"-?[0-9]{1,65}\Z").match
 
     def conv(lit):
+        if type(lit) is str and plain(lit) and (lit[0] != "-" or lit.strip("-0.")):
+            return Decimal(lit)
         try:
             d = Decimal(lit if isinstance(lit, str) else bytes(lit).decode("ascii")).quantize(quantum, context=_DEC_CONTEXT)
         except InvalidOperation:
@@ -222,7 +227,18 @@ def _text(col_codec: str | None, client_codec: str | None, client_binary: bool, 
         if client_codec is None:
             raise UnsupportedDump(f"{where}: a string value but no SET NAMES before it: its character set is unknown")
         return _decoded(lit, client_codec, col_codec)
-    return conv
+
+    if col_codec is None or col_codec != client_codec or client_binary:
+        return conv
+
+    def same_charset(lit):  # the common case: the connection's charset is the column's
+        if type(lit) is bytes:
+            try:
+                return lit.decode(col_codec)
+            except UnicodeDecodeError:
+                return InvalidText(lit, col_codec)
+        return conv(lit)
+    return same_charset
 
 
 def _decoded(raw: bytes, codec: str, col_codec: str | None):

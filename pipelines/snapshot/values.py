@@ -203,7 +203,7 @@ def _fast_rows(buf, start: int, stop: int) -> list[tuple] | None:
     """The rows of ``buf[start:stop]`` (a VALUES list after its first ``(``, through the ``;``), or
     None when the text is not one the fast path reads (:func:`parse_values_exact` reads it then)."""
     if _c_values_rows is not None:
-        return _c_values_rows(buf, start, stop, unescape, _other, Binary, _NOT_READ)
+        return _c_values_rows(buf, start, stop, _other, Binary, _NOT_READ)
     return _py_rows(buf, start, stop)
 
 
