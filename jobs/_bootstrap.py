@@ -10,7 +10,7 @@ project). It also holds the command line every job shares::
     --no-progress       no progress bars
     --delta-backend B   overrides ``delta.backend``: auto | spark | rs
     --lock-timeout S    wait up to S seconds for a run in progress on the same warehouse
-                        (default 0: refuse at once); see pipelines/lock.py
+                        (default 0: refuse at once); see pipelines/lock/
     --debug             a traceback with an error (without it: one line, ``error: ...``)
     --verbose           Spark's own start-up lines, and its log at INFO once the session is up
                         (without it: Spark's errors only)
