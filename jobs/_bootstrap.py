@@ -10,7 +10,7 @@ project). It also holds the command line every job shares::
     --no-progress       no progress bars
     --delta-backend B   overrides ``delta.backend``: auto | spark | rs
     --lock-timeout S    wait up to S seconds for a run in progress on the same warehouse
-                        (default 0: refuse at once); see pipelines/lock.py
+                        (default 0: refuse at once); see pipelines/lock/
     --debug             a traceback with an error (without it: one line, ``error: ...``)
     --verbose           Spark's own start-up lines, and its log at INFO once the session is up
                         (without it: Spark's errors only)
@@ -139,9 +139,10 @@ def session(cfg, verbose: bool = False):
     local master, the faster one on one machine. hadoop-aws and its AWS SDK go on it when ``input``
     or ``warehouse`` is an ``s3a://`` path (``S3A_JARS``, or the ones ``make setup`` fetched): the
     SDK is large, so other runs go without. Under spark-submit the submit command decides.
-    ``verbose``: Spark's start-up lines and its INFO log (:func:`pipelines.spark_session.quiet_conf`).
+    ``verbose``: Spark's start-up lines and its INFO log (:func:`pipelines.spark_settings.quiet_conf`).
     """
-    from pipelines.spark_session import build_session, uses_s3a
+    from pipelines.spark_session import build_session
+    from pipelines.spark_settings import uses_s3a
 
     packages = ",".join(cfg.delta.packages) if cfg.delta.backend != "rs" else ""
     return build_session(cfg.spark.app_name, cfg.spark.master, packages or None, dict(cfg.spark.conf), delta=True,

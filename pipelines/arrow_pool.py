@@ -11,7 +11,7 @@ segment's first read from bronze took twice as long as later ones. So:
 * :func:`use_fast_pool` (from :func:`pipelines.spark_session.build_session` and the silver step)
   makes pyarrow's default pool the one the variable names, for a process that imported pyarrow
   first, and leaves the variable set for the processes it starts (a local JVM's Python workers);
-* executors' Python workers get the variable from ``spark.executorEnv`` (:mod:`pipelines.spark_session`).
+* executors' Python workers get the variable from ``spark.executorEnv`` (:mod:`pipelines.spark_settings`).
 
 A pool the user chose with the variable stands. Where this pyarrow has no jemalloc the system
 allocator is used.

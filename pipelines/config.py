@@ -30,7 +30,7 @@ Layout of the YAML file (every key but ``input`` and ``warehouse`` is optional):
       compact_min_files: 8             # a table with more data files than this is compacted
       target_file_bytes: 134217728     # compaction's target file size (128 MiB)
       every_runs: 0                    # 0: only the maintain job; N: run_pipeline maintains every N runs
-    lock:                              # S3 and HDFS warehouses (pipelines/lock.py)
+    lock:                              # S3 and HDFS warehouses (pipelines/lock/)
       lease_seconds: 120               # a run that stops renewing (killed) frees the warehouse after this
     strict: false                      # true: bad input fails the run; false: it is quarantined
     accept_gaps: false                 # true: a missing file in the sequence is not an error

@@ -16,7 +16,7 @@ No version is written down here:
 ``make setup`` runs ``python -m pipelines.delta_jars fetch``: the Maven client (``mvn``, as the
 machine configures it: no registry host is named here) copies them into :data:`JARS_DIR`
 (git-ignored), once; a later fetch finds them there and does nothing. The bundle is about 560 MB.
-:func:`pipelines.spark_session.session_conf` puts the Delta jars on the classpath of local
+:func:`pipelines.spark_settings.session_conf` puts the Delta jars on the classpath of local
 sessions that ask for delta-spark when neither ``DELTA_JARS`` nor ``delta.packages`` names other
 jars; :func:`pipelines.spark_session.build_session` puts the S3A jars on the classpath of local
 sessions that ask for ``s3a://`` (unless ``S3A_JARS`` names others).

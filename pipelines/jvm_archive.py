@@ -16,7 +16,7 @@ Java's class-data sharing (AppCDS) maps a dump of the classes a training run loa
   version looks for another file, and without one the JVM starts as before.
 * The JVM maps an archive only when the classpath it was made with starts the session's. Jars in
   ``spark.jars`` (delta-spark's) are not on that classpath; the S3A jars a session asked for
-  ``s3a://`` gets go at its end (:func:`pipelines.spark_session.local_classpath_env`), after
+  ``s3a://`` gets go at its end (:func:`pipelines.spark_settings.local_classpath_env`), after
   PySpark's: the training run goes without them, and sessions with or without them map the archive.
 
 The archive is about 190 MB, in ``<venv>/share/binlog-delta/`` (``BINLOG_DELTA_JVM_ARCHIVE_DIR``
@@ -93,7 +93,8 @@ def _train(dump_to: Path) -> None:
     from pipelines import bronze
     from pipelines.config import load_config
     from pipelines.silver import step as silver_step
-    from pipelines.spark_session import LOCAL_DEFAULTS, build_session
+    from pipelines.spark_session import build_session
+    from pipelines.spark_settings import LOCAL_DEFAULTS
 
     options = f"{LOCAL_DEFAULTS['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={dump_to} {_QUIET}"
     spark = build_session("binlog-delta-jvm-archive", "local[2]",

@@ -19,7 +19,7 @@ the names (so the versions) of those jars: a changed source or an upgraded Delta
 for another jar, which the next build makes (and the stale one goes). ``make package`` copies it to
 ``dist/binlog-delta-logstore.jar`` (:data:`DIST_JAR_NAME`; its manifest names the digest).
 
-:func:`pipelines.spark_session.session_conf` puts the jar in ``spark.jars`` (next to delta-spark's:
+:func:`pipelines.spark_settings.session_conf` puts the jar in ``spark.jars`` (next to delta-spark's:
 the class extends delta-storage's, so it must be loaded by the same class loader) and sets
 :func:`spark_conf` for sessions asked for ``s3a://``. Under ``spark-submit`` the submit command
 decides: docs/deploy.md ("Several writers on S3") gives the ``--jars`` and ``--conf`` to add.

@@ -83,7 +83,7 @@ _log = get_logger(__name__)
 ENGINES = DELTA_BACKENDS
 FORMATS = ("table", "csv", "json", "jsonl")
 WAREHOUSE_ENV = "BINLOG_DELTA_WAREHOUSE"
-DELTA_JARS_ENV = "DELTA_JARS"  # as in pipelines.spark_session, read here without importing pyspark
+DELTA_JARS_ENV = "DELTA_JARS"  # as in pipelines.spark_settings, read here without importing pyspark
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "pipeline.yaml"
 MAX_DEPTH = 4  # silver/<db>/<table> is three levels; leave one to spare
 
@@ -266,7 +266,8 @@ def open_spark(engine: str, cfg=None, *, need_delta: bool = True):
         return None
     from pyspark.sql import SparkSession
 
-    from pipelines.spark_session import build_session, delta_spark_available, uses_s3a
+    from pipelines.spark_session import build_session, delta_spark_available
+    from pipelines.spark_settings import uses_s3a
 
     owned = SparkSession.getActiveSession() is None
     spark = build_session(

@@ -43,7 +43,7 @@ def test_pyarrow_s_default_follows_the_variable_in_a_process_that_imported_it_fi
 def test_python_workers_get_the_same_pool_or_the_users():
     """session_conf passes the pool to executors' Python workers (spark.executorEnv): jemalloc,
     or the one ARROW_DEFAULT_MEMORY_POOL names; a setting of the configuration wins."""
-    from pipelines.spark_session import session_conf
+    from pipelines.spark_settings import session_conf
 
     key = "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"
     assert session_conf(env={}, local=True)[key] == "jemalloc"

@@ -1,4 +1,4 @@
-"""The column-wise bronze builder (:class:`pipelines.bronze.rows.ArrowRowsBuilder`, what the
+"""The column-wise bronze builder (:class:`pipelines.bronze.arrow_rows.ArrowRowsBuilder`, what the
 staging tasks write) gives exactly the rows of the row-by-row reference (:func:`bronze_row`):
 on fresh binlogs of every column type under four server settings, on every binlog of the
 shared corpus, cut into chunks at arbitrary points, and value by value for mixed columns."""
@@ -18,7 +18,7 @@ from pipelines import bronze
 from pipelines.bronze import decode as bronze_decode
 from pipelines.bronze import bookkeeping
 from pipelines.binlog.txindex import scan
-from pipelines.bronze.rows import ArrowRowsBuilder, _generic, column_arrays
+from pipelines.bronze.arrow_rows import ArrowRowsBuilder, _generic, column_arrays
 from spark_fixtures import spark  # noqa: F401
 from workloads import all_types_workload, roundtrip_workload
 
@@ -165,7 +165,7 @@ def test_column_arrays_fast_paths_cover_typical_columns():
 def test_text_not_valid_in_its_charset_and_partial_json_keep_what_they_are():
     from pipelines.binlog.jsonb import REPLACE, JsonDiff, PartialJson
     from pipelines.binlog.values import decode_text
-    from pipelines.bronze.rows import _with_bytes
+    from pipelines.bronze.arrow_rows import _with_bytes
     from pipelines.bronze.schema import PARTIAL_JSON_MARK
 
     bad = decode_text("Регистрация".encode("cp1251"), "utf-8")

@@ -19,7 +19,7 @@ from spark_fixtures import delta_backend, require_delta_spark, spark  # noqa: F4
 from pipelines import delta_io
 from pipelines.delta_io import spark_backend as delta_commits
 from pipelines.delta_io import DeltaIOError, MergeClause, qualified, quote_ident
-from pipelines.spark_session import DELTA_CATALOG, DELTA_EXTENSION, session_conf
+from pipelines.spark_settings import DELTA_CATALOG, DELTA_EXTENSION, session_conf
 
 UTC = dt.timezone.utc
 HOSTILE = ["select", "a b", "x.y", "we`ird", 'q"uo\'te', "😀"]

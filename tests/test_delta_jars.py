@@ -12,7 +12,7 @@ import pytest
 from spark_fixtures import in_ci
 
 from pipelines import delta_jars
-from pipelines.spark_session import DELTA_CATALOG, DELTA_EXTENSION, session_conf
+from pipelines.spark_settings import DELTA_CATALOG, DELTA_EXTENSION, session_conf
 
 REPO = Path(__file__).resolve().parents[1]
 

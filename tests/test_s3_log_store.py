@@ -19,7 +19,7 @@ from s3_server import ACCESS_KEY, REGION, SECRET_KEY, environment_without_aws
 from spark_fixtures import in_ci
 
 from pipelines import delta_jars, log_store
-from pipelines.spark_session import session_conf
+from pipelines.spark_settings import session_conf
 
 REPO = Path(__file__).resolve().parents[1]
 S3A_KEY, S3_KEY = log_store.conf_key("s3a"), log_store.conf_key("s3")

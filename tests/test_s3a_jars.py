@@ -16,7 +16,7 @@ import pytest
 from spark_fixtures import in_ci
 
 from pipelines import delta_jars
-from pipelines.spark_session import (
+from pipelines.spark_settings import (
     LAUNCH_CLASSPATH_ENV,
     S3A_JARS_ENV,
     local_classpath_env,

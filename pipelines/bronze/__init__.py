@@ -5,7 +5,8 @@ Modules, from the bottom up (each imports only those above it, the decoder, conf
 :mod:`pipelines.delta_io`):
 
 * ``schema``   the bronze table's columns, ``_seq`` and shapes (imported by silver too)
-* ``rows``     bronze rows from decoded row changes, row by row or column-wise into Arrow
+* ``rows``     bronze rows from decoded row changes, row by row (the reference), and table layouts
+* ``arrow_rows`` the same rows built column-wise into Arrow record batches (the staging tasks')
 * ``bookkeeping`` file statuses, transaction ids, manifest and XA rows, run stats; the step's appends
 * ``files``    a file's bytes: prefix checksums, raw event cuts, memory maps, range copies for tasks
 * ``listing``  the input folder: binlog names and numbers, copies under other names

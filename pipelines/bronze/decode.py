@@ -20,7 +20,8 @@ from pipelines.binlog.events import EVENT_DECODERS, DecodeContext, decode_event
 from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, scan
 from pipelines.binlog.values import InvalidText
-from pipelines.bronze.rows import _OPS, ArrowRowsBuilder, _TableLayout, _ts, bronze_row
+from pipelines.bronze.arrow_rows import ArrowRowsBuilder
+from pipelines.bronze.rows import _OPS, _TableLayout, _ts, bronze_row
 from pipelines.bronze.schema import DECODER_VERSION, WRITTEN_LATER, seq_key
 from pipelines.bronze.files import MAX_RAW_EVENT, _task_bytes, as_buffer, cut_event
 from pipelines.storage import NO_SETTINGS, StorageSettings

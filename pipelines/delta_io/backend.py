@@ -78,7 +78,8 @@ def resolve_backend(spark: SparkSession | None, backend: str = "auto") -> str:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "rs":
         return "rs"
-    from pipelines.spark_session import delta_spark_available, is_local_master
+    from pipelines.spark_session import delta_spark_available
+    from pipelines.spark_settings import is_local_master
 
     available = spark is not None and delta_spark_available(spark)
     if backend == "spark":

@@ -13,7 +13,8 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipelines.bronze.rows import SnapshotRowsBuilder, _TableLayout, snapshot_row
+from pipelines.bronze.arrow_rows import SnapshotRowsBuilder
+from pipelines.bronze.rows import _TableLayout, snapshot_row
 from pipelines.bronze.schema import snapshot_seq
 from pipelines.config import TableFilter
 from pipelines.snapshot.cells import RowReader
