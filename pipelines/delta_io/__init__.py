@@ -58,10 +58,14 @@ imports the backend it returns when it is called; callers use the names re-expor
   imports ``backend``
 * ``spark_backend`` ``SparkBackend``: every delta-spark half, its session settings, log and snapshot,
   feature enabling, :func:`merge_spark` and the driver's rows' writes; imports the modules above
-* ``rs_backend``    ``RsBackend``: every delta-rs half, its commit properties, :func:`merge_rs` and its
-  chunks, :func:`read_arrow` and the driver's rows' writes; imports the modules above but ``spark_backend``
+* ``rs_tables``     delta-rs tables opened (at a pinned version) and read on the driver: :func:`read_arrow`,
+  :func:`read_arrow_in`, :func:`count_rows`; imports ``arrow``, ``features``, ``pins``
+* ``rs_writes``     delta-rs commits: commit properties, creating, appending Arrow rows, adding columns,
+  :func:`merge_rs` and the driver's rows' writes; imports the modules above but ``spark_backend``
+* ``rs_backend``    ``RsBackend``: every delta-rs half (Spark reads of the files delta-rs lists, MERGE in
+  chunks, upkeep), calling ``rs_tables`` and ``rs_writes``; imports the modules above but ``spark_backend``
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
-  ``arrow``, ``backend``, ``commits``, ``rs_backend``
+  ``arrow``, ``backend``, ``commits``, ``rs_tables``, ``rs_writes``
 """
 from __future__ import annotations
 
@@ -87,10 +91,9 @@ from pipelines.delta_io.upkeep import set_properties
 from pipelines.delta_io.spark_backend import (
     commit_session, merge_spark, spark_delta_log, spark_snapshot,
 )
-from pipelines.delta_io.rs_backend import (
-    MERGE_CHUNK_ROWS, count_rows, deltalake_table_exists, exit_process,
-    merge_rs, read_arrow, read_arrow_in,
-)
+from pipelines.delta_io.rs_tables import count_rows, deltalake_table_exists, exit_process, read_arrow, read_arrow_in
+from pipelines.delta_io.rs_writes import merge_rs
+from pipelines.delta_io.rs_backend import MERGE_CHUNK_ROWS
 from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
     prepare_staging,
