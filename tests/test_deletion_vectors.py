@@ -12,7 +12,7 @@ from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared
 
 from pipelines import delta_io, maintenance
 from pipelines.config import SilverConfig, load_config
-from pipelines.delta_io import spark_backend
+from pipelines.delta_io import spark_commits, spark_writes
 from pipelines.schema.typemap import ColumnSpec, silver_schema
 from pipelines.silver import apply_changes
 from pipelines.silver.properties import for_new_table
@@ -64,7 +64,7 @@ def expected(*later: tuple[int, str, int]) -> dict[int, tuple[str, str]]:
 def test_a_merge_of_a_few_rows_marks_them_instead_of_rewriting_the_file(spark, tmp_path, monkeypatch):  # noqa: F811
     require_delta_spark(spark)
     # (the table is small: as large ones are, for this test; the next one takes the real bound)
-    monkeypatch.setattr(spark_backend, "REWRITE_BELOW_BYTES", 0)
+    monkeypatch.setattr(spark_writes, "REWRITE_BELOW_BYTES", 0)
     with_dv, without = str(tmp_path / "dv" / "t"), str(tmp_path / "plain" / "t")
     loaded(spark, with_dv, True)
     loaded(spark, without, False)
@@ -87,7 +87,7 @@ def test_a_merge_into_a_small_table_rewrites_its_file(spark, tmp_path):  # noqa:
     require_delta_spark(spark)
     path = str(tmp_path / "dv" / "t")
     loaded(spark, path, True)
-    assert spark_backend.spark_snapshot(spark, path).sizeInBytes() <= spark_backend.REWRITE_BELOW_BYTES
+    assert spark_commits.spark_snapshot(spark, path).sizeInBytes() <= spark_writes.REWRITE_BELOW_BYTES
     merged = last_merge(spark, path)
     assert merged["numTargetDeletionVectorsAdded"] == 0 and merged["numTargetFilesRemoved"] >= 1, merged
     assert rows_of(spark, path, "spark") == expected()
@@ -98,7 +98,7 @@ def test_a_merge_into_a_small_table_rewrites_its_file(spark, tmp_path):  # noqa:
 
 def test_delta_rs_reads_merges_and_maintains_a_table_with_deletion_vectors(spark, tmp_path, monkeypatch):  # noqa: F811
     require_delta_spark(spark)
-    monkeypatch.setattr(spark_backend, "REWRITE_BELOW_BYTES", 0)  # (marks rows, as in a large table)
+    monkeypatch.setattr(spark_writes, "REWRITE_BELOW_BYTES", 0)  # (marks rows, as in a large table)
     path = str(tmp_path / "wh" / "silver" / "shop" / "t")
     loaded(spark, path, True)
     assert last_merge(spark, path)["numTargetDeletionVectorsAdded"] >= 1

@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 from spark_fixtures import delta_backend, require_delta_spark, spark  # noqa: F401
 
 from pipelines import delta_io
-from pipelines.delta_io import spark_backend as delta_commits
+from pipelines.delta_io import spark_commits as delta_commits
 from pipelines.delta_io import DeltaIOError, MergeClause, qualified, quote_ident
 from pipelines.spark_settings import DELTA_CATALOG, DELTA_EXTENSION, session_conf
 

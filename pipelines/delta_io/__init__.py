@@ -56,12 +56,19 @@ imports the backend it returns when it is called; callers use the names re-expor
 * ``merging``       ``MergeClause``, ``MergeResult``, :func:`merge`: then the backend; imports ``backend``
 * ``upkeep``        compaction, checkpoints, log retention, VACUUM (the backend's), storage figures;
   imports ``backend``
-* ``spark_backend`` ``SparkBackend``: every delta-spark half, its session settings, log and snapshot,
-  feature enabling, :func:`merge_spark` and the driver's rows' writes; imports the modules above
-* ``rs_backend``    ``RsBackend``: every delta-rs half, its commit properties, :func:`merge_rs` and its
-  chunks, :func:`read_arrow` and the driver's rows' writes; imports the modules above but ``spark_backend``
+* ``spark_commits`` what a delta-spark commit carries and is checked against: its session settings
+  (:func:`commit_session`), log and snapshot through the JVM, pinned commits' checks; imports
+  ``backend``, ``pins``
+* ``spark_writes``  delta-spark's :func:`merge_spark` and the driver's rows' writes; imports the modules above
+* ``spark_backend`` ``SparkBackend``: every delta-spark half, feature enabling; imports the modules above
+* ``rs_tables``     delta-rs tables opened (at a pinned version) and read on the driver: :func:`read_arrow`,
+  :func:`read_arrow_in`, :func:`count_rows`; imports ``arrow``, ``features``, ``pins``
+* ``rs_writes``     delta-rs commits: commit properties, creating, appending Arrow rows, adding columns,
+  :func:`merge_rs` and the driver's rows' writes; imports the modules above but the ``spark_`` ones
+* ``rs_backend``    ``RsBackend``: every delta-rs half (Spark reads of the files delta-rs lists, MERGE in
+  chunks, upkeep), calling ``rs_tables`` and ``rs_writes``; imports the modules above but the ``spark_`` ones
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
-  ``arrow``, ``backend``, ``commits``, ``rs_backend``
+  ``arrow``, ``backend``, ``commits``, ``rs_tables``, ``rs_writes``
 """
 from __future__ import annotations
 
@@ -84,13 +91,11 @@ from pipelines.delta_io.writes import (
 )
 from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge, merge_rows
 from pipelines.delta_io.upkeep import set_properties
-from pipelines.delta_io.spark_backend import (
-    commit_session, merge_spark, spark_delta_log, spark_snapshot,
-)
-from pipelines.delta_io.rs_backend import (
-    MERGE_CHUNK_ROWS, count_rows, deltalake_table_exists, exit_process,
-    merge_rs, read_arrow, read_arrow_in,
-)
+from pipelines.delta_io.spark_commits import commit_session, spark_delta_log, spark_snapshot
+from pipelines.delta_io.spark_writes import merge_spark
+from pipelines.delta_io.rs_tables import count_rows, deltalake_table_exists, exit_process, read_arrow, read_arrow_in
+from pipelines.delta_io.rs_writes import merge_rs
+from pipelines.delta_io.rs_backend import MERGE_CHUNK_ROWS
 from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
     prepare_staging,

@@ -1,7 +1,7 @@
 """What every commit shares: transaction ids (checked, looked up in the backend's snapshot) and
 :func:`_commit`: fault points and the retry of a commit that lost a race with another writer. The
 backends' own commit details (delta-spark's session settings, delta-rs's commit properties) are
-in :mod:`~pipelines.delta_io.spark_backend` and :mod:`~pipelines.delta_io.rs_backend`."""
+in :mod:`~pipelines.delta_io.spark_commits` and :mod:`~pipelines.delta_io.rs_writes`."""
 from __future__ import annotations
 
 import random

@@ -1,7 +1,8 @@
 """The MERGE primitive: clauses as SQL text both Spark SQL and delta-rs (DataFusion) parse the same
 way (:class:`MergeClause`), what a MERGE did (:class:`MergeResult`), and :func:`merge`, run by the
-backend: delta-spark (:func:`~pipelines.delta_io.spark_backend.merge_spark`) or delta-rs
-(:func:`~pipelines.delta_io.rs_backend.merge_rs`, in chunks)."""
+backend: delta-spark (:func:`~pipelines.delta_io.spark_writes.merge_spark`) or delta-rs
+(:func:`~pipelines.delta_io.rs_writes.merge_rs`, in chunks:
+:class:`~pipelines.delta_io.rs_backend.RsBackend`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

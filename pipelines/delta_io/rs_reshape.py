@@ -77,8 +77,8 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
     the table's pinned version when this thread pinned it (:mod:`pipelines.delta_io.pins`)."""
     from deltalake import TableFeatures, write_deltalake
 
-    from pipelines.delta_io.rs_backend import (_rs_commit_properties, _rs_create, _rs_ensure_mapping_feature,
-                                               _rs_landed, _rs_table)
+    from pipelines.delta_io.rs_tables import _rs_table
+    from pipelines.delta_io.rs_writes import _rs_commit_properties, _rs_create, _rs_ensure_mapping_feature, _rs_landed
 
     folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage = f"{str(path).rstrip('/')}/{folder}"

@@ -33,7 +33,7 @@ class RsScan:
         """The scan of the table at ``path`` (``above``: only the files that may hold a row with
         that column above that value); None when its files alone do not give its rows (partition
         columns, deletion vectors, column mapping)."""
-        from pipelines.delta_io.rs_backend import _rs_arrow_filesystem, _rs_files_above, _rs_table
+        from pipelines.delta_io.rs_tables import _rs_arrow_filesystem, _rs_files_above, _rs_table
 
         dt = _rs_table(path)
         meta, features = dt.metadata(), set(dt.protocol().reader_features or ())

@@ -16,9 +16,8 @@ from pipelines import faults, storage
 from pipelines.delta_io.arrow import spark_schema_to_arrow
 from pipelines.delta_io.backend import DeltaIOError
 from pipelines.delta_io.commits import _commit, check_txn
-from pipelines.delta_io.rs_backend import (
-    _rs_commit_properties, _rs_create, _rs_table, _rs_txn_recorded, deltalake_table_exists,
-)
+from pipelines.delta_io.rs_tables import _rs_table, deltalake_table_exists
+from pipelines.delta_io.rs_writes import _rs_commit_properties, _rs_create, _rs_txn_recorded
 
 
 STAGED_BATCH_ROWS = 20_000  # rows held as Python tuples in a task before they become Arrow
