@@ -87,31 +87,6 @@ def java_options() -> str:
 
 # -- making one --------------------------------------------------------------------------------
 
-def _train(dump_to: Path) -> None:
-    """The training run (in its own process): the pipeline on the samples, on both backends, in a
-    JVM that dumps the classes it loaded to ``dump_to`` when it exits; waits for that exit."""
-    from pipelines import bronze
-    from pipelines.config import load_config
-    from pipelines.silver import step as silver_step
-    from pipelines.spark_session import build_session
-    from pipelines.spark_settings import LOCAL_DEFAULTS
-
-    options = f"{LOCAL_DEFAULTS['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={dump_to} {_QUIET}"
-    spark = build_session("binlog-delta-jvm-archive", "local[2]",
-                          extra_conf={"spark.driver.extraJavaOptions": options}, delta=True)
-    proc = spark.sparkContext._gateway.proc
-    with tempfile.TemporaryDirectory(prefix="jvm-archive-wh-") as wh:
-        for backend in ("rs", "spark"):
-            cfg = load_config(_REPO / "conf" / "pipeline.yaml",
-                              {"warehouse": f"{wh}/{backend}", "progress": False, "delta.backend": backend})
-            bronze.run(spark, cfg)
-            silver_step.run(spark, cfg)
-        spark.stop()
-    proc.stdin.close()  # the gateway JVM exits when its stdin closes, and dumps on its way out
-    if proc.wait(timeout=600):
-        raise RuntimeError(f"the training JVM exited with {proc.returncode}")
-
-
 def _maps(path: Path) -> bool:
     """True when a JVM of this JDK starts with the archive (a damaged one makes it crash)."""
     home = java_home()
@@ -132,7 +107,7 @@ def create(force: bool = False) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        done = subprocess.run([sys.executable, "-m", "pipelines.jvm_archive", "_train", str(partial)],
+        done = subprocess.run([sys.executable, "-m", "pipelines.jvm_training", str(partial)],
                               cwd=_REPO, capture_output=True, text=True)
         if done.returncode or not partial.is_file() or not _maps(partial):
             _log.warning(f"jvm archive: the training run failed (exit {done.returncode}); jobs start without an "
@@ -151,12 +126,7 @@ def main(argv=None) -> int:
     make = sub.add_parser("create", help="make the archive (a training run of the pipeline on the samples)")
     make.add_argument("--force", action="store_true", help="make it again even when it is there")
     sub.add_parser("path", help="print where the archive is (or would be)")
-    train = sub.add_parser("_train")
-    train.add_argument("dump_to", type=Path)
     a = p.parse_args(argv)
-    if a.command == "_train":
-        _train(a.dump_to)
-        return 0
     if a.command == "path":
         print(archive_path() or "no JDK found")
         return 0

@@ -32,7 +32,8 @@ The decoders live by event family; this module dispatches to them and is what ca
 * ``events_table_map``  TABLE_MAP and its optional metadata
 * ``events_rows``       the rows events (v0-v2, partial updates, MariaDB's compressed ones)
 * ``events_gtid``       MySQL's GTID, GTID_TAGGED, PREVIOUS_GTIDS, TRANSACTION_CONTEXT, VIEW_CHANGE
-* ``events_payload``    TRANSACTION_PAYLOAD (its inner events go through :func:`decode_event`)
+* ``events_payload``    TRANSACTION_PAYLOAD (its inner events go through :func:`decode_event`, which the
+  dispatch passes in)
 * ``events_mariadb``    ANNOTATE_ROWS, BINLOG_CHECKPOINT, GTID, GTID_LIST, START_ENCRYPTION
 
 The wire-format readers are in :mod:`pipelines.binlog.wire`.
@@ -114,7 +115,7 @@ EVENT_DECODERS: dict[int, EventDecoder] = {
     EventType.TRANSACTION_CONTEXT: decode_transaction_context,
     EventType.VIEW_CHANGE: decode_view_change,
     EventType.XA_PREPARE: decode_xa_prepare,
-    EventType.TRANSACTION_PAYLOAD: decode_transaction_payload,
+    EventType.TRANSACTION_PAYLOAD: lambda data, ctx, hdr: decode_transaction_payload(data, ctx, hdr, decode_event),
     EventType.HEARTBEAT_V2: decode_heartbeat_v2,
     EventType.GTID_TAGGED: decode_gtid_tagged,
     EventType.MARIA_ANNOTATE_ROWS: decode_annotate_rows,

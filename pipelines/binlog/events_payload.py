@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .constants import COMMON_HEADER_LEN, EventType
 from .errors import CorruptEvent, TruncatedEvent, UnsupportedType, need
@@ -62,10 +62,9 @@ def _zstd_decompress(payload, size: int) -> bytes:
     return out
 
 
-def _payload_events(buf: bytes, ctx: DecodeContext, header: EventHeader) -> tuple:
-    """Frame the inner events (common header + body, no checksums) and decode them."""
-    from .events import decode_event  # (the dispatch imports this module)
-
+def _payload_events(buf: bytes, ctx: DecodeContext, header: EventHeader, decode_event: Callable) -> tuple:
+    """Frame the inner events (common header + body, no checksums) and decode each with
+    ``decode_event`` (the dispatch's, which passes itself in)."""
     view = memoryview(buf)
     events = []
     off = 0
@@ -88,7 +87,7 @@ def _payload_events(buf: bytes, ctx: DecodeContext, header: EventHeader) -> tupl
     return tuple(events)
 
 
-def decode_transaction_payload(data, ctx, header) -> TransactionPayloadEvent:
+def decode_transaction_payload(data, ctx, header, decode_event: Callable) -> TransactionPayloadEvent:
     """TLV header (type, length, value as packed integers; END = type 0) and the payload.
 
     The post-header length MySQL 8.0 declares for this type is not one (its table
@@ -120,4 +119,4 @@ def decode_transaction_payload(data, ctx, header) -> TransactionPayloadEvent:
         buf = _zstd_decompress(payload, usize)
     else:
         raise UnsupportedType(f"TRANSACTION_PAYLOAD compression type {ctype}")
-    return TransactionPayloadEvent(header, size, ctype, usize, _payload_events(buf, ctx, header))
+    return TransactionPayloadEvent(header, size, ctype, usize, _payload_events(buf, ctx, header, decode_event))

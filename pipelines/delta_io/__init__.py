@@ -36,8 +36,9 @@ against, so a writer that commits the same id in between makes this commit confl
 retry skip it); a table that does not exist yet is first created empty, because delta-rs does not
 check two racing creating writes against each other.
 
-Modules (each imports only those above it, save that :func:`~pipelines.delta_io.backend.backend_for`
-imports the backend it returns when it is called; callers use the names re-exported here):
+Modules (each imports only those above it; :func:`~pipelines.delta_io.backend.backend_for` finds the
+backends in a table this ``__init__`` fills once it has imported them; callers use the names
+re-exported here):
 
 * ``backend``       which backend a call uses, the backend interface (``DeltaBackend``, ``backend_for``),
   errors, identifier quoting, a URI's Arrow filesystem; imports no other module of the package
@@ -63,8 +64,10 @@ imports the backend it returns when it is called; callers use the names re-expor
 * ``spark_backend`` ``SparkBackend``: every delta-spark half, feature enabling; imports the modules above
 * ``rs_tables``     delta-rs tables opened (at a pinned version) and read on the driver: :func:`read_arrow`,
   :func:`read_arrow_in`, :func:`count_rows`; imports ``arrow``, ``features``, ``pins``
-* ``rs_writes``     delta-rs commits: commit properties, creating, appending Arrow rows, adding columns,
+* ``rs_writes``     delta-rs commits: commit properties, creating, appending Arrow rows,
   :func:`merge_rs` and the driver's rows' writes; imports the modules above but the ``spark_`` ones
+* ``rs_reshape``    a column-mapped table's new schema written as staged rows and one overwrite commit,
+  and the columns delta-rs cannot add in place; imports ``rs_tables``, ``rs_writes`` and those they import
 * ``rs_backend``    ``RsBackend``: every delta-rs half (Spark reads of the files delta-rs lists, MERGE in
   chunks, upkeep), calling ``rs_tables`` and ``rs_writes``; imports the modules above but the ``spark_`` ones
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
@@ -95,11 +98,16 @@ from pipelines.delta_io.spark_commits import commit_session, spark_delta_log, sp
 from pipelines.delta_io.spark_writes import merge_spark
 from pipelines.delta_io.rs_tables import count_rows, deltalake_table_exists, exit_process, read_arrow, read_arrow_in
 from pipelines.delta_io.rs_writes import merge_rs
+from pipelines.delta_io import rs_backend, spark_backend
+from pipelines.delta_io.backend import register
 from pipelines.delta_io.rs_backend import MERGE_CHUNK_ROWS
 from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
     prepare_staging,
 )
+
+register(spark_backend.BACKEND)
+register(rs_backend.BACKEND)
 
 __all__ = [
     "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",

@@ -189,15 +189,20 @@ class DeltaBackend(Protocol):
                user_metadata: str | None) -> int: ...
 
 
+# The backends by name. They build on the operation modules (writes, merging, ...), which reach
+# them only through this table: the package's ``__init__`` fills it once it has imported them.
+_BACKENDS: dict[str, DeltaBackend] = {}
+
+
+def register(impl: DeltaBackend) -> None:
+    """Make ``impl`` the backend :func:`backend_for` returns for its name."""
+    _BACKENDS[impl.name] = impl
+
+
 def backend_for(spark: SparkSession | None, backend: str = "auto") -> DeltaBackend:
     """The :class:`DeltaBackend` that :func:`resolve_backend` picks.
 
     >>> backend_for(None, "rs").name
     'rs'
     """
-    # imported here: the backends build on the operation modules, which reach them only this way
-    if resolve_backend(spark, backend) == "spark":
-        from pipelines.delta_io.spark_backend import BACKEND
-    else:
-        from pipelines.delta_io.rs_backend import BACKEND
-    return BACKEND
+    return _BACKENDS[resolve_backend(spark, backend)]

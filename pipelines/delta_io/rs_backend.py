@@ -28,12 +28,13 @@ from pipelines.delta_io.commits import _commit, _txn_recorded
 from pipelines.delta_io.features import DELETION_VECTORS, physical_names, strip_mapping_metadata, uses_column_mapping
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, table_exists
+from pipelines.delta_io.rs_reshape import _add_columns_rs_elsewhere, _rs_needs_spark_to_add, reshape_rs
 from pipelines.delta_io.rs_tables import (
     _rs_files_above, _rs_options, _rs_query, _rs_table, deltalake_table_exists, read_arrow,
 )
 from pipelines.delta_io.rs_writes import (
-    _add_columns_rs_elsewhere, _append_rs, _rs_commit_properties, _rs_create, _rs_create_mode, _rs_created_meanwhile,
-    _rs_landed, _rs_needs_spark_to_add, append_with_rows_rs, create_with_rows_rs, merge_rs,
+    _append_rs, _rs_commit_properties, _rs_create, _rs_create_mode, _rs_created_meanwhile,
+    _rs_landed, append_with_rows_rs, create_with_rows_rs, merge_rs,
 )
 
 
@@ -189,8 +190,6 @@ class RsBackend:
         def attempt(n: int) -> None:
             exists = table_exists(path, backend="rs")
             if overwrite_schema and exists and uses_column_mapping(_rs_table(path).metadata().configuration):
-                from pipelines.delta_io.rs_reshape import reshape_rs
-
                 return reshape_rs(path, data, user_metadata)  # (which delta-rs's write cannot do)
             try:
                 write_deltalake(_rs_table(path) if exists else str(path), data,

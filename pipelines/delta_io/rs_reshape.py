@@ -7,7 +7,8 @@ CREATE TABLE replaces a table with another schema. So the new rows are written a
 their own, in a folder inside the table's (with column mapping, so under physical names of their
 own), and one overwrite commit of the table takes that table's files and its schema. Until that
 commit the table is what it was; a run that dies before it leaves only the folder's files, which
-no commit names (VACUUM removes them).
+no commit names (VACUUM removes them). Also where columns delta-rs cannot add in place are added
+(:func:`_add_columns_rs_elsewhere`).
 """
 from __future__ import annotations
 
@@ -16,9 +17,22 @@ import uuid
 
 import pyarrow as pa
 
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
 from pipelines import storage
+from pipelines.delta_io.arrow import _fit_columns
 from pipelines.delta_io.backend import DeltaIOError
-from pipelines.delta_io.features import COLUMN_MAPPING_ID, COLUMN_MAPPING_MODE
+from pipelines.delta_io.commits import _commit
+from pipelines.delta_io.features import (
+    COLUMN_MAPPING_ID, COLUMN_MAPPING_MODE, needs_column_mapping, uses_column_mapping,
+)
+from pipelines.delta_io.reads import schema
+from pipelines.delta_io.rs_tables import _rs_table, read_arrow
+from pipelines.delta_io.rs_writes import _rs_commit_properties, _rs_create, _rs_ensure_mapping_feature, _rs_landed
+from pipelines.delta_io.writes import _new_fields, add_columns
 
 MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
 STAGE_PREFIX = "reshape-"
@@ -76,9 +90,6 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
     commit (see the module's docstring) that records ``user_metadata``; each commit made against
     the table's pinned version when this thread pinned it (:mod:`pipelines.delta_io.pins`)."""
     from deltalake import TableFeatures, write_deltalake
-
-    from pipelines.delta_io.rs_tables import _rs_table
-    from pipelines.delta_io.rs_writes import _rs_commit_properties, _rs_create, _rs_ensure_mapping_feature, _rs_landed
 
     folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage = f"{str(path).rstrip('/')}/{folder}"
@@ -141,3 +152,38 @@ def _staged_adds(stage: str, staged, folder: str) -> list:
     return [AddAction(f"{folder}/{a['path']}", a["size_bytes"], {}, int(a["modification_time"]), True,
                       stats.get(a["path"], json.dumps({"numRecords": a["num_records"]})))
             for a in adds]
+
+
+def _rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
+    """True when delta-rs cannot add ``adding`` in place: it cannot change the schema of a
+    column-mapped table (deltalake 1.6: "Schema evolution on column-mapped tables is not yet
+    supported"), nor turn column mapping on for a table that has none."""
+    dt = _rs_table(path)
+    return uses_column_mapping(dt.metadata().configuration) or needs_column_mapping(adding)
+
+
+def _add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
+    """Columns that delta-rs cannot add in place (see :func:`_rs_needs_spark_to_add`) are added by
+    delta-spark when this session has it (a change of the schema alone); else, to a column-mapped
+    table, by writing its rows again with the new columns empty
+    (:func:`~pipelines.delta_io.rs_reshape.reshape_rs`, one commit). Only turning column mapping
+    on for a table without it needs delta-spark."""
+    from pipelines.spark_session import delta_spark_available
+
+    if spark is not None and delta_spark_available(spark):
+        return add_columns(path, adding, spark=spark, backend="spark")
+    if uses_column_mapping(_rs_table(path).metadata().configuration):
+        def attempt(n: int) -> list[str]:
+            current = schema(path, backend="rs")
+            new = _new_fields(T.StructType(list(adding)), current)
+            if new:
+                reshape_rs(path, _fit_columns(read_arrow(path), T.StructType(current.fields + new)))
+            return [f.name for f in new]
+
+        return _commit("add_columns", path, attempt)
+    names = [f.name for f in adding]
+    raise DeltaIOError(
+        f"add_columns({path}): cannot add {names} with delta-rs: their names need column mapping "
+        "(a column name holds one of ' ,;{}()\\n\\t='), which deltalake 1.6 cannot turn on for a table "
+        "created without it. Run this step with delta-spark on the classpath (make setup fetches the "
+        "jars; set delta.backend: spark, or --delta-backend spark)")

@@ -1,6 +1,6 @@
 """delta-rs commits (the ``deltalake`` package, on the driver): commit properties and transaction
-ids, pins moved by a landed commit, creating a table, appending Arrow rows, adding columns delta-rs
-cannot add in place, and :func:`merge_rs` (one MERGE commit; its chunks are
+ids, pins moved by a landed commit, creating a table, appending Arrow rows, and :func:`merge_rs`
+(one MERGE commit; its chunks are
 :class:`~pipelines.delta_io.rs_backend.RsBackend`'s). No reads but what a commit needs
 (:mod:`~pipelines.delta_io.rs_tables`)."""
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pyspark.sql import types as T
 
 from pipelines.delta_io.arrow import _fit_columns, arrow_schema_to_spark, as_arrow
 from pipelines.delta_io import pins
-from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, DeltaIOError, quote_ident
+from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
 from pipelines.delta_io.commits import _commit, check_txn
 from pipelines.delta_io.features import (
     create_properties, needs_column_mapping, strip_mapping_metadata, uses_column_mapping,
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
 from pipelines.delta_io.reads import schema, table_exists
-from pipelines.delta_io.rs_tables import _rs_options, _rs_table, deltalake_table_exists, read_arrow
+from pipelines.delta_io.rs_tables import _rs_options, _rs_table, deltalake_table_exists
 from pipelines.delta_io.writes import _new_fields, add_columns
 
 
@@ -161,43 +161,6 @@ def _rs_ensure_mapping_feature(path: str) -> None:
         dt.alter.add_feature(TableFeatures.ColumnMapping, allow_protocol_versions_increase=True,
                              commit_properties=_rs_commit_properties(None, None, None, path))
         _rs_landed(path)
-
-
-def _rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
-    """True when delta-rs cannot add ``adding`` in place: it cannot change the schema of a
-    column-mapped table (deltalake 1.6: "Schema evolution on column-mapped tables is not yet
-    supported"), nor turn column mapping on for a table that has none."""
-    dt = _rs_table(path)
-    return uses_column_mapping(dt.metadata().configuration) or needs_column_mapping(adding)
-
-
-def _add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
-    """Columns that delta-rs cannot add in place (see :func:`_rs_needs_spark_to_add`) are added by
-    delta-spark when this session has it (a change of the schema alone); else, to a column-mapped
-    table, by writing its rows again with the new columns empty
-    (:func:`~pipelines.delta_io.rs_reshape.reshape_rs`, one commit). Only turning column mapping
-    on for a table without it needs delta-spark."""
-    from pipelines.spark_session import delta_spark_available
-
-    if spark is not None and delta_spark_available(spark):
-        return add_columns(path, adding, spark=spark, backend="spark")
-    if uses_column_mapping(_rs_table(path).metadata().configuration):
-        from pipelines.delta_io.rs_reshape import reshape_rs
-
-        def attempt(n: int) -> list[str]:
-            current = schema(path, backend="rs")
-            new = _new_fields(T.StructType(list(adding)), current)
-            if new:
-                reshape_rs(path, _fit_columns(read_arrow(path), T.StructType(current.fields + new)))
-            return [f.name for f in new]
-
-        return _commit("add_columns", path, attempt)
-    names = [f.name for f in adding]
-    raise DeltaIOError(
-        f"add_columns({path}): cannot add {names} with delta-rs: their names need column mapping "
-        "(a column name holds one of ' ,;{}()\\n\\t='), which deltalake 1.6 cannot turn on for a table "
-        "created without it. Run this step with delta-spark on the classpath (make setup fetches the "
-        "jars; set delta.backend: spark, or --delta-backend spark)")
 
 
 def append_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
