@@ -1,0 +1,61 @@
+"""The package's import arrows go one way (issue 35): no cycle among its modules, lazy imports
+inside functions included, and the decoder imports nothing of the package outside it, nor Spark
+or Delta (``python -m pipelines imports`` prints the arrows)."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from pipelines import import_graph
+from pipelines.import_graph import cycles, folded, graph, modules
+
+
+def test_cycles_are_found_in_a_small_graph():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(g) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert folded({"pipelines.x.a": {"pipelines.y.b", "pipelines.x.c"}, "pipelines.y.b": set()}) == {"x": {"y"}, "y": set()}
+
+
+def test_lazy_imports_count_and_type_checking_ones_do_not(tmp_path):
+    pkg = tmp_path / "pipelines"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pipelines import b\n")
+    (pkg / "b.py").write_text("def f():\n    from . import a\n")
+    (pkg / "sub" / "c.py").write_text("from ..a import thing\nfrom . import d\n")
+    (pkg / "sub" / "d.py").write_text("")
+    g = graph(pkg)
+    assert g["pipelines.a"] == set() and g["pipelines.b"] == {"pipelines.a"}
+    assert g["pipelines.sub.c"] == {"pipelines.a", "pipelines.sub.d"}
+
+
+def test_the_package_has_no_import_cycle():
+    g = graph()
+    assert len(g) > 100 and sum(map(len, g.values())) > 300  # (the package was read)
+    assert cycles(g) == [], "import cycles (python -m pipelines imports):\n" + "\n".join(map(str, cycles(g)))
+    assert cycles(folded(g)) == []
+
+
+def test_the_decoder_imports_nothing_of_the_pipeline_nor_spark_nor_delta():
+    g = graph()
+    decoder = [m for m in g if m == "pipelines.binlog" or m.startswith("pipelines.binlog.")]
+    assert decoder
+    outside = {m: sorted(t for t in g[m] if not t.startswith("pipelines.binlog")) for m in decoder}
+    assert not any(outside.values()), outside
+    mods = modules()
+    for m in decoder:
+        tree = ast.parse(mods[m].read_text(encoding="utf-8"))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level]
+        assert not [n for n in names if n.split(".")[0] in ("pyspark", "delta", "deltalake")], (m, names)
+
+
+def test_the_command_prints_the_arrows_and_no_cycle():
+    done = subprocess.run([sys.executable, "-m", "pipelines", "imports", "--packages"], capture_output=True,
+                          text=True, timeout=120, cwd=import_graph.ROOT.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "binlog -> (nothing of the package)" in done.stdout
+    assert done.stdout.rstrip().endswith("0 cycle(s)")
