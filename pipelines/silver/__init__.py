@@ -27,6 +27,8 @@ What each module holds (each imports only the ones above it in this list):
   snapshot rebuilds from its position (a reset there: its CREATE TABLE), and their rewind.
 * :mod:`~pipelines.silver.segments`: a run's plan: each table's segments, their rows' shapes, and
   the lanes they run in.
+* :mod:`~pipelines.silver.lanes`: a run's lanes: the state they share, the small segments' rows
+  fetched for them, and each segment applied in turn (schema events, then its changes).
 * :mod:`~pipelines.silver.step`: the silver step of a run: reads what is new, plans it, and runs the
   lanes that apply schema events and changes; then watermarks, quarantine and the run log.
 
