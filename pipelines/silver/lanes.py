@@ -20,7 +20,7 @@ from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import Resolution, SchemaVersion
 from pipelines.delta_io.rs_scan import RsScan
-from pipelines.silver import bronze_scan, columnar, driver, schema_events, segment_cells
+from pipelines.silver import bronze_scan, columnar, driver, driver_fold, schema_events, segment_cells
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
@@ -328,11 +328,11 @@ class _Run:
             try:
                 defaults = schema_events.insert_defaults(spark, version, resolution.specs, typer=ImageTyper) \
                     if partial else None
-                result = driver.apply_small(spark, path, driver.rows_of(small), resolution.specs,
-                                            resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
-                                            column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
-                                            backend=self.backend, properties=self.properties, partial=partial,
-                                            defaults=defaults)
+                result = driver_fold.apply_small(spark, path, driver.rows_of(small), resolution.specs,
+                                                 resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
+                                                 column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
+                                                 backend=self.backend, properties=self.properties, partial=partial,
+                                                 defaults=defaults)
                 applied_by = "driver"
             except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
                 result = None
