@@ -674,6 +674,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
     """
     from pipelines import bronze, snapshot_load, storage
     from pipelines.silver import step as silver_step
+    from pipelines.silver.columns import SilverStepError
     from pipelines.config import load_config
     from pipelines.snapshot.source import DumpFile, read_position
 
@@ -734,7 +735,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
                 try:
                     with keyed_segments_in_arrow(arrow):
                         silver_step.run(spark, cfg)
-                except silver_step.SilverStepError as e:  # the tables it names differ below
+                except SilverStepError as e:  # the tables it names differ below
                     silver_failed = str(e)
                 continue
             if kill and part == 1:  # SIGKILL somewhere in the second run, then run again

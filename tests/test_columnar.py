@@ -19,6 +19,7 @@ from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 from pipelines.schema.typemap import ColumnSpec, spark_type
 from pipelines.silver import columnar, driver, segment_cells
+from pipelines.silver.driver_fold import apply_small
 from pipelines.silver.typed_values import ImageTyper, NotCanonical
 
 _CELL = pa.struct([("idx", pa.int32()), ("name", pa.string()), ("type", pa.string()), ("text", pa.string()),
@@ -174,11 +175,11 @@ def test_value_fixes_and_padded_binary_are_typed_value_by_value():
 def test_big_segments_give_the_table_the_row_path_gives(spark, tmp_path, delete_mode):  # noqa: F811
     """BATCH_1 (inserts, updates, a key change, deletes of held and never-held keys, a zero date),
     then BATCH_2 on the stored rows (one change below the watermark), then BATCH_2 again (all
-    below it): the same counts, watermark and table as driver.apply_small's, batch for batch."""
+    below it): the same counts, watermark and table as apply_small's, batch for batch."""
     by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
     for batch in (BATCH_1, BATCH_2, BATCH_2):
         rows = _bronze_rows(batch)
-        expected = driver.apply_small(None, by_rows, rows, SPECS, ["id"], delete_mode=delete_mode)
+        expected = apply_small(None, by_rows, rows, SPECS, ["id"], delete_mode=delete_mode)
         got = columnar.apply_big(by_arrow, _segment(rows[::-1], parts=2), SPECS, ["id"], delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
                   "zero_dates_nulled", "watermark", "committed", "columns_added")
@@ -199,7 +200,7 @@ def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
              ("005", "u", img(2, "x", 3), img(1, "y", 5))]  # (2,x) -> (1,y)
     by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
     rows = _bronze_rows(batch)
-    expected = driver.apply_small(None, by_rows, rows, specs, ["a", "b"])
+    expected = apply_small(None, by_rows, rows, specs, ["a", "b"])
     got = columnar.apply_big(by_arrow, _segment(rows), specs, ["a", "b"])
     assert (got.inserted, got.unchanged) == (expected.inserted, expected.unchanged) == (2, 1)
     key = lambda r: (r["a"], r["b"])  # noqa: E731
@@ -210,14 +211,14 @@ def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
 
 def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_path):  # noqa: F811
     """A keyless table's inserts (copies of one row included) in two batches, the second on the
-    stored rows: the same counts and table as driver.apply_small's; a batch with a delete is refused."""
+    stored rows: the same counts and table as apply_small's; a batch with a delete is refused."""
     log_1 = [("001", "c", None, _img(1, "a")), ("002", "c", None, _img(1, "a")), ("003", "c", None, _img(2, "b", d="0000-00-00"))]
     log_2 = [("003", "c", None, _img(2, "b", d="0000-00-00")), ("004", "c", None, _img(1, "a")),
              ("005", "c", None, _img(None, None, amount=None))]
     by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
     for batch in (log_1, log_2):
         rows = _bronze_rows(batch)
-        expected = driver.apply_small(None, by_rows, rows, SPECS, [])
+        expected = apply_small(None, by_rows, rows, SPECS, [])
         got = columnar.apply_big(by_arrow, _segment(rows[::-1], parts=2), SPECS, [])
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")

@@ -38,6 +38,7 @@ from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared
 
 from pipelines import bronze, delta_io
 from pipelines.silver import step as silver_step
+from pipelines.silver.columns import SilverStepError
 from pipelines.config import load_config
 from pipelines.paths import silver_table_path
 from pipelines.schema import ColumnDef, SchemaHistory
@@ -360,7 +361,7 @@ def test_corpus_silver_equals_final_state(spark, backend, tmp_path):  # noqa: F8
     assert all(r.startswith("statement-format change") for r in reasons), reasons
     try:
         silver_step.run(spark, cfg)
-    except silver_step.SilverStepError as e:  # the tables it names differ below; the others were applied
+    except SilverStepError as e:  # the tables it names differ below; the others were applied
         print(e)
     checked, problems = corpus_problems(corpus, warehouse)
     assert checked > 30

@@ -1,4 +1,4 @@
-"""Partial row images folded on the driver (:func:`pipelines.silver.driver.apply_small` with
+"""Partial row images folded on the driver (:func:`pipelines.silver.driver_fold.apply_small` with
 ``partial``, what a run does with every small segment) give the silver table that Spark's path
 (:func:`pipelines.silver.apply_changes` over :func:`pipelines.silver.changes_from_bronze`) gives
 for the same bronze rows: random MINIMAL workloads of updates that carry some columns, key
@@ -16,7 +16,7 @@ from pipelines import delta_io
 from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.schema.typemap import ColumnSpec
 from pipelines.silver import apply_changes, changes_from_bronze
-from pipelines.silver.driver import apply_small
+from pipelines.silver.driver_fold import apply_small
 
 SPECS = [ColumnSpec("id", "int"), ColumnSpec("a", "int"), ColumnSpec("b", "varchar", length=20)]
 TYPES = ("LONG", "LONG", "VARCHAR(20) utf8mb4")

@@ -14,6 +14,7 @@ from test_typemap import ALL_TYPES, BRONZE_DDL, ZERO_DATES_IN_ALL_TYPES, _image
 
 from pipelines import delta_io, silver
 from pipelines.silver import driver
+from pipelines.silver.driver_fold import apply_small
 from pipelines.silver.typed_values import ImageTyper, NotCanonical, convert
 from pipelines.schema.typemap import ColumnSpec, typed_columns
 
@@ -116,7 +117,7 @@ def test_a_binary_cell_without_bytes_is_left_to_spark():
 
 
 # ---------------------------------------------------------------------------------------------
-# driver.apply_small against silver.apply_changes
+# driver_fold.apply_small against silver.apply_changes
 
 SPECS = [ColumnSpec("id", "int"), ColumnSpec("name", "varchar"), ColumnSpec("amount", "decimal", precision=8, scale=2),
          ColumnSpec("at", "timestamp"), ColumnSpec("d", "date")]
@@ -177,7 +178,7 @@ def test_small_batches_on_the_driver_give_the_table_apply_changes_gives(spark, t
     for batch in (BATCH_1, BATCH_2, BATCH_2):  # the last: all below the watermark
         rows = _bronze_rows(batch)
         expected = _spark_apply(spark, by_spark, rows, delete_mode)
-        got = driver.apply_small(spark, by_driver, rows, SPECS, ["id"], delete_mode=delete_mode)
+        got = apply_small(spark, by_driver, rows, SPECS, ["id"], delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
@@ -210,7 +211,7 @@ def test_keyless_batches_on_the_driver_give_the_table_apply_changes_gives(spark,
     for batch in (KEYLESS_1, KEYLESS_2, KEYLESS_2):
         rows = _bronze_rows(batch)
         expected = _spark_apply(spark, by_spark, rows, delete_mode, keys=())
-        got = driver.apply_small(spark, by_driver, rows, SPECS, [], delete_mode=delete_mode)
+        got = apply_small(spark, by_driver, rows, SPECS, [], delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
@@ -224,7 +225,7 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a", amount="1e3"))])  # not the decoder's decimal text
     with pytest.raises(NotCanonical):
-        driver.apply_small(spark, path, rows, SPECS, ["id"])
+        apply_small(spark, path, rows, SPECS, ["id"])
     assert not delta_io.table_exists(path, backend="rs")
 
 

@@ -13,7 +13,11 @@ What each module holds (each imports only the ones above it in this list):
   table as it is) and their clauses: "which change wins".
 * :mod:`~pipelines.silver.merge`: one batch of one table MERGEd into its silver table, with Spark
   (:func:`apply_changes`: reads the table, evolves its schema, plans, MERGEs); the rules.
-* :mod:`~pipelines.silver.driver`: small batches typed, folded and MERGEd on the driver with
+* :mod:`~pipelines.silver.driver`: small batches on the driver: which segments take that path, and
+  their rows fetched in one Spark job.
+* :mod:`~pipelines.silver.driver_writes`: what a batch folded on the driver is written to, and its
+  one commit (create, append or MERGE from Arrow).
+* :mod:`~pipelines.silver.driver_fold`: small batches typed, folded and MERGEd on the driver with
   delta-rs, the same rules without a Spark job per table.
 * :mod:`~pipelines.silver.columnar`: big batches typed, folded and written in Arrow (delta-rs).
 * :mod:`~pipelines.silver.bronze_scan`: bronze's new rows read on the driver by delta-rs: shape
@@ -27,6 +31,8 @@ What each module holds (each imports only the ones above it in this list):
   snapshot rebuilds from its position (a reset there: its CREATE TABLE), and their rewind.
 * :mod:`~pipelines.silver.segments`: a run's plan: each table's segments, their rows' shapes, and
   the lanes they run in.
+* :mod:`~pipelines.silver.lanes`: a run's lanes: the state they share, the small segments' rows
+  fetched for them, and each segment applied in turn (schema events, then its changes).
 * :mod:`~pipelines.silver.step`: the silver step of a run: reads what is new, plans it, and runs the
   lanes that apply schema events and changes; then watermarks, quarantine and the run log.
 

@@ -14,9 +14,9 @@ would type each value in Python. Here a segment is:
 * folded with Arrow's sort and group-by: per key, the change with the largest ``_seq`` (an upsert
   before a delete on a tie), classified against silver's stored ``_seq`` by a join
   (:func:`fold_keyed`, :func:`classify`; a keyless log: :func:`inserts_only`), then written by
-  :func:`pipelines.silver.driver.write`.
+  :func:`pipelines.silver.driver_writes.write`.
 
-The semantics are :func:`pipelines.silver.driver.apply_small`'s, and a value the row path would
+The semantics are :func:`pipelines.silver.driver_fold.apply_small`'s, and a value the row path would
 not take raises :class:`~pipelines.silver.typed_values.NotCanonical` here too, before anything is
 written: the caller then takes Spark's path. ``tests/test_columnar.py`` checks the two against
 each other, value for value and table for table.
@@ -35,7 +35,8 @@ from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
 from pipelines.silver.segment_cells import CellColumn, Cells, Segment
 from pipelines.silver.columns import DELETE, INSERT, UPSERT
-from pipelines.silver.driver import Target, cell_fix, target_of, write
+from pipelines.silver.driver import cell_fix
+from pipelines.silver.driver_writes import Target, target_of, write
 from pipelines.silver.merge import ApplyStats
 from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, _INT_SILVER, _RANGES, NotCanonical, \
     converter
@@ -202,7 +203,7 @@ def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tup
 # -- folding -----------------------------------------------------------------------------
 
 def _checked(seg: Segment) -> None:
-    """What :func:`pipelines.silver.driver._typed` refuses: an unknown op, a NULL ``_seq``, a
+    """What :func:`pipelines.silver.driver_fold._typed` refuses: an unknown op, a NULL ``_seq``, a
     change without the image it needs."""
     op = seg.op
     if not _all(pc.is_in(op, pa.array(OPS))) or op.null_count or seg.seq.null_count:
@@ -238,7 +239,7 @@ def _typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
 def inserts_only(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
                  fixes: dict[int, tuple]) -> tuple[pa.Table, dict, int]:
     """A keyless table's segment of inserts only (an append-only log): every insert is a row of
-    its own (:func:`pipelines.silver.driver._keyless_source` keeps every copy when nothing is
+    its own (:func:`pipelines.silver.driver_fold._keyless_source` keeps every copy when nothing is
     deleted). The MERGE source, the counts and the zero dates nulled."""
     if not _all(pc.is_in(seg.op, pa.array(INSERT_OPS))):
         raise NotCanonical("a keyless table's updates or deletes (the row path or Spark's fold those)")
@@ -296,7 +297,7 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
 
 def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: str) -> tuple[pa.Table, dict]:
     """The MERGE source (:attr:`Target.source_schema`) of the latest events, classified against
-    silver's stored ``(keys, _seq)`` as :func:`pipelines.silver.driver._keyed_source` does; and the counts."""
+    silver's stored ``(keys, _seq)`` as :func:`pipelines.silver.driver_fold._keyed_source` does; and the counts."""
     keys = [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
     upsert = pc.equal(latest.column("_action"), UPSERT)
     if stored is None or not stored.num_rows:
@@ -337,7 +338,7 @@ def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequen
               fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
               column_prefix: str | None = None, spark=None, properties: dict[str, str] | None = None) -> ApplyStats:
     """Apply a table's segment (:func:`read_segment`) with delta-rs: what
-    :func:`pipelines.silver.driver.apply_small` does with its rows (``spark``: a session with
+    :func:`pipelines.silver.driver_fold.apply_small` does with its rows (``spark``: a session with
     delta-spark adds the columns deltalake cannot). A keyless table's segment must hold only
     inserts (:func:`inserts_only`). Raises :class:`NotCanonical`, before writing anything, when a
     change needs Spark's path."""
