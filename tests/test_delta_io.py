@@ -340,8 +340,8 @@ def test_spark_snapshot_agrees_with_delta_rs_on_txn_versions(spark, tmp_path):
     df = spark.createDataFrame([(1,)], "id INT")
     for version in (3, 7):
         delta_io.append(spark, df, path, txn_app_id="loader", txn_version=version, backend="rs")
-    assert delta_commits._spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
-    assert delta_commits._spark_log_txn_version(spark, path, "nobody") is None
+    assert delta_commits.spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
+    assert delta_commits.spark_log_txn_version(spark, path, "nobody") is None
     deltalake.DeltaTable(path).create_checkpoint()  # at version 1
     delta_io.append(spark, df, path, txn_app_id="other", txn_version=1, backend="rs")
     (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()  # what log cleanup removes

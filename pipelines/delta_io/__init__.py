@@ -20,7 +20,7 @@ handed to it are SQL text that both Spark SQL and delta-rs (DataFusion) parse th
 quote every column name with :func:`quote_ident` (source column names come from the binlog and
 may contain spaces, dots, quotes, backticks, emoji or SQL keywords).
 
-Every commit (append, merge, overwrite, create, add_columns) goes through :func:`pipelines.delta_io.commits._commit`:
+Every commit (append, merge, overwrite, create, add_columns) goes through :func:`pipelines.delta_io.commits.commit_retried`:
 
 * it passes the fault points of :mod:`pipelines.faults` (``<operation>.<table kind>.before`` /
   ``.after``, and ``append.<kind>.materialize`` before an append computes its DataFrame);
@@ -51,7 +51,7 @@ re-exported here):
 * ``reads``         existence, schema, DataFrames, small tables' rows, history, versions and pins:
   checks, then the backend; imports ``backend``, ``pins``
 * ``commits``       transaction ids, the retried commit with its fault points
-  (:func:`~pipelines.delta_io.commits._commit`); imports ``backend``, ``reads``
+  (:func:`~pipelines.delta_io.commits.commit_retried`); imports ``backend``, ``reads``
 * ``writes``        create, add columns, append, append rows, overwrite: checks, column checks, retried
   commits, then the backend; imports the above
 * ``merging``       ``MergeClause``, ``MergeResult``, :func:`merge`: then the backend; imports ``backend``

@@ -97,12 +97,12 @@ def delta_schema_to_spark(delta_schema_json: str) -> T.StructType:
     return T.StructType.fromJson(json.loads(delta_schema_json))
 
 
-def _delta_field_json(f: T.StructField) -> str:
+def delta_field_json(f: T.StructField) -> str:
     """A Spark field as Delta field JSON (delta-rs ``Field.from_json``)."""
     return json.dumps(f.jsonValue())
 
 
-def _check_columns(wanted: Iterable[str], present: Sequence[str], what: str) -> None:
+def check_columns(wanted: Iterable[str], present: Sequence[str], what: str) -> None:
     missing = [c for c in wanted if c not in present]
     if missing:
         raise DeltaIOError(f"{what}: missing columns {missing}; present columns: {list(present)}")
@@ -123,7 +123,7 @@ def arrow_to_spark(
     """
     if schema is None:
         return spark.createDataFrame(table)
-    _check_columns(schema.fieldNames(), table.column_names, "arrow_to_spark")
+    check_columns(schema.fieldNames(), table.column_names, "arrow_to_spark")
     if table.num_rows == 0:  # pyspark's Arrow path cannot take chunk-less columns
         return spark.createDataFrame([], schema=schema)
     target = spark_schema_to_arrow(schema)
@@ -142,7 +142,7 @@ def spark_to_arrow(df: DataFrame, schema: T.StructType | None = None) -> pa.Tabl
     every Arrow field is nullable, as Delta tables written from Spark are.
     """
     schema = df.schema if schema is None else schema
-    _check_columns(schema.fieldNames(), df.columns, "spark_to_arrow")
+    check_columns(schema.fieldNames(), df.columns, "spark_to_arrow")
     if len(set(df.columns)) != len(df.columns):
         raise DeltaIOError(f"spark_to_arrow: duplicate column names in {df.columns}")
     selected = df.select(*[F.col(quote_ident(f.name)).cast(f.dataType) for f in schema.fields])
@@ -299,7 +299,7 @@ def _for_arrow(value, dt: T.DataType):
     return value
 
 
-def _fit_columns(data: pa.Table, table_schema: T.StructType) -> pa.Table:
+def fit_columns(data: pa.Table, table_schema: T.StructType) -> pa.Table:
     """``data`` with exactly the table's columns, in its order: columns it lacks are nulls."""
     columns = []
     for f in spark_schema_to_arrow(table_schema, force_nullable=True):

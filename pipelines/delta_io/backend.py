@@ -101,7 +101,7 @@ def _master(spark: SparkSession) -> str | None:
 class DeltaBackend(Protocol):
     """What differs between the two backends. An operation module (``reads``, ``commits``,
     ``writes``, ``merging``, ``upkeep``) checks the arguments, runs the shared steps (the retried
-    :func:`~pipelines.delta_io.commits._commit`, its fault points) and hands the rest to the
+    :func:`~pipelines.delta_io.commits.commit_retried`, its fault points) and hands the rest to the
     method of the same name: :class:`~pipelines.delta_io.spark_backend.SparkBackend` (delta-spark)
     or :class:`~pipelines.delta_io.rs_backend.RsBackend` (delta-rs). Each method takes the
     caller's ``spark`` (None where the caller may have none: delta-rs ignores it)."""

@@ -1,5 +1,5 @@
 """What every commit shares: transaction ids (checked, looked up in the backend's snapshot) and
-:func:`_commit`: fault points and the retry of a commit that lost a race with another writer. The
+:func:`commit_retried`: fault points and the retry of a commit that lost a race with another writer. The
 backends' own commit details (delta-spark's session settings, delta-rs's commit properties) are
 in :mod:`~pipelines.delta_io.spark_commits` and :mod:`~pipelines.delta_io.rs_writes`."""
 from __future__ import annotations
@@ -93,7 +93,7 @@ def conflict_retries() -> int:
     return _retry_count
 
 
-def _commit(op: str, path: str, attempt: Callable[[int], R]) -> R:
+def commit_retried(op: str, path: str, attempt: Callable[[int], R]) -> R:
     """Run one commit ``attempt(n)`` (``n`` = 0 for the first try) between the fault points
     ``<op>.<kind>.before`` and ``.after``, trying again after commit conflicts.
 
@@ -157,7 +157,7 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _txn_recorded(path: str, txn_app_id: str | None, txn_version: int | None, spark, backend: str) -> bool:
+def txn_recorded(path: str, txn_app_id: str | None, txn_version: int | None, spark, backend: str) -> bool:
     """True when the table already holds ``txn_version`` (or later) for ``txn_app_id``."""
     if txn_app_id is None:
         return False

@@ -53,7 +53,7 @@ class MergeResult:
     backend: str
 
 
-def _check_merge(on: str, clauses: Sequence[MergeClause]) -> None:
+def check_merge(on: str, clauses: Sequence[MergeClause]) -> None:
     if not on or not isinstance(on, str):
         raise ValueError(f"'on' in merge must be a non-empty SQL predicate, got {on!r}")
     if not clauses:
@@ -109,5 +109,5 @@ def merge_rows(path: str, source: pa.Table, on: str, clauses: Sequence[MergeClau
     Arrow's) into the table at ``path``:
     delta-rs from Arrow, no Spark job; delta-spark from a local relation. Alias ``s`` for the
     source, ``t`` for the table, in ``on`` and ``clauses``."""
-    _check_merge(on, clauses)
+    check_merge(on, clauses)
     return backend_for(spark, backend).merge_rows(spark, path, source, source_schema, on, clauses, user_metadata)

@@ -21,20 +21,20 @@ from pyspark.sql import types as T
 
 from pipelines import faults
 from pipelines.delta_io.arrow import (
-    _check_columns, _delta_field_json, arrow_to_spark, delta_schema_to_spark, rows_to_arrow, spark_to_arrow,
+    check_columns, delta_field_json, arrow_to_spark, delta_schema_to_spark, rows_to_arrow, spark_to_arrow,
 )
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, DeltaIOError, quote_ident
-from pipelines.delta_io.commits import _commit, _txn_recorded
+from pipelines.delta_io.commits import commit_retried, txn_recorded
 from pipelines.delta_io.features import DELETION_VECTORS, physical_names, strip_mapping_metadata, uses_column_mapping
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, table_exists
-from pipelines.delta_io.rs_reshape import _add_columns_rs_elsewhere, _rs_needs_spark_to_add, reshape_rs
+from pipelines.delta_io.rs_reshape import add_columns_rs_elsewhere, rs_needs_spark_to_add, reshape_rs
 from pipelines.delta_io.rs_tables import (
-    _rs_files_above, _rs_options, _rs_query, _rs_table, deltalake_table_exists, read_arrow,
+    rs_files_above, rs_options, rs_query, rs_table, deltalake_table_exists, read_arrow,
 )
 from pipelines.delta_io.rs_writes import (
-    _append_rs, _rs_commit_properties, _rs_create, _rs_create_mode, _rs_created_meanwhile,
-    _rs_landed, append_with_rows_rs, create_with_rows_rs, merge_rs,
+    append_rs, rs_commit_properties, rs_create, rs_create_mode, rs_created_meanwhile,
+    rs_landed, append_with_rows_rs, create_with_rows_rs, merge_rs,
 )
 
 
@@ -69,7 +69,7 @@ def _read_rs_files(spark: SparkSession, dt, schema: T.StructType, only: set[str]
 
 
 def _rs_properties(user_metadata: str | None, path: str | None = None):
-    return _rs_commit_properties(None, None, user_metadata, path)
+    return rs_commit_properties(None, None, user_metadata, path)
 
 
 MERGE_CHUNK_ROWS = 1_000_000  # delta-rs: source rows per MERGE commit (see merge)
@@ -87,27 +87,27 @@ class RsBackend:
         return deltalake_table_exists(path)
 
     def schema(self, spark: SparkSession | None, path: str) -> T.StructType:
-        return strip_mapping_metadata(delta_schema_to_spark(_rs_table(path).schema().to_json()))
+        return strip_mapping_metadata(delta_schema_to_spark(rs_table(path).schema().to_json()))
 
     def version(self, spark: SparkSession | None, path: str) -> int:
         import deltalake
 
         # (the latest, whatever this thread pinned: what a pin is checked against)
-        return int(deltalake.DeltaTable(str(path), storage_options=_rs_options(path)).version())
+        return int(deltalake.DeltaTable(str(path), storage_options=rs_options(path)).version())
 
     def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
              above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
-        dt = _rs_table(path)
+        dt = rs_table(path)
         full = strip_mapping_metadata(delta_schema_to_spark(dt.schema().to_json()))
         wanted = None
         if columns is not None:
-            _check_columns(columns, full.fieldNames(), f"read({path})")
+            check_columns(columns, full.fieldNames(), f"read({path})")
             wanted = list(columns)
             by_name = {f.name: f for f in full.fields}
             full = T.StructType([by_name[c] for c in dict.fromkeys([*columns, *([above[0]] if above else [])])])
-        df = _read_rs_files(spark, dt, full, None if above is None else _rs_files_above(dt, *above))
+        df = _read_rs_files(spark, dt, full, None if above is None else rs_files_above(dt, *above))
         if df is None:
-            df = arrow_to_spark(spark, _rs_query(dt, full.fieldNames()), full)
+            df = arrow_to_spark(spark, rs_query(dt, full.fieldNames()), full)
         if keep is not None:
             df = df.where(keep)
         if wanted is not None and len(wanted) != len(full.fields):
@@ -115,7 +115,7 @@ class RsBackend:
         return df
 
     def nothing_above(self, spark: SparkSession | None, path: str, column: str, value) -> bool:
-        return _rs_files_above(_rs_table(path), column, value) == set()
+        return rs_files_above(rs_table(path), column, value) == set()
 
     def read_rows(self, spark: SparkSession | None, path: str, columns: Sequence[str] | None,
                   above: tuple[str, object] | None) -> list:
@@ -131,7 +131,7 @@ class RsBackend:
         return [Row(**r) for r in table.to_pylist()]
 
     def history(self, spark: SparkSession | None, path: str, limit: int | None) -> list[Commit]:
-        entries = _rs_table(path).history(limit)
+        entries = rs_table(path).history(limit)
         return [
             Commit(
                 version=int(e["version"]),
@@ -146,7 +146,7 @@ class RsBackend:
     # -- commits
 
     def last_txn_version(self, spark: SparkSession | None, path: str, app_id: str) -> int | None:
-        return _rs_table(path).transaction_version(app_id)
+        return rs_table(path).transaction_version(app_id)
 
     # -- writes
 
@@ -155,31 +155,31 @@ class RsBackend:
         if properties and properties.get(DELETION_VECTORS, "false").lower() == "true":
             raise DeltaIOError(f"{path}: delta-rs cannot create a table with deletion vectors; "
                                "create it with delta-spark (delta.backend: spark)")
-        _rs_create(path, table_schema, properties)
+        rs_create(path, table_schema, properties)
 
     def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:
-        if _rs_needs_spark_to_add(path, adding):
-            return _add_columns_rs_elsewhere(path, adding, spark)
+        if rs_needs_spark_to_add(path, adding):
+            return add_columns_rs_elsewhere(path, adding, spark)
         return None
 
     def add_columns(self, spark: SparkSession | None, path: str, adding: Sequence[T.StructField]) -> None:
         from deltalake import Field
 
-        _rs_table(path).alter.add_columns([Field.from_json(_delta_field_json(f)) for f in adding],
-                                          commit_properties=_rs_commit_properties(None, None, None, path))
-        _rs_landed(path)
+        rs_table(path).alter.add_columns([Field.from_json(delta_field_json(f)) for f in adding],
+                                          commit_properties=rs_commit_properties(None, None, None, path))
+        rs_landed(path)
 
     def append(self, spark: SparkSession, df: DataFrame, path: str, txn_app_id: str | None,
                txn_version: int | None, schema_evolution: bool) -> bool:
-        return _append_rs(path, spark_to_arrow(df), txn_app_id, txn_version, schema_evolution, spark)
+        return append_rs(path, spark_to_arrow(df), txn_app_id, txn_version, schema_evolution, spark)
 
     def append_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType, path: str,
                     txn_app_id: str | None, txn_version: int | None, schema_evolution: bool) -> bool:
-        if _txn_recorded(path, txn_app_id, txn_version, spark, self.name):
+        if txn_recorded(path, txn_app_id, txn_version, spark, self.name):
             return False
         faults.point(f"append.{faults.table_kind(path)}.materialize")
-        return _append_rs(path, rows_to_arrow(rows, struct), txn_app_id, txn_version, schema_evolution, spark)
+        return append_rs(path, rows_to_arrow(rows, struct), txn_app_id, txn_version, schema_evolution, spark)
 
     def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool,
                   user_metadata: str | None = None) -> None:
@@ -189,30 +189,30 @@ class RsBackend:
 
         def attempt(n: int) -> None:
             exists = table_exists(path, backend="rs")
-            if overwrite_schema and exists and uses_column_mapping(_rs_table(path).metadata().configuration):
+            if overwrite_schema and exists and uses_column_mapping(rs_table(path).metadata().configuration):
                 return reshape_rs(path, data, user_metadata)  # (which delta-rs's write cannot do)
             try:
-                write_deltalake(_rs_table(path) if exists else str(path), data,
-                                storage_options=None if exists else _rs_options(path),
+                write_deltalake(rs_table(path) if exists else str(path), data,
+                                storage_options=None if exists else rs_options(path),
                                 configuration=None if exists else NEW_TABLE_PROPERTIES,
-                                mode="overwrite" if exists else _rs_create_mode(path, "overwrite"),
+                                mode="overwrite" if exists else rs_create_mode(path, "overwrite"),
                                 schema_mode="overwrite" if overwrite_schema else None,
-                                commit_properties=_rs_commit_properties(None, None, user_metadata, path))
+                                commit_properties=rs_commit_properties(None, None, user_metadata, path))
             except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                 if not exists:
-                    _rs_created_meanwhile(path, e)
+                    rs_created_meanwhile(path, e)
                 raise
-            _rs_landed(path)
+            rs_landed(path)
 
-        _commit("overwrite", path, attempt)
+        commit_retried("overwrite", path, attempt)
 
     def overwrite_rows(self, spark: SparkSession | None, rows: Sequence[tuple], struct: T.StructType,
                        path: str) -> None:
         from deltalake import write_deltalake
 
         data = rows_to_arrow(rows, struct)
-        _commit("overwrite", path, lambda n: write_deltalake(str(path), data, mode="overwrite",
-                                                             storage_options=_rs_options(path)))
+        commit_retried("overwrite", path, lambda n: write_deltalake(str(path), data, mode="overwrite",
+                                                             storage_options=rs_options(path)))
 
     # -- merging
 
@@ -231,7 +231,7 @@ class RsBackend:
                 source_alias=source_alias, target_alias=target_alias,
                 txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
             )
-        if txn_app_id is not None and _txn_recorded(path, txn_app_id, txn_version, spark, "rs"):
+        if txn_app_id is not None and txn_recorded(path, txn_app_id, txn_version, spark, "rs"):
             return MergeResult(0, 0, 0, "rs")
         bucket = F.pmod(F.xxhash64(*[F.col(quote_ident(c)) for c in split_by]), F.lit(parts))
         totals = [0, 0, 0]
@@ -261,7 +261,7 @@ class RsBackend:
     # -- upkeep
 
     def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:
-        table = _rs_table(path)
+        table = rs_table(path)
         adds = table.get_add_actions(flatten=True)
         files = adds.num_rows
         live = sum(v or 0 for v in adds.column("size_bytes").to_pylist()) if files else 0
@@ -270,18 +270,18 @@ class RsBackend:
 
     def compact(self, spark: SparkSession | None, path: str, target_bytes: int,
                 user_metadata: str | None) -> tuple[int, int]:
-        metrics = _rs_table(path).optimize.compact(target_size=target_bytes,
+        metrics = rs_table(path).optimize.compact(target_size=target_bytes,
                                                    commit_properties=_rs_properties(user_metadata))
         return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
     def checkpoint(self, spark: SparkSession | None, path: str) -> None:
-        table = _rs_table(path)
+        table = rs_table(path)
         table.create_checkpoint()
-        _rs_table(path).cleanup_metadata()
+        rs_table(path).cleanup_metadata()
 
     def set_properties(self, spark: SparkSession | None, path: str, wanted: Mapping[str, str],
                        user_metadata: str | None) -> bool:
-        table = _rs_table(path)
+        table = rs_table(path)
         have = table.metadata().configuration
         changed = {k: v for k, v in wanted.items() if have.get(k) != v}
         if not changed:
@@ -292,7 +292,7 @@ class RsBackend:
     def vacuum(self, spark: SparkSession | None, path: str, retention_hours: int, user_metadata: str | None) -> int:
         # full: also the files no version names (the Parquet files of a run killed before its
         # commit, a reshape that never committed) once older than the retention, as delta-spark's does
-        removed = _rs_table(path).vacuum(retention_hours=int(retention_hours), dry_run=False,
+        removed = rs_table(path).vacuum(retention_hours=int(retention_hours), dry_run=False,
                                          enforce_retention_duration=False, full=True,
                                          commit_properties=_rs_properties(user_metadata))
         # on S3 the folder's own marker object ('', made by a create_dir) goes too: not a file

@@ -8,7 +8,7 @@ their own, in a folder inside the table's (with column mapping, so under physica
 own), and one overwrite commit of the table takes that table's files and its schema. Until that
 commit the table is what it was; a run that dies before it leaves only the folder's files, which
 no commit names (VACUUM removes them). Also where columns delta-rs cannot add in place are added
-(:func:`_add_columns_rs_elsewhere`).
+(:func:`add_columns_rs_elsewhere`).
 """
 from __future__ import annotations
 
@@ -23,16 +23,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from pipelines import storage
-from pipelines.delta_io.arrow import _fit_columns
+from pipelines.delta_io.arrow import fit_columns
 from pipelines.delta_io.backend import DeltaIOError
-from pipelines.delta_io.commits import _commit
+from pipelines.delta_io.commits import commit_retried
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_ID, COLUMN_MAPPING_MODE, needs_column_mapping, uses_column_mapping,
 )
 from pipelines.delta_io.reads import schema
-from pipelines.delta_io.rs_tables import _rs_table, read_arrow
-from pipelines.delta_io.rs_writes import _rs_commit_properties, _rs_create, _rs_ensure_mapping_feature, _rs_landed
-from pipelines.delta_io.writes import _new_fields, add_columns
+from pipelines.delta_io.rs_tables import rs_table, read_arrow
+from pipelines.delta_io.rs_writes import rs_commit_properties, rs_create, rs_ensure_mapping_feature, rs_landed
+from pipelines.delta_io.writes import new_fields, add_columns
 
 MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
 STAGE_PREFIX = "reshape-"
@@ -93,18 +93,18 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
 
     folder = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage = f"{str(path).rstrip('/')}/{folder}"
-    _rs_create(stage, data.schema, {COLUMN_MAPPING_MODE: "name"})
-    write_deltalake(_rs_table(stage), data, mode="append")
-    staged = _rs_table(stage)
-    table = _rs_table(path)
+    rs_create(stage, data.schema, {COLUMN_MAPPING_MODE: "name"})
+    write_deltalake(rs_table(stage), data, mode="append")
+    staged = rs_table(stage)
+    table = rs_table(path)
     # the staged schema's ids count from 1: the table's largest id must cover them (set first:
     # on a table-features protocol, delta-rs 1.6 also lists every feature it knows in the commit)
     top = max_column_id(staged.schema().to_json())
     if top > int(table.metadata().configuration.get(MAX_COLUMN_ID, "0")):
         table.alter.set_table_properties({MAX_COLUMN_ID: str(top)}, raise_if_not_exists=False,
-                                         commit_properties=_rs_commit_properties(None, None, None, path))
-        _rs_landed(path)
-        table = _rs_table(path)
+                                         commit_properties=rs_commit_properties(None, None, None, path))
+        rs_landed(path)
+        table = rs_table(path)
     # features the new schema needs (a TIMESTAMP_NTZ column) that the table does not have yet
     named = {"timestampNtz": TableFeatures.TimestampWithoutTimezone, "columnMapping": TableFeatures.ColumnMapping}
     # (the staged table's own features: a legacy protocol lists none, and only allows the ones
@@ -116,15 +116,15 @@ def reshape_rs(path: str, data: pa.Table, user_metadata: str | None = None) -> N
             raise DeltaIOError(f"overwrite({path}): the new schema needs the Delta feature {feature!r}, "
                                "which delta-rs cannot add to this table")
         table.alter.add_feature(named[feature], allow_protocol_versions_increase=True,
-                                commit_properties=_rs_commit_properties(None, None, None, path))
-        _rs_landed(path)
-        table = _rs_table(path)
+                                commit_properties=rs_commit_properties(None, None, None, path))
+        rs_landed(path)
+        table = rs_table(path)
     if missing:
-        _rs_ensure_mapping_feature(str(path))
-        table = _rs_table(path)
+        rs_ensure_mapping_feature(str(path))
+        table = rs_table(path)
     table.create_write_transaction(_staged_adds(stage, staged, folder), "overwrite", staged.schema(),
-                                   commit_properties=_rs_commit_properties(None, None, user_metadata, path))
-    _rs_landed(path)
+                                   commit_properties=rs_commit_properties(None, None, user_metadata, path))
+    rs_landed(path)
     fs, root = storage.arrow_filesystem(stage)  # the staged table's log: its files now belong to the table
     try:
         fs.delete_dir(f"{root}/_delta_log")
@@ -154,16 +154,16 @@ def _staged_adds(stage: str, staged, folder: str) -> list:
             for a in adds]
 
 
-def _rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
+def rs_needs_spark_to_add(path: str, adding: Sequence[T.StructField]) -> bool:
     """True when delta-rs cannot add ``adding`` in place: it cannot change the schema of a
     column-mapped table (deltalake 1.6: "Schema evolution on column-mapped tables is not yet
     supported"), nor turn column mapping on for a table that has none."""
-    dt = _rs_table(path)
+    dt = rs_table(path)
     return uses_column_mapping(dt.metadata().configuration) or needs_column_mapping(adding)
 
 
-def _add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
-    """Columns that delta-rs cannot add in place (see :func:`_rs_needs_spark_to_add`) are added by
+def add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark: SparkSession | None) -> list[str]:
+    """Columns that delta-rs cannot add in place (see :func:`rs_needs_spark_to_add`) are added by
     delta-spark when this session has it (a change of the schema alone); else, to a column-mapped
     table, by writing its rows again with the new columns empty
     (:func:`~pipelines.delta_io.rs_reshape.reshape_rs`, one commit). Only turning column mapping
@@ -172,15 +172,15 @@ def _add_columns_rs_elsewhere(path: str, adding: Sequence[T.StructField], spark:
 
     if spark is not None and delta_spark_available(spark):
         return add_columns(path, adding, spark=spark, backend="spark")
-    if uses_column_mapping(_rs_table(path).metadata().configuration):
+    if uses_column_mapping(rs_table(path).metadata().configuration):
         def attempt(n: int) -> list[str]:
             current = schema(path, backend="rs")
-            new = _new_fields(T.StructType(list(adding)), current)
+            new = new_fields(T.StructType(list(adding)), current)
             if new:
-                reshape_rs(path, _fit_columns(read_arrow(path), T.StructType(current.fields + new)))
+                reshape_rs(path, fit_columns(read_arrow(path), T.StructType(current.fields + new)))
             return [f.name for f in new]
 
-        return _commit("add_columns", path, attempt)
+        return commit_retried("add_columns", path, attempt)
     names = [f.name for f in adding]
     raise DeltaIOError(
         f"add_columns({path}): cannot add {names} with delta-rs: their names need column mapping "

@@ -33,15 +33,15 @@ class RsScan:
         """The scan of the table at ``path`` (``above``: only the files that may hold a row with
         that column above that value); None when its files alone do not give its rows (partition
         columns, deletion vectors, column mapping)."""
-        from pipelines.delta_io.rs_tables import _rs_arrow_filesystem, _rs_files_above, _rs_table
+        from pipelines.delta_io.rs_tables import rs_arrow_filesystem, rs_files_above, rs_table
 
-        dt = _rs_table(path)
+        dt = rs_table(path)
         meta, features = dt.metadata(), set(dt.protocol().reader_features or ())
         if meta.partition_columns or "deletionVectors" in features or "columnMapping" in features \
                 or uses_column_mapping(meta.configuration):
             return None
-        whole = dt.to_pyarrow_dataset(filesystem=_rs_arrow_filesystem(dt))
-        only = None if above is None else _rs_files_above(dt, *above)
+        whole = dt.to_pyarrow_dataset(filesystem=rs_arrow_filesystem(dt))
+        only = None if above is None else rs_files_above(dt, *above)
         fragments = list(whole.get_fragments())
         if only is not None:  # (a fragment's path: relative to the table, or its location then that)
             root = unquote(urlparse(dt.table_uri).path).rstrip("/") + "/"

@@ -18,25 +18,25 @@ from pipelines.delta_io import pins
 from pipelines.delta_io.features import uses_column_mapping
 
 
-def _rs_options(path: str) -> dict[str, str] | None:
+def rs_options(path: str) -> dict[str, str] | None:
     """delta-rs's storage options for the table at ``path``: the process's storage settings
     (:mod:`pipelines.storage`; the session's Hadoop options)."""
     return storage.delta_storage_options(str(path))
 
 
-def _rs_table(path: str):
+def rs_table(path: str):
     """The table at ``path`` as delta-rs loads it: at the version this thread pinned, else the latest."""
     import deltalake
 
     pin = pins.pin_of(path)
     if pin is None:
-        return deltalake.DeltaTable(str(path), storage_options=_rs_options(path))
+        return deltalake.DeltaTable(str(path), storage_options=rs_options(path))
     if pin.version is None:  # (pinned as missing: whoever reads it now reads another writer's table)
         raise pin.stale("read", "the table was created meanwhile")
-    return deltalake.DeltaTable(str(path), version=pin.version, storage_options=_rs_options(path))
+    return deltalake.DeltaTable(str(path), version=pin.version, storage_options=rs_options(path))
 
 
-def _rs_arrow_filesystem(dt):
+def rs_arrow_filesystem(dt):
     """pyarrow's own filesystem rooted at a remote table, for reading its files (None for a local
     one: delta-rs's default). Reading a remote table through deltalake's default filesystem can
     abort the process at exit ("terminate called without an active exception",
@@ -52,13 +52,13 @@ def _rs_arrow_filesystem(dt):
 def deltalake_table_exists(path: str) -> bool:
     import deltalake
 
-    return bool(deltalake.DeltaTable.is_deltatable(str(path), storage_options=_rs_options(path)))
+    return bool(deltalake.DeltaTable.is_deltatable(str(path), storage_options=rs_options(path)))
 
 
 # -- reads
 
 
-def _rs_files_above(dt, column: str, value) -> set[str] | None:
+def rs_files_above(dt, column: str, value) -> set[str] | None:
     """The table's files (relative paths, unescaped) that may hold a row with ``column`` above
     ``value``: those whose ``max`` statistic is above it, or that have none. ``None`` when the
     column has no statistics at all (every file is read)."""
@@ -78,15 +78,15 @@ def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:
     >>> read_arrow(str(tmp_path / "t"), ["id"]).to_pylist()  # doctest: +SKIP
     [{'id': 1}]
     """
-    dt = _rs_table(path)
+    dt = rs_table(path)
     if uses_column_mapping(dt.metadata().configuration):
-        return _rs_query(dt, list(columns) if columns is not None else
+        return rs_query(dt, list(columns) if columns is not None else
                          [f.name for f in delta_schema_to_spark(dt.schema().to_json()).fields])
     if "deletionVectors" in set(dt.protocol().reader_features or ()):  # to_pyarrow_table refuses them
-        return _rs_query(dt, list(columns) if columns is not None else
+        return rs_query(dt, list(columns) if columns is not None else
                          [f.name for f in delta_schema_to_spark(dt.schema().to_json()).fields])
     return dt.to_pyarrow_table(columns=list(columns) if columns is not None else None,
-                               filesystem=_rs_arrow_filesystem(dt))
+                               filesystem=rs_arrow_filesystem(dt))
 
 
 def read_arrow_in(path: str, columns: Sequence[str], column: str, values: Sequence[str]) -> pa.Table:
@@ -97,9 +97,9 @@ def read_arrow_in(path: str, columns: Sequence[str], column: str, values: Sequen
     >>> read_arrow_in(str(tmp_path / "bronze"), ["_seq", "gtid"], "_seq", ["0000000001..."])  # doctest: +SKIP
     """
     if not values:
-        return _rs_query(_rs_table(path), columns, where="FALSE")
+        return rs_query(rs_table(path), columns, where="FALSE")
     listed = ", ".join("'" + str(v).replace("'", "''") + "'" for v in values)
-    return _rs_query(_rs_table(path), columns, where=f"{_quoted(column)} IN ({listed})")
+    return rs_query(rs_table(path), columns, where=f"{_quoted(column)} IN ({listed})")
 
 
 def exit_process(code: int) -> None:
@@ -116,7 +116,7 @@ def count_rows(path: str) -> int:
     """The number of rows of the table's current snapshot (deletion vectors counted), through delta-rs."""
     from deltalake import QueryBuilder
 
-    out = QueryBuilder().register("t", _rs_table(path)).execute("SELECT count(*) AS n FROM t").read_all()
+    out = QueryBuilder().register("t", rs_table(path)).execute("SELECT count(*) AS n FROM t").read_all()
     return int(out.column("n")[0].as_py()) if out.num_rows else 0
 
 
@@ -124,7 +124,7 @@ def _quoted(column: str) -> str:
     return '"' + column.replace('"', '""') + '"'
 
 
-def _rs_query(dt, columns: Sequence[str], where: str | None = None) -> pa.Table:
+def rs_query(dt, columns: Sequence[str], where: str | None = None) -> pa.Table:
     """The table's rows through delta-rs's own query engine, which knows every reader feature
     (column mapping, deletion vectors, partitions); the rows pass through the driver."""
     from deltalake import QueryBuilder

@@ -11,27 +11,27 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pipelines.delta_io.arrow import _fit_columns, arrow_schema_to_spark, as_arrow
+from pipelines.delta_io.arrow import fit_columns, arrow_schema_to_spark, as_arrow
 from pipelines.delta_io import pins
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
-from pipelines.delta_io.commits import _commit, check_txn
+from pipelines.delta_io.commits import commit_retried, check_txn
 from pipelines.delta_io.features import (
     create_properties, needs_column_mapping, strip_mapping_metadata, uses_column_mapping,
 )
-from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
+from pipelines.delta_io.merging import MergeClause, MergeResult, check_merge
 from pipelines.delta_io.reads import schema, table_exists
-from pipelines.delta_io.rs_tables import _rs_options, _rs_table, deltalake_table_exists
-from pipelines.delta_io.writes import _new_fields, add_columns
+from pipelines.delta_io.rs_tables import rs_options, rs_table, deltalake_table_exists
+from pipelines.delta_io.writes import new_fields, add_columns
 
 
-def _rs_landed(path: str) -> None:
+def rs_landed(path: str) -> None:
     """A commit of ours to ``path`` landed: a pin on it moves to the next version."""
     pin = pins.pin_of(path)
     if pin is not None:
         pin.landed()
 
 
-def _rs_create_mode(path: str, default: str) -> str:
+def rs_create_mode(path: str, default: str) -> str:
     """The write mode of a write that may create the table: ``"error"`` when this thread pinned it
     as missing (another writer's table must not be written into), else ``default``."""
     pin = pins.pin_of(path)
@@ -40,7 +40,7 @@ def _rs_create_mode(path: str, default: str) -> str:
     return "error" if pin is not None else default
 
 
-def _rs_created_meanwhile(path: str, error: Exception) -> None:
+def rs_created_meanwhile(path: str, error: Exception) -> None:
     """Turn a failed creating write into :class:`~pipelines.delta_io.pins.StaleRead` when this thread
     pinned the table as missing and another writer made it; else let ``error`` stand."""
     pin = pins.pin_of(path)
@@ -52,7 +52,7 @@ def _rs_created_meanwhile(path: str, error: Exception) -> None:
 # -- commits
 
 
-def _rs_commit_properties(
+def rs_commit_properties(
     txn_app_id: str | None, txn_version: int | None, user_metadata: str | None, path: str | None = None
 ):
     """delta-rs commit properties: the transaction id, the user metadata, and for a table this thread
@@ -69,7 +69,7 @@ def _rs_commit_properties(
     )
 
 
-def _rs_txn_recorded(table, txn_app_id: str | None, txn_version: int | None) -> bool:
+def rs_txn_recorded(table, txn_app_id: str | None, txn_version: int | None) -> bool:
     """True when the delta-rs snapshot ``table`` already holds ``txn_version`` for ``txn_app_id``."""
     if txn_app_id is None:
         return False
@@ -88,11 +88,11 @@ def _rs_snapshot_for_txn(path: str, txn_app_id: str | None, arrow_schema: pa.Sch
     if txn_app_id is None:
         return None
     if not deltalake_table_exists(path):
-        _rs_create(path, arrow_schema)
-    return _rs_table(path)
+        rs_create(path, arrow_schema)
+    return rs_table(path)
 
 
-def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping[str, str] | None = None) -> None:
+def rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping[str, str] | None = None) -> None:
     """Create an empty table with delta-rs (nothing when one exists), with the properties its
     names need (and ``extra``); every column nullable."""
     from deltalake import DeltaTable, Schema
@@ -101,16 +101,16 @@ def _rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping
         table_schema = arrow_schema_to_spark(table_schema)
     nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in table_schema.fields])
     properties = {**NEW_TABLE_PROPERTIES, **create_properties(nullable), **(extra or {})}
-    mode = _rs_create_mode(path, "ignore")
+    mode = rs_create_mode(path, "ignore")
     try:
         DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode=mode, configuration=properties or None,
-                          storage_options=_rs_options(path))
+                          storage_options=rs_options(path))
     except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
-        _rs_created_meanwhile(path, e)
+        rs_created_meanwhile(path, e)
         raise
-    _rs_landed(path)
+    rs_landed(path)
     if uses_column_mapping(properties):
-        _rs_ensure_mapping_feature(path)
+        rs_ensure_mapping_feature(path)
 
 
 def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
@@ -131,21 +131,21 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
     data = as_arrow(rows, table_schema)
 
     def attempt(n: int) -> bool:
-        _rs_create_mode(path, "error")
+        rs_create_mode(path, "error")
         try:
-            write_deltalake(str(path), data, mode="error", storage_options=_rs_options(path),
+            write_deltalake(str(path), data, mode="error", storage_options=rs_options(path),
                             configuration={**NEW_TABLE_PROPERTIES, **(properties or {})},
-                            commit_properties=_rs_commit_properties(None, None, user_metadata))
+                            commit_properties=rs_commit_properties(None, None, user_metadata))
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
-            _rs_created_meanwhile(path, e)
+            rs_created_meanwhile(path, e)
             raise
-        _rs_landed(path)
+        rs_landed(path)
         return True
 
-    return _commit("create", path, attempt)
+    return commit_retried("create", path, attempt)
 
 
-def _rs_ensure_mapping_feature(path: str) -> None:
+def rs_ensure_mapping_feature(path: str) -> None:
     """Make a column-mapped table's protocol say so. deltalake 1.6 creates a table that has
     column mapping and another feature (a TIMESTAMP_NTZ column) with table-features protocol 3/7
     but without ``columnMapping`` among its features; its writers then put the logical names in
@@ -153,14 +153,14 @@ def _rs_ensure_mapping_feature(path: str) -> None:
     before a write in case a run died in between."""
     from deltalake import TableFeatures
 
-    dt = _rs_table(path)
+    dt = rs_table(path)
     protocol = dt.protocol()
     if not uses_column_mapping(dt.metadata().configuration):
         return
     if protocol.min_writer_version >= 7 and "columnMapping" not in (protocol.writer_features or ()):
         dt.alter.add_feature(TableFeatures.ColumnMapping, allow_protocol_versions_increase=True,
-                             commit_properties=_rs_commit_properties(None, None, None, path))
-        _rs_landed(path)
+                             commit_properties=rs_commit_properties(None, None, None, path))
+        rs_landed(path)
 
 
 def append_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table, *,
@@ -172,56 +172,56 @@ def append_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
     >>> append_with_rows_rs(str(tmp_path / "t"), schema, [(2,)], user_metadata='{"w": "2"}')  # doctest: +SKIP
     True
     """
-    return _append_rs(path, as_arrow(rows, strip_mapping_metadata(table_schema)), None, None, False,
+    return append_rs(path, as_arrow(rows, strip_mapping_metadata(table_schema)), None, None, False,
                       user_metadata=user_metadata)
 
 
-def _append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: int | None,
+def append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: int | None,
                schema_evolution: bool, spark: SparkSession | None = None, *,
                user_metadata: str | None = None) -> bool:
     from deltalake import write_deltalake
 
     def attempt_rs(n: int) -> bool:
         target = _rs_snapshot_for_txn(path, txn_app_id, data.schema)
-        if target is not None and _rs_txn_recorded(target, txn_app_id, txn_version):
+        if target is not None and rs_txn_recorded(target, txn_app_id, txn_version):
             return False
         rows, mode = data, "merge" if schema_evolution else None
         if target is None and not table_exists(path, backend="rs"):
             if not needs_column_mapping(arrow_schema_to_spark(data.schema)):  # the write creates it
                 try:
-                    write_deltalake(str(path), rows, mode=_rs_create_mode(path, "append"), schema_mode=mode,
+                    write_deltalake(str(path), rows, mode=rs_create_mode(path, "append"), schema_mode=mode,
                                     configuration=NEW_TABLE_PROPERTIES,
-                                    storage_options=_rs_options(path), commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata))
+                                    storage_options=rs_options(path), commit_properties=rs_commit_properties(txn_app_id, txn_version, user_metadata))
                 except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
-                    _rs_created_meanwhile(path, e)
+                    rs_created_meanwhile(path, e)
                     raise
-                _rs_landed(path)
+                rs_landed(path)
                 return True
-            _rs_create(path, data.schema)  # with column mapping, which its names need
-        table = target if target is not None else _rs_table(path)
+            rs_create(path, data.schema)  # with column mapping, which its names need
+        table = target if target is not None else rs_table(path)
         if uses_column_mapping(table.metadata().configuration):
-            _rs_ensure_mapping_feature(path)
-            table = _rs_table(path) if target is None else _rs_snapshot_for_txn(path, txn_app_id, data.schema)
+            rs_ensure_mapping_feature(path)
+            table = rs_table(path) if target is None else _rs_snapshot_for_txn(path, txn_app_id, data.schema)
             # delta-rs writes a column-mapped table only with its exact columns: new ones are
             # added first (by delta-spark, see add_columns), missing ones are written as nulls
             current = schema(path, backend="rs")
-            new = _new_fields(arrow_schema_to_spark(data.schema), current)
+            new = new_fields(arrow_schema_to_spark(data.schema), current)
             if new and schema_evolution:
                 add_columns(path, new, spark=spark, backend="rs")
                 current = schema(path, backend="rs")
-                table = _rs_table(path) if target is None else _rs_snapshot_for_txn(path, txn_app_id, data.schema)
-            rows, mode = _fit_columns(data, current), None
+                table = rs_table(path) if target is None else _rs_snapshot_for_txn(path, txn_app_id, data.schema)
+            rows, mode = fit_columns(data, current), None
         write_deltalake(
             table,
             rows,
             mode="append",
             schema_mode=mode,
-            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
+            commit_properties=rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
         )
-        _rs_landed(path)
+        rs_landed(path)
         return True
 
-    return _commit("append", path, attempt_rs)
+    return commit_retried("append", path, attempt_rs)
 
 
 # -- merging
@@ -246,21 +246,21 @@ def merge_rs(
     """
     if source is None:
         raise ValueError("'source' in merge cannot be None")
-    _check_merge(on, clauses)
+    check_merge(on, clauses)
     check_txn(txn_app_id, txn_version)
 
-    _rs_ensure_mapping_feature(path)
+    rs_ensure_mapping_feature(path)
 
     def attempt(n: int) -> dict | None:
-        target = _rs_table(path)
-        if _rs_txn_recorded(target, txn_app_id, txn_version):
+        target = rs_table(path)
+        if rs_txn_recorded(target, txn_app_id, txn_version):
             return None
         builder = target.merge(
             source,
             on,
             source_alias=source_alias,
             target_alias=target_alias,
-            commit_properties=_rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
+            commit_properties=rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
         )
         for clause in clauses:
             updates = (
@@ -275,10 +275,10 @@ def merge_rs(
             else:
                 builder = builder.when_not_matched_insert(updates, predicate=clause.condition)
         metrics = builder.execute()
-        _rs_landed(path)
+        rs_landed(path)
         return metrics
 
-    metrics = _commit("merge", path, attempt) or {}
+    metrics = commit_retried("merge", path, attempt) or {}
     return MergeResult(
         inserted=int(metrics.get("num_target_rows_inserted", 0)),
         updated=int(metrics.get("num_target_rows_updated", 0)),

@@ -16,9 +16,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.delta_io.arrow import _check_columns
+from pipelines.delta_io.arrow import check_columns
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
-from pipelines.delta_io.commits import _commit, _txn_recorded
+from pipelines.delta_io.commits import commit_retried, txn_recorded
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
     strip_mapping_metadata, uses_column_mapping,
@@ -26,12 +26,12 @@ from pipelines.delta_io.features import (
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, read, schema, table_exists
 from pipelines.delta_io.spark_commits import (
-    _SPARK_USER_METADATA, _pin_after, _pin_before, _pin_created_meanwhile, _pinned_writer, _spark_log_txn_version,
+    SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile, pinned_writer, spark_log_txn_version,
     commit_session, spark_delta_log, spark_snapshot,
 )
 from pipelines.delta_io.spark_writes import append_with_rows_spark, create_with_rows_spark, merge_spark
 from pipelines.delta_io.upkeep import storage
-from pipelines.delta_io.writes import _new_fields, add_columns, append, create_if_missing, overwrite
+from pipelines.delta_io.writes import new_fields, add_columns, append, create_if_missing, overwrite
 
 
 _SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -75,12 +75,12 @@ def _enable_features_spark(session: SparkSession, path: str, adding: Sequence[T.
 def _alter(spark: SparkSession, path: str, sql: str) -> None:
     """Run one ALTER TABLE on ``path``; pinned, it must land on the pinned version (no transaction
     id guards an ALTER: one that lands after another writer's commit is stale)."""
-    pin = _pin_before(spark, path, "alter")
+    pin = pin_before(spark, path, "alter")
     if pin is None:
         spark.sql(sql)
         return
-    commit_session(spark, {_SPARK_USER_METADATA: pin.tag(None)}).sql(sql)
-    _pin_after(spark, path, pin, "alter", guarded=False)
+    commit_session(spark, {SPARK_USER_METADATA: pin.tag(None)}).sql(sql)
+    pin_after(spark, path, pin, "alter", guarded=False)
 
 
 class SparkBackend:
@@ -108,7 +108,7 @@ class SparkBackend:
         if keep is not None:
             df = df.where(keep)
         if columns is not None:
-            _check_columns(columns, df.columns, f"read({path})")
+            check_columns(columns, df.columns, f"read({path})")
             df = df.select(*[F.col(quote_ident(c)) for c in columns])
         return df
 
@@ -149,7 +149,7 @@ class SparkBackend:
     # -- commits
 
     def last_txn_version(self, spark: SparkSession, path: str, app_id: str) -> int | None:
-        return _spark_log_txn_version(spark, path, app_id)
+        return spark_log_txn_version(spark, path, app_id)
 
     # -- writes
 
@@ -160,16 +160,16 @@ class SparkBackend:
         cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
         wanted = {**NEW_TABLE_PROPERTIES, **create_properties(table_schema), **(properties or {})}
         props = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
-        pin = _pin_before(spark, path, "create")
+        pin = pin_before(spark, path, "create")
         # (pinned: a plain CREATE TABLE, which fails when another writer made the table meanwhile)
         sql = (f"CREATE TABLE {'' if pin is not None else 'IF NOT EXISTS '}delta.{quote_ident(str(path))} ({cols}) "
                "USING delta" + (f" TBLPROPERTIES ({props})" if props else ""))
         try:
-            commit_session(spark, {_SPARK_USER_METADATA: None if pin is None else pin.tag(None)}).sql(sql)
+            commit_session(spark, {SPARK_USER_METADATA: None if pin is None else pin.tag(None)}).sql(sql)
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
-            _pin_created_meanwhile(spark, path, pin, "create", e)
+            pin_created_meanwhile(spark, path, pin, "create", e)
             raise
-        _pin_after(spark, path, pin, "create", guarded=False)
+        pin_after(spark, path, pin, "create", guarded=False)
 
     def add_columns_elsewhere(self, spark: SparkSession, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:
@@ -191,26 +191,26 @@ class SparkBackend:
             if create_properties(df.schema):
                 create_if_missing(path, df.schema, spark=spark, backend=which)
         elif schema_evolution:
-            add_columns(path, _new_fields(df.schema, schema(path, spark=spark, backend=which)), spark=spark,
+            add_columns(path, new_fields(df.schema, schema(path, spark=spark, backend=which)), spark=spark,
                         backend=which)
         writer = df.write.format("delta").mode("append")
         if schema_evolution:
             writer = writer.option("mergeSchema", "true")
 
         def attempt(n: int) -> bool:
-            if n and _txn_recorded(path, txn_app_id, txn_version, spark, which):
+            if n and txn_recorded(path, txn_app_id, txn_version, spark, which):
                 return False
-            pin = _pin_before(spark, path, "append")
+            pin = pin_before(spark, path, "append")
             try:
-                _pinned_writer(writer, pin, None, txn_app_id, txn_version).save(str(path))
+                pinned_writer(writer, pin, None, txn_app_id, txn_version).save(str(path))
             except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                 if pin is not None and pin.version is None:
-                    _pin_created_meanwhile(spark, path, pin, "append", e)
+                    pin_created_meanwhile(spark, path, pin, "append", e)
                 raise
-            _pin_after(spark, path, pin, "append", guarded=True)
+            pin_after(spark, path, pin, "append", guarded=True)
             return True
 
-        return _commit("append", path, attempt)
+        return commit_retried("append", path, attempt)
 
     def append_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str,
                     txn_app_id: str | None, txn_version: int | None, schema_evolution: bool) -> bool:
@@ -226,16 +226,16 @@ class SparkBackend:
         def attempt(n: int) -> None:
             if overwrite_schema and table_exists(path, spark=spark, backend="spark"):  # the new names' features first
                 _enable_features_spark(commit_session(spark), path, df.schema.fields)
-            pin = _pin_before(spark, path, "overwrite")
+            pin = pin_before(spark, path, "overwrite")
             try:
-                _pinned_writer(writer, pin, user_metadata).save(str(path))
+                pinned_writer(writer, pin, user_metadata).save(str(path))
             except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                 if pin is not None and pin.version is None:
-                    _pin_created_meanwhile(spark, path, pin, "overwrite", e)
+                    pin_created_meanwhile(spark, path, pin, "overwrite", e)
                 raise
-            _pin_after(spark, path, pin, "overwrite", guarded=True)
+            pin_after(spark, path, pin, "overwrite", guarded=True)
 
-        _commit("overwrite", path, attempt)
+        commit_retried("overwrite", path, attempt)
 
     def overwrite_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str) -> None:
         overwrite(spark, spark.createDataFrame(list(rows), struct), path, backend="spark")
@@ -277,7 +277,7 @@ class SparkBackend:
         return files, live, version
 
     def compact(self, spark: SparkSession, path: str, target_bytes: int, user_metadata: str | None) -> tuple[int, int]:
-        session = commit_session(spark, {_SPARK_USER_METADATA: user_metadata, _SPARK_MAX_FILE_SIZE: str(target_bytes)})
+        session = commit_session(spark, {SPARK_USER_METADATA: user_metadata, _SPARK_MAX_FILE_SIZE: str(target_bytes)})
         row = session.sql(f"OPTIMIZE delta.{quote_ident(str(path))}").collect()[0]
         metrics = row["metrics"]
         return int(metrics["numFilesRemoved"] or 0), int(metrics["numFilesAdded"] or 0)
@@ -293,13 +293,13 @@ class SparkBackend:
         if not changed:
             return False
         pairs = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
-        commit_session(spark, {_SPARK_USER_METADATA: user_metadata}).sql(
+        commit_session(spark, {SPARK_USER_METADATA: user_metadata}).sql(
             f"ALTER TABLE delta.{quote_ident(str(path))} SET TBLPROPERTIES ({pairs})")
         return True
 
     def vacuum(self, spark: SparkSession, path: str, retention_hours: int, user_metadata: str | None) -> int:
         before = storage(path, spark=spark, backend="spark").disk_files
-        session = commit_session(spark, {_SPARK_USER_METADATA: user_metadata, _SPARK_RETENTION_CHECK: "false"})
+        session = commit_session(spark, {SPARK_USER_METADATA: user_metadata, _SPARK_RETENTION_CHECK: "false"})
         session.sql(f"VACUUM delta.{quote_ident(str(path))} RETAIN {int(retention_hours)} HOURS").collect()
         return before - storage(path, spark=spark, backend="spark").disk_files
 

@@ -15,16 +15,16 @@ from pipelines.delta_io.backend import DeltaIOError
 
 
 # Spark SQL settings delta-spark reads for idempotent DML and for the commit's user metadata.
-_SPARK_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+SPARK_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 
 
-_SPARK_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+SPARK_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-_SPARK_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+SPARK_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def _spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+def spark_log_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The newest ``txn`` version for ``app_id`` in delta-spark's own snapshot of the table.
 
     The snapshot is the last checkpoint plus the commits after it (what Delta itself checks an
@@ -48,7 +48,7 @@ def spark_snapshot(spark: SparkSession, path: str):
     return log.update(*[getattr(log, f"update$default${i}")() for i in (1, 2, 3)])
 
 
-_COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA)
+_COMMIT_IDENTITY_KEYS = (SPARK_TXN_APP_ID, SPARK_TXN_VERSION, SPARK_USER_METADATA)
 
 
 # -- pinned commits (pipelines.delta_io.pins): checked before, and found in the history after
@@ -57,7 +57,7 @@ _COMMIT_IDENTITY_KEYS = (_SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_META
 _PIN_LOOKBACK = 20  # commits of the history searched for a pinned commit's token
 
 
-def _pin_before(spark: SparkSession, path: str, what: str) -> "pins.Pin | None":
+def pin_before(spark: SparkSession, path: str, what: str) -> "pins.Pin | None":
     """The pin this thread holds on ``path``, checked against the table as it is now: a table that
     moved since raises :class:`~pipelines.delta_io.pins.StaleRead` before anything is written."""
     pin = pins.pin_of(path)
@@ -72,7 +72,7 @@ def _pin_before(spark: SparkSession, path: str, what: str) -> "pins.Pin | None":
     return pin
 
 
-def _pin_txn(pin: "pins.Pin | None", txn_app_id: str | None, txn_version: int | None) -> tuple[str | None, int | None]:
+def pin_txn(pin: "pins.Pin | None", txn_app_id: str | None, txn_version: int | None) -> tuple[str | None, int | None]:
     """The transaction id a commit records: a pinned one records :data:`pins.PIN_APP_ID` at the version
     it must make, which delta-spark checks against any writer committing the same id meanwhile."""
     if pin is None or pin.version is None:
@@ -82,7 +82,7 @@ def _pin_txn(pin: "pins.Pin | None", txn_app_id: str | None, txn_version: int | 
     return pins.PIN_APP_ID, pin.version + 1
 
 
-def _pin_after(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, *, guarded: bool) -> None:
+def pin_after(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, *, guarded: bool) -> None:
     """Find the pinned commit just made (its token in the user metadata) and move the pin to it.
     Not found: delta-spark skipped it, another writer's commit having recorded the pin's transaction
     id first. Found after commits of others: allowed only for a commit ``guarded`` by the transaction
@@ -129,7 +129,7 @@ def _versions_with_token(spark: SparkSession, path: str, token: str, first: int)
 _EXISTS_ERRORS = ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_PATH_EXISTS")  # a create that found a table there
 
 
-def _pin_created_meanwhile(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, error: Exception) -> None:
+def pin_created_meanwhile(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, error: Exception) -> None:
     """Turn a failed create of a table pinned as missing into :class:`~pipelines.delta_io.pins.StaleRead`
     when another writer made it (or is making it: delta-spark refuses a path whose log has begun)."""
     from delta.tables import DeltaTable
@@ -140,11 +140,11 @@ def _pin_created_meanwhile(spark: SparkSession, path: str, pin: "pins.Pin | None
         raise pin.stale(what, "another writer created it") from error
 
 
-def _pinned_writer(writer, pin: "pins.Pin | None", user_metadata: str | None, txn_app_id: str | None = None,
+def pinned_writer(writer, pin: "pins.Pin | None", user_metadata: str | None, txn_app_id: str | None = None,
                    txn_version: int | None = None):
     """A DataFrameWriter with the commit's identity: its transaction id and user metadata, the pin's
     (a table pinned as missing is created, never written into: ``errorifexists``)."""
-    app, version = _pin_txn(pin, txn_app_id, txn_version)
+    app, version = pin_txn(pin, txn_app_id, txn_version)
     if app is not None:
         writer = writer.option("txnAppId", app).option("txnVersion", str(version))
     meta = pin.tag(user_metadata) if pin is not None else user_metadata

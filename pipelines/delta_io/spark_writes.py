@@ -13,12 +13,12 @@ from pyspark.sql import types as T
 from pipelines.delta_io import pins
 from pipelines.delta_io.arrow import as_arrow
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
-from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
+from pipelines.delta_io.commits import commit_retried, txn_recorded, check_txn
 from pipelines.delta_io.features import create_properties, strip_mapping_metadata
-from pipelines.delta_io.merging import MergeClause, MergeResult, _check_merge
+from pipelines.delta_io.merging import MergeClause, MergeResult, check_merge
 from pipelines.delta_io.spark_commits import (
-    _SPARK_TXN_APP_ID, _SPARK_TXN_VERSION, _SPARK_USER_METADATA, _pin_after, _pin_before, _pin_created_meanwhile,
-    _pin_txn, _pinned_writer, commit_session, spark_snapshot,
+    SPARK_TXN_APP_ID, SPARK_TXN_VERSION, SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile,
+    pin_txn, pinned_writer, commit_session, spark_snapshot,
 )
 
 
@@ -58,16 +58,16 @@ def create_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
         writer = writer.option(key, value)
 
     def attempt(n: int) -> bool:
-        pin = _pin_before(spark, path, "create")
+        pin = pin_before(spark, path, "create")
         try:
-            _pinned_writer(writer, pin, user_metadata).save(str(path))
+            pinned_writer(writer, pin, user_metadata).save(str(path))
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
-            _pin_created_meanwhile(spark, path, pin, "create", e)
+            pin_created_meanwhile(spark, path, pin, "create", e)
             raise
-        _pin_after(spark, path, pin, "create", guarded=True)
+        pin_after(spark, path, pin, "create", guarded=True)
         return True
 
-    return _commit("create", path, attempt)
+    return commit_retried("create", path, attempt)
 
 
 def append_with_rows_spark(spark: SparkSession, path: str, table_schema: T.StructType, rows: Sequence[tuple] | pa.Table,
@@ -80,12 +80,12 @@ def append_with_rows_spark(spark: SparkSession, path: str, table_schema: T.Struc
               .write.format("delta").mode("append"))
 
     def attempt(n: int) -> bool:
-        pin = _pin_before(spark, path, "append")
-        _pinned_writer(writer, pin, user_metadata).save(str(path))
-        _pin_after(spark, path, pin, "append", guarded=True)
+        pin = pin_before(spark, path, "append")
+        pinned_writer(writer, pin, user_metadata).save(str(path))
+        pin_after(spark, path, pin, "append", guarded=True)
         return True
 
-    return _commit("append", path, attempt)
+    return commit_retried("append", path, attempt)
 
 
 def merge_spark(
@@ -121,26 +121,26 @@ def merge_spark(
     """
     if source is None:
         raise ValueError("'source' in merge cannot be None")
-    _check_merge(on, clauses)
+    check_merge(on, clauses)
     check_txn(txn_app_id, txn_version)
     from delta.tables import DeltaTable
 
     settings = {
-        _SPARK_TXN_APP_ID: txn_app_id,
-        _SPARK_TXN_VERSION: None if txn_version is None else str(txn_version),
-        _SPARK_USER_METADATA: user_metadata,
+        SPARK_TXN_APP_ID: txn_app_id,
+        SPARK_TXN_VERSION: None if txn_version is None else str(txn_version),
+        SPARK_USER_METADATA: user_metadata,
         _SPARK_MERGE_MATERIALIZE: "none" if local_source else None,
     }
     pin = pins.pin_of(path)
 
     def attempt(n: int) -> DataFrame | None:
-        if n and _txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
+        if n and txn_recorded(path, txn_app_id, txn_version, spark, "spark"):
             return None
         if pin is not None:  # (on the pinned version, recording the pin's id and token)
-            _pin_before(spark, path, "merge")
-            app, version = _pin_txn(pin, txn_app_id, txn_version)
-            settings.update({_SPARK_TXN_APP_ID: app, _SPARK_TXN_VERSION: str(version),
-                             _SPARK_USER_METADATA: pin.tag(user_metadata)})
+            pin_before(spark, path, "merge")
+            app, version = pin_txn(pin, txn_app_id, txn_version)
+            settings.update({SPARK_TXN_APP_ID: app, SPARK_TXN_VERSION: str(version),
+                             SPARK_USER_METADATA: pin.tag(user_metadata)})
         if _table_bytes(spark, path) <= REWRITE_BELOW_BYTES:
             settings[_SPARK_MERGE_PERSISTENT_DVS] = "false"
         builder = (
@@ -149,10 +149,10 @@ def merge_spark(
             .merge(source.alias(source_alias), on)
         )
         metrics = _with_clauses(builder, clauses).execute()
-        _pin_after(spark, path, pin, "merge", guarded=True)
+        pin_after(spark, path, pin, "merge", guarded=True)
         return metrics
 
-    return _merge_result(_commit("merge", path, attempt))
+    return _merge_result(commit_retried("merge", path, attempt))
 
 
 def _with_clauses(builder, clauses: Sequence[MergeClause]):

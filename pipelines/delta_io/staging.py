@@ -15,9 +15,9 @@ from pyspark.sql import types as T
 from pipelines import faults, storage
 from pipelines.delta_io.arrow import spark_schema_to_arrow
 from pipelines.delta_io.backend import DeltaIOError
-from pipelines.delta_io.commits import _commit, check_txn
-from pipelines.delta_io.rs_tables import _rs_table, deltalake_table_exists
-from pipelines.delta_io.rs_writes import _rs_commit_properties, _rs_create, _rs_txn_recorded
+from pipelines.delta_io.commits import commit_retried, check_txn
+from pipelines.delta_io.rs_tables import rs_table, deltalake_table_exists
+from pipelines.delta_io.rs_writes import rs_commit_properties, rs_create, rs_txn_recorded
 
 
 STAGED_BATCH_ROWS = 20_000  # rows held as Python tuples in a task before they become Arrow
@@ -241,15 +241,15 @@ def commit_staged(
         from deltalake.transaction import AddAction
 
         if not deltalake_table_exists(path):
-            _rs_create(path, table_schema)
-        table = _rs_table(path)
-        if _rs_txn_recorded(table, txn_app_id, txn_version):
+            rs_create(path, table_schema)
+        table = rs_table(path)
+        if rs_txn_recorded(table, txn_app_id, txn_version):
             return False
         actions = [AddAction(f.path, f.size, {}, now, True, f.stats) for f in files]
         table.create_write_transaction(
             actions, "append", table.schema(),
-            commit_properties=_rs_commit_properties(txn_app_id, txn_version, None))
+            commit_properties=rs_commit_properties(txn_app_id, txn_version, None))
         return True
 
-    return _commit("append", path, attempt)
+    return commit_retried("append", path, attempt)
 

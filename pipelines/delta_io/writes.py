@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 from pipelines import faults
 from pipelines.delta_io.arrow import ddl_schema
 from pipelines.delta_io.backend import DeltaIOError, backend_for
-from pipelines.delta_io.commits import _commit, _txn_recorded, check_txn
+from pipelines.delta_io.commits import commit_retried, txn_recorded, check_txn
 from pipelines.delta_io.features import strip_mapping_metadata
 from pipelines.delta_io.reads import schema, table_exists
 
@@ -50,7 +50,7 @@ def create_if_missing(
         impl.create(spark, path, table_schema, dict(properties or {}))
         return True
 
-    return _commit("create", path, attempt)
+    return commit_retried("create", path, attempt)
 
 
 def add_columns(
@@ -100,7 +100,7 @@ def add_columns(
         impl.add_columns(spark, path, adding)
         return [f.name for f in adding]
 
-    return _commit("add_columns", path, attempt)
+    return commit_retried("add_columns", path, attempt)
 
 
 def append(
@@ -128,13 +128,13 @@ def append(
         raise ValueError("'df' in append cannot be None")
     check_txn(txn_app_id, txn_version)
     impl = backend_for(spark, backend)
-    if _txn_recorded(path, txn_app_id, txn_version, spark, impl.name):
+    if txn_recorded(path, txn_app_id, txn_version, spark, impl.name):
         return False
     faults.point(f"append.{faults.table_kind(path)}.materialize")
     return impl.append(spark, df, path, txn_app_id, txn_version, schema_evolution)
 
 
-def _new_fields(incoming: T.StructType, current: T.StructType) -> list[T.StructField]:
+def new_fields(incoming: T.StructType, current: T.StructType) -> list[T.StructField]:
     """The fields of ``incoming`` that ``current`` lacks (names compared case-insensitively)."""
     have = {f.name.lower() for f in current.fields}
     return [f for f in incoming.fields if f.name.lower() not in have]

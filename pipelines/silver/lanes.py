@@ -1,4 +1,4 @@
-"""A run's lanes: the state they share (:class:`_Run`), the small segments' rows fetched for
+"""A run's lanes: the state they share (:class:`SilverRun`), the small segments' rows fetched for
 them, and each segment applied in turn: its schema events, then its changes by the driver's fold,
 Arrow or Spark's MERGE. Not here: what the run reads and plans, its watermarks' final write,
 quarantine and run log (:mod:`pipelines.silver.step`)."""
@@ -37,11 +37,11 @@ _log = get_logger(__name__)
 
 
 _IMAGES = ("before", "after")
-_IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see _Run.run_segment)
+_IN_SEGMENT = "_in_segment"  # a segment row's test of its own segment filter (see SilverRun.run_segment)
 _NAMED_FIXES = frozenset({schema_resolve.FIX_ENUM, schema_resolve.FIX_SET})  # they look at a cell's name
 
 
-def _fetch_small(work: "_Run", lanes: list, scan, bronze) -> None:
+def fetch_small(work: "SilverRun", lanes: list, scan, bronze) -> None:
     """The small segments' rows, fetched for the driver's fold: in one delta-rs scan (and the big
     segments' reads beside it), or in one Spark job."""
     if scan is not None:
@@ -61,7 +61,7 @@ def _fetch_small(work: "_Run", lanes: list, scan, bronze) -> None:
         work.small = driver.fetch(slim, segments)
 
 
-def _run_lanes(work: "_Run", lanes: list) -> None:
+def run_lanes(work: "SilverRun", lanes: list) -> None:
     """Apply every lane (independent tables side by side, SILVER_THREADS at once); every failed
     table is named, and the others are applied."""
     workers = max(1, min(len(lanes), SILVER_THREADS))
@@ -88,11 +88,11 @@ def _run_lanes(work: "_Run", lanes: list) -> None:
 _SEGMENT_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "commit_ts", "before",
                     "after", "decoder_version")
 SILVER_THREADS = 2  # tables applied at once (Spark jobs of small MERGEs are CPU-bound on the driver)
-REPLANS = 8  # plans of one segment, each made stale by another run's commit to its table (see _Run.run_segment)
+REPLANS = 8  # plans of one segment, each made stale by another run's commit to its table (see SilverRun.run_segment)
 
 
 
-class _Run:
+class SilverRun:
     """The state of one run shared by the lanes (updates under a lock)."""
 
     def __init__(self, spark, cfg, history, bronze, shape_rows, pk_idx, stats, written=frozenset()):

@@ -62,7 +62,7 @@ from pipelines.paths import silver_table_path
 from pipelines.schema import UNPARSED
 from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, snapshots
-from pipelines.silver.lanes import _Run, _fetch_small, _run_lanes
+from pipelines.silver.lanes import SilverRun, fetch_small, run_lanes
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
                                     read_through_key, read_through_since, write_watermarks)
 from pipelines.silver.segments import SEG, lanes_of, plan_segments, segments_of, with_segment
@@ -120,13 +120,13 @@ def _run(spark: SparkSession, cfg: PipelineConfig, stats: SilverStats) -> None:
     bronze, shape_rows, written, segmented, scan = _bronze_shapes(spark, cfg, history, marks, since)
     tables, pk_idx = _tables_and_keys(cfg, history, marks, shape_rows, segmented)
     steps = plan_segments(history, tables, marks, shape_rows, segmented)
-    work = _Run(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
+    work = SilverRun(spark, cfg, history, bronze, shape_rows, pk_idx, stats, written)
     work.scan = scan
     finished = False
     try:
         lanes = lanes_of(steps)
-        _fetch_small(work, lanes, scan, bronze)
-        _run_lanes(work, lanes)
+        fetch_small(work, lanes, scan, bronze)
+        run_lanes(work, lanes)
         finished = True
     finally:
         if work.quarantine or work.set_aside:
