@@ -87,8 +87,13 @@ def check_exist(paths: list[str], what: str) -> None:
 
 
 def check_dumps(paths: list[str]) -> None:
-    """:func:`check_exist` for ``--dump`` paths, and refuse a local mydumper folder that did not
-    finish (``metadata.partial``, no ``metadata``: :func:`pipelines.snapshot.mydumper.check_finished`)."""
+    """:func:`check_exist` for ``--dump`` paths, and refuse one on object storage (``s3a://``,
+    ``hdfs://``: the loader reads dumps from the driver's file system) and a local mydumper folder
+    that did not finish (``metadata.partial``, no ``metadata``: :func:`pipelines.snapshot.mydumper.check_finished`)."""
+    for p in paths:
+        if local_path(p) is None:
+            raise InputError(f"dump {p} is not on a local or mounted file system: --dump reads the driver's files; "
+                             "copy it there first (aws s3 cp, hdfs dfs -get) and give that path")
     check_exist(paths, "dump")
     for p in paths:
         path = local_path(p)
