@@ -92,8 +92,9 @@ def check_dumps(paths: list[str]) -> None:
     that did not finish (``metadata.partial``, no ``metadata``: :func:`pipelines.snapshot.mydumper.check_finished`)."""
     for p in paths:
         if local_path(p) is None:
-            raise InputError(f"dump {p} is not on a local or mounted file system: --dump reads the driver's files; "
-                             "copy it there first (aws s3 cp, hdfs dfs -get) and give that path")
+            raise InputError(f"dump {p} is not on a local or mounted file system: the load reads --dump by path; "
+                             "copy it to a disk the driver and executors see (aws s3 cp, hdfs dfs -get) "
+                             "and give that path")
     check_exist(paths, "dump")
     for p in paths:
         path = local_path(p)

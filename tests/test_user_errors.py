@@ -53,13 +53,14 @@ def test_a_missing_dump_is_one_line_before_spark(tmp_path):
 
 
 def test_a_dump_on_object_storage_is_one_line_before_spark(tmp_path):
-    """--dump reads the driver's files: a dump on S3 or HDFS is refused with what to do, not a
+    """--dump is read by path: a dump on S3 or HDFS is refused with what to do, not a
     FileNotFoundError from inside the load."""
     for uri in ("s3a://backups/shop.sql.gz", "hdfs://nn:8020/backups/shop.sql"):
         proc = job("load_snapshot.py", "--dump", uri, "--warehouse", str(tmp_path / "wh"), cwd=tmp_path)
         assert proc.returncode == 2
-        assert one_error_line(proc) == (f"error: dump {uri} is not on a local or mounted file system: --dump reads the "
-                                        "driver's files; copy it there first (aws s3 cp, hdfs dfs -get) and give that path")
+        assert one_error_line(proc) == (f"error: dump {uri} is not on a local or mounted file system: the load reads "
+                                        "--dump by path; copy it to a disk the driver and executors see (aws s3 cp, "
+                                        "hdfs dfs -get) and give that path")
     assert not (tmp_path / "wh").exists()
 
 
