@@ -74,3 +74,10 @@ def test_random_workload_on_s3_with_a_sigkill(spark, tmp_path):  # noqa: F811
     # place s3: binlogs and warehouse on the private S3 server, the job SIGKILLed once, then again
     out = run_seed(7, "minimal/full", tmp_path, backend="rs", kill=True, steps=20, place="s3")
     assert out.killed and out.ok and out.place == "s3", out.line() + "\n" + "\n".join(out.problems)
+
+
+def test_random_workload_from_a_dump_with_a_sigkill(spark, tmp_path):  # noqa: F811
+    # place dump: a mariadb-dump taken half-way, the binlogs before its file purged, the dump loaded
+    # and the binlogs after it applied by the job SIGKILLed once, then again; silver equals the server
+    out = run_seed(11, "minimal/full", tmp_path, backend="rs", kill=True, steps=20, place="dump")
+    assert out.killed and out.ok and out.place == "dump", out.line() + "\n" + "\n".join(out.problems)
