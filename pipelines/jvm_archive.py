@@ -37,10 +37,10 @@ from pipelines.logs import get_logger
 _log = get_logger(__name__)
 
 ARCHIVE_DIR_ENV = "BINLOG_DELTA_JVM_ARCHIVE_DIR"
-_REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]
 # (the JVM's own notes on classes it cannot archive or an archive it cannot map go nowhere: a job's
 # output is its report)
-_QUIET = "-Xlog:cds*=off"
+QUIET_CDS = "-Xlog:cds*=off"
 
 
 def java_home() -> Path | None:
@@ -82,7 +82,7 @@ def java_options() -> str:
     path = archive_path()
     if path is None or not path.is_file():
         return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+    return f"-XX:SharedArchiveFile={path} {QUIET_CDS}"
 
 
 # -- making one --------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def _maps(path: Path) -> bool:
     """True when a JVM of this JDK starts with the archive (a damaged one makes it crash)."""
     home = java_home()
     java = str(home / "bin" / "java") if home else "java"
-    done = subprocess.run([java, f"-XX:SharedArchiveFile={path}", _QUIET, "-version"], capture_output=True,
+    done = subprocess.run([java, f"-XX:SharedArchiveFile={path}", QUIET_CDS, "-version"], capture_output=True,
                           cwd=tempfile.gettempdir())
     return done.returncode == 0
 
@@ -108,7 +108,7 @@ def create(force: bool = False) -> Path | None:
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         done = subprocess.run([sys.executable, "-m", "pipelines.jvm_training", str(partial)],
-                              cwd=_REPO, capture_output=True, text=True)
+                              cwd=REPO, capture_output=True, text=True)
         if done.returncode or not partial.is_file() or not _maps(partial):
             _log.warning(f"jvm archive: the training run failed (exit {done.returncode}); jobs start without an "
                          f"archive:\n{done.stderr[-3000:]}")

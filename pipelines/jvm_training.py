@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipelines import bronze
 from pipelines.config import load_config
-from pipelines.jvm_archive import _QUIET, _REPO
+from pipelines.jvm_archive import QUIET_CDS, REPO
 from pipelines.silver import step as silver_step
 from pipelines.spark_session import build_session
 from pipelines.spark_settings import LOCAL_DEFAULTS
@@ -20,13 +20,13 @@ from pipelines.spark_settings import LOCAL_DEFAULTS
 def train(dump_to: Path) -> None:
     """The training run (in its own process): the pipeline on the samples, on both backends, in a
     JVM that dumps the classes it loaded to ``dump_to`` when it exits; waits for that exit."""
-    options = f"{LOCAL_DEFAULTS['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={dump_to} {_QUIET}"
+    options = f"{LOCAL_DEFAULTS['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={dump_to} {QUIET_CDS}"
     spark = build_session("binlog-delta-jvm-archive", "local[2]",
                           extra_conf={"spark.driver.extraJavaOptions": options}, delta=True)
     proc = spark.sparkContext._gateway.proc
     with tempfile.TemporaryDirectory(prefix="jvm-archive-wh-") as wh:
         for backend in ("rs", "spark"):
-            cfg = load_config(_REPO / "conf" / "pipeline.yaml",
+            cfg = load_config(REPO / "conf" / "pipeline.yaml",
                               {"warehouse": f"{wh}/{backend}", "progress": False, "delta.backend": backend})
             bronze.run(spark, cfg)
             silver_step.run(spark, cfg)

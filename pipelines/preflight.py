@@ -88,7 +88,7 @@ def check_exist(paths: list[str], what: str) -> None:
 
 def check_dumps(paths: list[str]) -> None:
     """:func:`check_exist` for ``--dump`` paths, and refuse one on object storage (``s3a://``,
-    ``hdfs://``: the loader reads dumps from the driver's file system) and a local mydumper folder
+    ``hdfs://``: the driver and the load's tasks read a dump by path) and a local mydumper folder
     that did not finish (``metadata.partial``, no ``metadata``: :func:`pipelines.snapshot.mydumper.check_finished`)."""
     for p in paths:
         if local_path(p) is None:
