@@ -35,6 +35,15 @@ def _segment(rows: list[dict], parts: int = 1) -> segment_cells.Segment:
     return segment_cells.segment_of(b for at in range(0, len(rows), step) for b in table.slice(at, step).to_batches())
 
 
+def _parts(rows: list[dict], parts: int):
+    """The rows as ``parts`` segments (segment_cells.segment_parts, a batch each), as a segment
+    read by parts is."""
+    table = pa.Table.from_pylist(rows, schema=_BRONZE)
+    step = max(1, -(-len(rows) // parts))
+    return segment_cells.segment_parts((b for at in range(0, len(rows), step) for b in table.slice(at, step).to_batches()),
+                                       part_bytes=1)
+
+
 def _typed_both_ways(specs, images, fixes=None):
     """Each column typed by columnar.typed_column, and by ImageTyper value by value (or NotCanonical)."""
     rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
@@ -176,17 +185,23 @@ def test_big_segments_give_the_table_the_row_path_gives(spark, tmp_path, delete_
     """BATCH_1 (inserts, updates, a key change, deletes of held and never-held keys, a zero date),
     then BATCH_2 on the stored rows (one change below the watermark), then BATCH_2 again (all
     below it): the same counts, watermark and table as apply_small's, batch for batch."""
-    by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
+    by_rows, by_arrow, by_parts = str(tmp_path / "rows"), str(tmp_path / "arrow"), str(tmp_path / "parts")
     for batch in (BATCH_1, BATCH_2, BATCH_2):
         rows = _bronze_rows(batch)
         expected = apply_small(None, by_rows, rows, SPECS, ["id"], delete_mode=delete_mode)
         got = columnar.apply_big(by_arrow, _segment(rows[::-1], parts=2), SPECS, ["id"], delete_mode=delete_mode)
+        # read by parts, a change or two each, bronze's order not _seq's: folded part by part, then again
+        in_parts = columnar.apply_big(by_parts, _parts(rows[::-1], parts=len(rows) // 2 + 1), SPECS, ["id"],
+                                      rows=len(rows), delete_mode=delete_mode)
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
                   "zero_dates_nulled", "watermark", "committed", "columns_added")
-        assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+        assert {f: getattr(got, f) for f in fields} == {f: getattr(in_parts, f) for f in fields} \
+            == {f: getattr(expected, f) for f in fields}
     read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
     assert_df_equality(read(by_arrow), read(by_rows), ignore_row_order=True)
-    assert delta_io.schema(by_arrow, backend="rs") == delta_io.schema(by_rows, backend="rs")
+    assert_df_equality(read(by_parts), read(by_rows), ignore_row_order=True)
+    assert delta_io.schema(by_arrow, backend="rs") == delta_io.schema(by_parts, backend="rs") \
+        == delta_io.schema(by_rows, backend="rs")
 
 
 def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
@@ -216,10 +231,10 @@ def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_
     log_2 = [("003", "c", None, _img(2, "b", d="0000-00-00")), ("004", "c", None, _img(1, "a")),
              ("005", "c", None, _img(None, None, amount=None))]
     by_rows, by_arrow = str(tmp_path / "rows"), str(tmp_path / "arrow")
-    for batch in (log_1, log_2):
+    for batch, parts in ((log_1, 1), (log_2, 3)):  # (the second read by parts)
         rows = _bronze_rows(batch)
         expected = apply_small(None, by_rows, rows, SPECS, [])
-        got = columnar.apply_big(by_arrow, _segment(rows[::-1], parts=2), SPECS, [])
+        got = columnar.apply_big(by_arrow, _parts(rows[::-1], parts), SPECS, [], rows=len(rows))
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
@@ -280,10 +295,21 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
     assert together[reads[0]].images["after"].name.null_count == len(together[reads[0]].images["after"].row)
     assert segment_cells.read_segments(scan, reads, max_bytes=1_000) is None
     assert segment_cells.read_segments(scan, []) == {}
+    # each read by parts (a record batch each): the same changes, cut in several segments
+    for r in reads:
+        parts = list(segment_cells.read_parts(scan, r, part_bytes=1))
+        assert len(parts) == (0 if r.table == "none" else len([1 for p in scan.parts(["db", "table", "_seq"], r.where)]))
+        lists = [_as_lists(p) for p in parts]
+        joined = sorted(((s, o, a, b) for x in lists for s, o, a, b in zip(x["seq"], x["op"], x["after"], x["before"])))
+        whole = _as_lists(alone[r])
+        assert joined == list(zip(whole["seq"], whole["op"], whole["after"], whole["before"]))
 
 
 def test_a_value_only_spark_types_writes_nothing(tmp_path):
     path = str(tmp_path / "t")
+    rows = _bronze_rows([("001", "c", None, _img(1, "a")), ("002", "c", None, _img(2, "b"))])
+    with pytest.raises(NotCanonical, match="its plan counted 3"):  # (bronze read otherwise than planned)
+        columnar.apply_big(path, _parts(rows, 2), SPECS, ["id"], rows=3)
     rows = _bronze_rows([("001", "c", None, _img(1, "a")), ("002", "c", None, _img(2, "b", amount="1e3"))])
     with pytest.raises(NotCanonical):
         columnar.apply_big(path, _segment(rows), SPECS, ["id"])
@@ -339,13 +365,14 @@ INSERT INTO {db}.log VALUES (NULL, 'out', 1, 'b');
 
 @pytest.mark.mariadb
 @pytest.mark.spark
-@pytest.mark.parametrize("metadata,delete_mode", [("FULL", "hard"), ("MINIMAL", "soft")])
+@pytest.mark.parametrize("metadata,delete_mode,read", [("FULL", "hard", "together"), ("MINIMAL", "soft", "by parts")])
 def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_factory, tmp_path, monkeypatch,  # noqa: F811
-                                                                 metadata, delete_mode):
+                                                                 metadata, delete_mode, read):
     """No segment is fetched for the row path (its budget 0), so every keyed segment on delta-rs is
     folded in Arrow (MINIMAL metadata: signedness and ENUM numbers fixed), and a keyless log of
     inserts too; the keyless table with a delete by Spark. Two runs, the second on the rows silver
-    holds. Silver equals the server."""
+    holds. Silver equals the server. Read together: the big segments in one pass over bronze; by
+    parts: as segments too big for that are, each part a record batch, folded part by part."""
     ok, why = mariadb_available()
     if not ok:
         pytest.skip(why)
@@ -353,7 +380,13 @@ def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_f
     passes = []  # the big segments read together: one pass over bronze for all of them
     read_segments = segment_cells.read_segments
     monkeypatch.setattr(segment_cells, "read_segments",
-                        lambda scan, reads, *a, **k: passes.append(len(reads)) or read_segments(scan, reads, *a, **k))
+                        lambda scan, reads, *a, **k: passes.append(len(reads)) or (
+                            read_segments(scan, reads, *a, **k) if read == "together" else None))
+    parts, read_parts, batches = [], segment_cells.read_parts, segment_cells._batches
+    monkeypatch.setattr(segment_cells, "read_parts", lambda scan, r, *a, **k: (
+        parts.append(p) or p for p in read_parts(scan, r, part_bytes=1)))
+    monkeypatch.setattr(segment_cells, "_batches", lambda *a: (  # (a batch, so a part, per change)
+        one for b in batches(*a) for one in pa.Table.from_batches([b]).to_batches(max_chunksize=1)))
     srv = mariadb_factory(row_metadata=metadata)
     db, folder, wh = "big", tmp_path / "in", tmp_path / "wh"
     folder.mkdir()
@@ -366,6 +399,8 @@ def test_keyed_segments_in_arrow_equal_the_server_run_after_run(spark, mariadb_f
             {f"{db}.w": ["arrow"], f"{db}.k": ["arrow"], f"{db}.log": ["arrow"],
              **({f"{db}.nokey": ["spark"]} if run == 0 else {})}
         assert passes == [3]
+        assert not parts if read == "together" else sum(p.n for p in parts) == len(parts) > 3  # (a change each)
+        parts.clear()
         for t in ("w", "k", "nokey", "log"):
             cols = server_columns(srv, db, t)
             want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)

@@ -237,8 +237,9 @@ def test_eligible_for_small_batches():
     for change in (dict(fixes={1: ("decode", "sjis")}), dict(rejected={"x": "y"}), dict(partial=True, keys=[]),
                    dict(scd2=True), dict(rows=driver.SMALL_ROWS + 1), dict(rows=0)):
         assert not driver.eligible(**{**ok, **change})
-    # the Arrow path of big segments takes whole images only
-    assert not driver.eligible(**{**ok, "partial": True}, limit=driver.SMALL_ROWS * 10)
+    # the Arrow path of big segments takes whole images only, of any number of changes
+    assert not driver.eligible(**{**ok, "partial": True}, limit=None)
+    assert driver.eligible(**{**ok, "rows": 10**9}, limit=None) and not driver.eligible(**{**ok, "rows": 0}, limit=None)
 
 
 

@@ -14,7 +14,9 @@ would type each value in Python. Here a segment is:
 * folded with Arrow's sort and group-by: per key, the change with the largest ``_seq`` (an upsert
   before a delete on a tie), classified against silver's stored ``_seq`` by a join
   (:func:`fold_keyed`, :func:`classify`; a keyless log: :func:`inserts_only`), then written by
-  :func:`pipelines.silver.driver_writes.write`.
+  :func:`pipelines.silver.driver_writes.write`. A segment of any size: read, typed and folded in
+  parts of bounded size (:func:`~pipelines.silver.segment_cells.read_parts`), the parts' latest
+  events folded again (:func:`latest_per_key`).
 
 The semantics are :func:`pipelines.silver.driver_fold.apply_small`'s, and a value the row path would
 not take raises :class:`~pipelines.silver.typed_values.NotCanonical` here too, before anything is
@@ -24,7 +26,7 @@ each other, value for value and table for table.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -40,9 +42,6 @@ from pipelines.silver.driver_writes import Target, target_of, write
 from pipelines.silver.merge import ApplyStats
 from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, _INT_SILVER, _RANGES, NotCanonical, \
     converter
-
-BIG_ROWS = 4_000_000  # changes of one segment at most, for this path
-
 
 # -- typing ------------------------------------------------------------------------------
 
@@ -237,10 +236,10 @@ def _typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
 
 
 def inserts_only(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
-                 fixes: dict[int, tuple]) -> tuple[pa.Table, dict, int]:
+                 fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
     """A keyless table's segment of inserts only (an append-only log): every insert is a row of
     its own (:func:`pipelines.silver.driver_fold._keyless_source` keeps every copy when nothing is
-    deleted). The MERGE source, the counts and the zero dates nulled."""
+    deleted). The MERGE source and the zero dates nulled."""
     if not _all(pc.is_in(seg.op, pa.array(INSERT_OPS))):
         raise NotCanonical("a keyless table's updates or deletes (the row path or Spark's fold those)")
     typed, zeros = _typed_images(seg, specs, t, fixes)
@@ -249,15 +248,15 @@ def inserts_only(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
                for i, f in zip(t.value_idx, t.values.fields)]
     arrow = pa.Table.from_arrays([*columns, seg.seq, seg.op, seg.commit_ts, pa.array(np.zeros(seg.n, bool)),
                                   pa.array([INSERT] * seg.n, pa.string())], names=schema.fieldNames())
-    counts = {"inserted": seg.n, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
-    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields])), counts, zeros
+    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields])), zeros
 
 
 def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
     """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
     as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
     zero dates nulled in its typed images. The segment's cells are released once typed
-    (:func:`_typed_images`): a big segment's memory goes to one copy at a time."""
+    (:func:`_typed_images`): a big segment's memory goes to one copy at a time. The latest
+    events of a segment's parts, folded again by :func:`latest_per_key`, are the segment's."""
     n = seg.n
     arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
     typed, zeros = _typed_images(seg, specs, t, fixes)
@@ -280,25 +279,36 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
     ev = pa.concat_tables([events("after", upsert, UPSERT, op),
                            events("before", delete, DELETE, pa.array(["d"] * n, pa.string()))])
     typed.clear()  # (the images' typed columns are in the events now)
-    keys = [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+    keys = _key_columns(t)
     if any(ev.column(k).null_count for k in keys):
         raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
     if any(pa.types.is_floating(ev.schema.field(k).type) for k in keys):
         raise NotCanonical("a floating-point key (-0.0 and 0.0 are one key)")
+    return latest_per_key(ev, t), zeros
+
+
+def _key_columns(t: Target) -> list[str]:
+    return [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+
+
+def latest_per_key(ev: pa.Table, t: Target) -> pa.Table:
+    """Of events (:func:`fold_keyed`'s columns), the latest per key: the largest ``_seq``, a
+    delete before an upsert on a tie; in ``_seq`` order."""
+    keys = _key_columns(t)
     # sorted and grouped: only the keys, the order and the event's number, not its values
     order = pa.table({**{k: ev.column(k) for k in keys}, "_seq": ev.column("_seq"), "_action": ev.column("_action"),
                       "_e": pa.array(np.arange(ev.num_rows))})
     order = order.take(pc.sort_indices(order, [("_seq", "ascending"), ("_action", "ascending")]))  # "delete" < "upsert"
     order = order.append_column("_i", pa.array(np.arange(order.num_rows)))
     last = order.group_by(keys, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
-    latest = ev.take(order.column("_e").take(last.take(pc.sort_indices(last))))  # (in _seq order)
-    return latest.append_column("_i", pa.array(np.arange(latest.num_rows))), zeros
+    return ev.take(order.column("_e").take(last.take(pc.sort_indices(last))))
 
 
 def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: str) -> tuple[pa.Table, dict]:
     """The MERGE source (:attr:`Target.source_schema`) of the latest events, classified against
     silver's stored ``(keys, _seq)`` as :func:`pipelines.silver.driver_fold._keyed_source` does; and the counts."""
-    keys = [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+    keys = _key_columns(t)
+    latest = latest.append_column("_i", pa.array(np.arange(latest.num_rows)))  # (its order, kept through the join)
     upsert = pc.equal(latest.column("_action"), UPSERT)
     if stored is None or not stored.num_rows:
         have = pa.array(np.zeros(latest.num_rows, bool))
@@ -334,36 +344,51 @@ def _count(mask: pa.Array) -> int:
     return int(pc.sum(mask).as_py() or 0)
 
 
-def apply_big(path: str, seg: Segment, specs: Sequence[ColumnSpec], keys: Sequence[str], *,
-              fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
+def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[ColumnSpec], keys: Sequence[str], *,
+              rows: int | None = None, fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
               column_prefix: str | None = None, spark=None, properties: dict[str, str] | None = None) -> ApplyStats:
-    """Apply a table's segment (:func:`read_segment`) with delta-rs: what
-    :func:`pipelines.silver.driver_fold.apply_small` does with its rows (``spark``: a session with
-    delta-spark adds the columns deltalake cannot). A keyless table's segment must hold only
-    inserts (:func:`inserts_only`). Raises :class:`NotCanonical`, before writing anything, when a
-    change needs Spark's path."""
+    """Apply a table's segment with delta-rs: what :func:`pipelines.silver.driver_fold.apply_small`
+    does with its rows (``spark``: a session with delta-spark adds the columns deltalake cannot).
+    ``segment``: one (:func:`~pipelines.silver.segment_cells.read_segments`), or its parts
+    (:func:`~pipelines.silver.segment_cells.read_parts`) typed and folded one at a time, their
+    latest events folded again: the memory a segment takes is its part's and its keys', whatever
+    its size. A keyless table's segment must hold only inserts (:func:`inserts_only`). Raises
+    :class:`NotCanonical`, before writing anything, when a change needs Spark's path, or when
+    bronze holds another count of changes than ``rows`` (the plan's)."""
     from pipelines import delta_io
 
     path = str(path)
     t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend="rs")
-    total = seg.n
-    if t.watermark is not None:
-        fresh = pc.greater(seg.seq, t.watermark).to_numpy(zero_copy_only=False)
-        if not fresh.all():
-            seg = _only(seg, fresh)
-    if not seg.n:
+    folded, total, fresh, zeros, mark = [], 0, 0, 0, None
+    for seg in [segment] if isinstance(segment, Segment) else segment:
+        total += seg.n
+        if t.watermark is not None and seg.n:
+            keep = pc.greater(seg.seq, t.watermark).to_numpy(zero_copy_only=False)
+            seg = seg if keep.all() else _only(seg, keep)
+        if not seg.n:
+            continue
+        fresh += seg.n
+        top = pc.max(seg.seq).as_py()
+        mark = top if mark is None else max(mark, top)
+        try:
+            part, z = (inserts_only if t.keys is None else fold_keyed)(seg, specs, t, fixes or {})
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # (a key type Arrow does not group)
+            raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
+        folded.append(part)
+        zeros += z
+    if rows is not None and total != rows:
+        raise NotCanonical(f"bronze holds {total} changes of the segment, its plan counted {rows}")
+    if not fresh:
         return write(spark, t, None, {}, new_mark=None, changes=0, skipped=total, zeros=0, delete_mode=delete_mode,
                      backend="rs", properties=properties)
-    try:
-        if t.keys is None:
-            source, counts, zeros = inserts_only(seg, specs, t, fixes or {})
-        else:
-            latest, zeros = fold_keyed(seg, specs, t, fixes or {})
-            stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
-            source, counts = classify(latest, t, stored, delete_mode)
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # (a key type Arrow does not group)
-        raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
-    return write(spark, t, source, counts, new_mark=pc.max(seg.seq).as_py(), changes=seg.n, skipped=total - seg.n,
+    if t.keys is None:
+        source = pa.concat_tables(folded)
+        counts = {"inserted": source.num_rows, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
+    else:
+        latest = folded[0] if len(folded) == 1 else latest_per_key(pa.concat_tables(folded), t)
+        stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
+        source, counts = classify(latest, t, stored, delete_mode)
+    return write(spark, t, source, counts, new_mark=mark, changes=fresh, skipped=total - fresh,
                  zeros=zeros, delete_mode=delete_mode, backend="rs", properties=properties)
 
 

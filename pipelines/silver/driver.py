@@ -56,12 +56,13 @@ def _fixable(fix: tuple) -> bool:
 
 
 def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
-             scd2: bool, rows: int, limit: int = SMALL_ROWS) -> bool:
+             scd2: bool, rows: int, limit: int | None = SMALL_ROWS) -> bool:
     """True when a segment can take this path (see the module doc: partial images only with a
-    key), or with ``limit`` (:data:`pipelines.silver.columnar.BIG_ROWS`) :mod:`pipelines.silver.columnar`'s
-    (whole images only)."""
+    key), or with ``limit=None`` :mod:`pipelines.silver.columnar`'s (whole images only, any
+    number of changes)."""
     return bool(specs) and all(_fixable(f) for f in fixes.values()) and not rejected \
-        and (not partial or (bool(keys) and limit <= SMALL_ROWS)) and not scd2 and 0 < rows <= limit
+        and (not partial or (bool(keys) and limit is not None and limit <= SMALL_ROWS)) and not scd2 \
+        and 0 < rows <= (limit if limit is not None else rows)
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:

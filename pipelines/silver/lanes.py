@@ -113,7 +113,8 @@ class SilverRun:
         self.lock = threading.Lock()
         self.small: dict[tuple, pa.Table] = {}  # segment -> its rows (driver.fetch)
         # bronze as delta-rs reads it (the delta-rs backend): big segments are read from it and
-        # folded in Arrow (silver.columnar), one at a time (read in one pass first: big_reads)
+        # folded in Arrow (silver.columnar), one at a time (read in one pass first: big_reads,
+        # when they fit; else each by parts)
         self.scan: RsScan | None = None
         self.big_lock = threading.Lock()
         self.big: dict[tuple, segment_cells.Segment] = {}  # segment -> its rows, read together (big_reads)
@@ -240,24 +241,24 @@ class SilverRun:
         return self.scan is not None and (bool(resolution.keys) or set(seg.ops) <= set(INSERT_OPS)) \
             and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
                                 rejected=resolution.rejected, partial=partial,
-                                scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n_rows, limit=columnar.BIG_ROWS)
+                                scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n_rows, limit=None)
 
     def apply_big(self, seg: SegmentPlan, path: str, resolution: Resolution, n_rows: int):
-        """Apply a segment with :func:`columnar.apply_big`; None when Spark's path must: bronze
-        read otherwise than Spark reads it (e.g. another count of rows), or a value it must judge."""
+        """Apply a segment with :func:`columnar.apply_big`: as read with the run's other big
+        segments, else read by parts (:func:`segment_cells.read_parts`); None when Spark's path
+        must: bronze read otherwise than Spark reads it (e.g. another count of rows), or a value
+        it must judge."""
         with self.big_lock:
             segment = self.big.pop((seg.db, seg.table, seg.start, seg.end), None)
             if segment is None:
-                segment = segment_cells.read_segment(self.scan, seg.db, seg.table, seg.start, seg.end,
-                                                with_name=bool(resolution.fixes))
-            if segment is None or segment.n != n_rows:
-                return None
+                segment = segment_cells.read_parts(self.scan, segment_cells.SegmentRead(
+                    seg.db, seg.table, seg.start, seg.end, with_name=bool(resolution.fixes)))
             try:
-                return columnar.apply_big(path, segment, resolution.specs, resolution.keys, fixes=resolution.fixes,
-                                          delete_mode=self.cfg.delete_mode,
+                return columnar.apply_big(path, segment, resolution.specs, resolution.keys, rows=n_rows,
+                                          fixes=resolution.fixes, delete_mode=self.cfg.delete_mode,
                                           column_prefix=self.cfg.silver.prefix_for(seg.db, seg.table),
                                           spark=self.spark, properties=self.properties)
-            except NotCanonical:
+            except (NotCanonical, segment_cells.Unreadable):
                 return None
 
     def run_segment(self, seg: SegmentPlan) -> None:

@@ -5,6 +5,8 @@ types and folds them).
   pyarrow in one pass over its row groups (tables' changes interleave there), no Spark job; of
   each image only the cells' ``idx``, ``text``, ``bin`` (and ``name``, for value fixes), kept as
   chunks of the read buffers with each cell's change (:class:`Cells`);
+* :func:`read_parts`: one segment too big for that, read as a series of segments of about
+  :data:`CHUNK_BYTES` of cells each (the fold takes them one at a time: no limit of size);
 * :meth:`Cells.column`: one column's cells for every change (:class:`CellColumn`), found by
   stride when every image holds the same columns in the same order, else by one sort of the
   cells by ordinal (:func:`by_ordinal`); its texts, bytes and names taken only when read.
@@ -14,7 +16,7 @@ types and folds them).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +25,8 @@ import pyarrow.compute as pc
 
 from pipelines.delta_io.rs_scan import RsScan
 
-BIG_BYTES = 768 * 2**20  # bytes of the cells kept of a read's segments, at most (more: read fewer, or Spark's path)
+BIG_BYTES = 768 * 2**20  # bytes of the cells kept of a read's segments, at most (more: each read by parts)
+CHUNK_BYTES = BIG_BYTES  # bytes of the cells of one part of a segment read by parts (read_parts), about
 _IMAGES = ("before", "after")
 
 
@@ -191,6 +194,17 @@ class SegmentRead:
         return where if self.end is None else where & (pc.field("_seq") < self.end)
 
 
+class Unreadable(Exception):
+    """Bronze's files lay the images' lists out otherwise than this module reads them (Spark's
+    path then)."""
+
+
+def _columns(reads: Sequence[SegmentRead]) -> list[str]:
+    """The leaf columns a read of ``reads`` takes: the filter's, the change's, the cells' fields."""
+    fields = [f for f, _ in _CELL_FIELDS if f != "name" or any(r.with_name for r in reads)]
+    return ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
+
+
 def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = BIG_BYTES) -> dict | None:
     """``{read: Segment}``: the rows of ``scan`` (bronze as the silver step reads it) of each
     segment, of their cells only the fields typing reads, in one pass over bronze's row groups:
@@ -202,8 +216,7 @@ def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = B
     where = reads[0].where
     for r in reads[1:]:
         where = where | r.where
-    fields = [f for f, _ in _CELL_FIELDS if f != "name" or any(r.with_name for r in reads)]
-    columns = ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
+    columns = _columns(reads)
     parts, size = {r: _SegmentParts(r.with_name) for r in reads}, 0
     try:
         # (several segments: the row groups are chosen by any of them, each segment's rows kept
@@ -227,6 +240,25 @@ def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None,
     read = SegmentRead(db, table, start, end, with_name)
     got = read_segments(scan, [read], max_bytes)
     return None if got is None else got[read]
+
+
+def read_parts(scan: RsScan, read: SegmentRead, part_bytes: int | None = None) -> Iterator[Segment]:
+    """The rows of one segment as a series of segments, in bronze's order, each of whole record
+    batches holding about ``part_bytes`` (:data:`CHUNK_BYTES`) of cells, more only when one batch
+    does; what :func:`read_segments` gives for it, cut in parts. Raises :class:`Unreadable` as
+    that returns None for the files' layout."""
+    try:
+        yield from segment_parts(_batches(scan, _columns([read]), read.where), part_bytes or CHUNK_BYTES,
+                                 with_name=read.with_name)
+    except (KeyError, pa.ArrowInvalid) as e:  # (lists laid out otherwise in the files)
+        raise Unreadable(f"bronze's image lists: {e}") from None
+
+
+def _batches(scan: RsScan, columns: list[str], where: pc.Expression) -> Iterator[pa.RecordBatch]:
+    for part in scan.parts(columns, where):
+        if not set(_IMAGES) <= set(part.column_names):  # (a leaf path that names nothing is left out)
+            raise Unreadable("bronze's files hold no image lists at the leaves read")
+        yield from part.to_batches()
 
 
 class _SegmentParts:
@@ -253,6 +285,20 @@ class _SegmentParts:
         return Segment(pa.chunked_array(self.seqs, pa.string()), pa.chunked_array(self.ops, pa.string()),
                        pa.chunked_array(self.stamps, pa.timestamp("us", "UTC")),
                        {i: self.images[i].cells() for i in _IMAGES})
+
+
+def segment_parts(batches, part_bytes: int, *, with_name: bool = True) -> Iterator[Segment]:
+    """:func:`segment_of` of the batches, cut into segments of whole batches that hold about
+    ``part_bytes`` of cells each (the last may hold less; none of no rows)."""
+    kept, size = _SegmentParts(with_name), 0
+    for batch in batches:
+        if batch.num_rows:
+            size += kept.add(batch)
+            if size >= part_bytes:
+                yield kept.segment()
+                kept, size = _SegmentParts(with_name), 0
+    if kept.n:
+        yield kept.segment()
 
 
 def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
