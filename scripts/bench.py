@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -146,6 +147,10 @@ def tables_inputs(n_tables: int, changes: int) -> Path:
     return _cached(f"tables-{n_tables}x{changes}", lambda d: generate_tables(n_tables, changes, d))
 
 
+SINGLE = 300_000  # inserts of the one-table input at 1x (525,000 row changes)
+SINGLE_SCALES = (1, 4, 10)  # its scales against the peer (10x: 3,000,000 inserts, 5,250,000 changes)
+
+
 def single_inputs(inserts: int) -> Path:
     """One table: ``inserts`` inserts, then updates of half and deletes of a quarter of the rows."""
     return _cached(f"single-{inserts}", lambda d: generate_single(inserts, d))
@@ -232,7 +237,27 @@ def tables_second_run(n_tables: int, changes: int, updates: int, backend: str) -
 def against_peer(binlog_dir: Path, changes: int) -> dict:
     r = {"input": binlog_dir.name, "row_changes": changes, **ours_cold(binlog_dir), **peer_replay(binlog_dir)}
     r["peer_over_ours"] = round(r["peer_s"] / r["ours_s"], 2)
+    for line in r["summaries"]:  # (each run's summary line gives its time)
+        step = line.split(" ", 1)[0]
+        r[f"{step}_s"] = float(_SECONDS[step].search(line).group(1))
     return r
+
+
+_SECONDS = {"bronze": re.compile(r" MB in ([0-9.]+) s \("), "silver": re.compile(r"; ([0-9.]+) s$")}
+
+
+def scaling(runs: list[dict]) -> dict:
+    """The one-table runs by size: silver's and the whole run's microseconds per change, and the
+    largest's over the one below it (a cliff: a path that stops scaling at some size)."""
+    by = {r["row_changes"]: r for r in runs}
+    out = {f"{n}": {"silver_us_per_change": round(by[n]["silver_s"] * 1e6 / n, 2),
+                    "ours_us_per_change": round(by[n]["ours_s"] * 1e6 / n, 2),
+                    "peer_over_ours": by[n]["peer_over_ours"]} for n in sorted(by)}
+    if len(by) > 1:
+        top, below = sorted(by)[-1], sorted(by)[-2]
+        out["silver_per_change_top_over_below"] = round(
+            out[f"{top}"]["silver_us_per_change"] / out[f"{below}"]["silver_us_per_change"], 2)
+    return out
 
 
 # -- runs ------------------------------------------------------------------------------
@@ -327,10 +352,13 @@ def main(argv=None) -> int:
     for name, d, changes in (("100 tables x 30", tables_inputs(100, 30), 3000),
                              ("1,000 tables x 3", tables_inputs(1000, 3), 3000),
                              ("1 table x 3,000", tables_inputs(1, 3000), 3000),
-                             ("1 table, 525k changes", single_inputs(300_000), 525_000)):
+                             *((f"1 table, {x}x: {SINGLE * x * 7 // 4:,} changes", single_inputs(SINGLE * x),
+                                SINGLE * x * 7 // 4) for x in SINGLE_SCALES)):
         r = {"name": name, **against_peer(d, changes)}
         results["against_peer"].append(r)
         print(json.dumps(r))
+    results["one_table_scaling"] = scaling([r for r in results["against_peer"] if r["input"].startswith("single-")])
+    print(json.dumps(results["one_table_scaling"]))
     # delta-spark (what a cluster runs): the first run, and a run after it on the existing tables
     results["delta_spark"] = []
     for name, run in (("100 tables x 30, delta-spark", lambda: {"input": "tables-100x30", "backend": "spark",

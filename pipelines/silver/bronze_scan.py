@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from pipelines.bronze.schema import WRITTEN_LATER
 from pipelines.delta_io.rs_scan import RsScan
+from pipelines.silver import ranges
 
 SEG = "_segment"  # (pipelines.silver.step._SEG)
 _CELL_FIELDS = ("idx", "name", "text", "bin")  # what the driver's typing reads of a cell
@@ -54,16 +55,14 @@ def shape_rows(scan: RsScan, marks: dict[tuple[str, str], str],
         probe = pa.table({"db": t.column("db"), "table": t.column("table"), "_seq": t.column("_seq"),
                           "_row": pa.array(np.arange(t.num_rows, dtype=np.int64))})
         probe = probe.join(wm, keys=["db", "table"], join_type="left outer", use_threads=False)
-        keep = pc.or_kleene(pc.is_null(probe.column("_wm")), pc.greater(probe.column("_seq"), probe.column("_wm")))
-        t = t.take(np.sort(probe.column("_row").filter(pc.fill_null(keep, False)).to_numpy()))
+        keep = ranges.arrow_above(probe.column("_seq"), probe.column("_wm"))
+        t = t.take(np.sort(probe.column("_row").filter(keep).to_numpy()))
     if t.column("_shape").null_count:
         return None
     segment = pa.nulls(t.num_rows, pa.string())
     for db, table, start, end in cuts:
-        inside = pc.and_(pc.and_(pc.equal(t.column("db"), db), pc.equal(t.column("table"), table)),
-                         pc.greater(t.column("_seq"), start))
-        if end is not None:
-            inside = pc.and_(inside, pc.less(t.column("_seq"), end))
+        inside = pc.and_kleene(pc.and_kleene(pc.equal(t.column("db"), db), pc.equal(t.column("table"), table)),
+                               ranges.arrow_holds(t.column("_seq"), start, end))
         segment = pc.if_else(pc.fill_null(inside, False), pa.scalar(start, pa.string()), segment)
     keys = ["db", "table", "_shape", "op", SEG]
     rows = pa.table({"db": t.column("db"), "table": t.column("table"), "_shape": t.column("_shape"),
@@ -132,9 +131,7 @@ def fetch(scan: RsScan, segments: Sequence[tuple[str, str, str, str | None]], la
                       "_row": pa.array(np.arange(rows.num_rows, dtype=np.int64))})
     probe = probe.join(segs, keys=["db", "table"], join_type="inner", use_threads=False)
     seq = probe.column("_seq")
-    inside = pc.and_(pc.greater(seq, probe.column("_f_start")),
-                     pc.or_kleene(pc.is_null(probe.column("_f_end")), pc.less(seq, probe.column("_f_end"))))
-    probe = probe.filter(pc.fill_null(inside, False))
+    probe = probe.filter(ranges.arrow_holds(seq, probe.column("_f_start"), probe.column("_f_end")))
     probe = probe.take(pc.sort_indices(probe, [("_f_i", "ascending"), ("_seq", "ascending")]))
     rows = rows.take(probe.column("_row"))
     index = probe.column("_f_i").to_numpy()

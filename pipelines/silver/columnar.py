@@ -39,6 +39,7 @@ from pipelines.silver.segment_cells import CellColumn, Cells, Segment
 from pipelines.silver.columns import DELETE, INSERT, UPSERT
 from pipelines.silver.driver import cell_fix
 from pipelines.silver.driver_writes import Target, target_of, write
+from pipelines.silver import ranges
 from pipelines.silver.merge import ApplyStats
 from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, _INT_SILVER, _RANGES, NotCanonical, \
     converter
@@ -363,7 +364,7 @@ def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[C
     for seg in [segment] if isinstance(segment, Segment) else segment:
         total += seg.n
         if t.watermark is not None and seg.n:
-            keep = pc.greater(seg.seq, t.watermark).to_numpy(zero_copy_only=False)
+            keep = ranges.arrow_above(seg.seq, t.watermark).to_numpy(zero_copy_only=False)
             seg = seg if keep.all() else _only(seg, keep)
         if not seg.n:
             continue

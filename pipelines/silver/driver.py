@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pipelines.schema import resolve as schema_resolve
 from pipelines.silver.typed_values import NotCanonical
 from pipelines.schema.typemap import ColumnSpec
+from pipelines.silver import ranges
 
 SMALL_ROWS = 20_000  # changes of one segment at most, for this path
 FETCH_ROWS = 200_000  # changes fetched to the driver per run at most (the other segments take Spark's path)
@@ -97,7 +98,7 @@ def _in_segments(bronze: DataFrame, segments: Sequence[tuple]) -> DataFrame:
     segs = bronze.sparkSession.createDataFrame([(i, *s) for i, s in enumerate(segments)],
                                                "_f_i INT, _f_db STRING, _f_table STRING, _f_start STRING, _f_end STRING")
     return (bronze.join(F.broadcast(segs), (bronze["db"] == segs["_f_db"]) & (bronze["table"] == segs["_f_table"]))
-            .where((F.col("_seq") > F.col("_f_start")) & (F.col("_f_end").isNull() | (F.col("_seq") < F.col("_f_end")))))
+            .where(ranges.spark_holds(F.col("_seq"), F.col("_f_start"), F.col("_f_end"))))
 
 
 def _image_bytes(image: str):

@@ -26,6 +26,7 @@ from pipelines.silver.driver_writes import Target, target_of, write
 from pipelines.silver.merge import ApplyStats
 from pipelines.silver.typed_values import ImageTyper, NotCanonical
 from pipelines.schema.typemap import ColumnSpec
+from pipelines.silver import ranges
 
 
 def _typed(rows: Sequence[dict], typer: ImageTyper) -> tuple[list[tuple], int]:
@@ -371,7 +372,7 @@ def apply_small(
     typer = ImageTyper(specs, {idx: cell_fix(fix) for idx, fix in (fixes or {}).items()})
     t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend=backend)
     own, exists, value_idx = t.own, t.exists, t.value_idx
-    fresh = [r for r in rows if t.watermark is None or (r["_seq"] is not None and r["_seq"] > t.watermark)]
+    fresh = [r for r in rows if ranges.above(r["_seq"], t.watermark)]
     changes, zeros = _typed(fresh, typer)  # (may raise NotCanonical: nothing is written yet)
     if partial and t.keys is None:
         raise NotCanonical("partial images on a table without a key")  # (Spark's path sets them aside)

@@ -20,7 +20,7 @@ from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import Resolution, SchemaVersion
 from pipelines.delta_io.rs_scan import RsScan
-from pipelines.silver import bronze_scan, columnar, driver, driver_fold, schema_events, segment_cells
+from pipelines.silver import bronze_scan, columnar, driver, driver_fold, ranges, schema_events, segment_cells
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
@@ -197,11 +197,9 @@ class SilverRun:
     def apply_with_spark(self, seg: SegmentPlan, path: str, resolution: Resolution, version: SchemaVersion | None,
                          good: list[str], partial: bool):
         """MERGE the segment's rows of the shapes ``good`` with Spark (:func:`_apply_segment`)."""
-        segment = (F.col("db") == seg.db) & (F.col("table") == seg.table) & (F.col("_seq") > seg.start)
+        segment = ranges.spark_filter(seg.db, seg.table, seg.start, seg.end)
         if len(good) < len(seg.shapes):  # some shapes go to quarantine
             segment = segment & F.col("_shape").isin(good)
-        if seg.end is not None:
-            segment = segment & (F.col("_seq") < seg.end)
         # What silver and its quarantine use (not pk, gtid, _shape ...); of the images only the fields
         # typing reads. Not cached: each pass reads what it needs from Parquet (the overview only
         # narrow columns). The row's own segment test goes along: typing raises on a value that does

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pipelines import delta_io
 from pipelines import state
 from pipelines.config import PipelineConfig
+from pipelines.silver import ranges
 
 _UTC = _dt.timezone.utc
 
@@ -22,7 +23,7 @@ def above_marks(bronze: DataFrame, marks: dict[tuple[str, str], str]) -> DataFra
     wm = bronze.sparkSession.createDataFrame([(d, t, s) for (d, t), s in marks.items()],
                                              "_wm_db STRING, _wm_table STRING, _wm STRING")
     return (bronze.join(F.broadcast(wm), (bronze["db"] == wm["_wm_db"]) & (bronze["table"] == wm["_wm_table"]), "left")
-            .where(F.col("_wm").isNull() | (F.col("_seq") > F.col("_wm")))
+            .where(ranges.spark_above(F.col("_seq"), F.col("_wm")))
             .drop("_wm_db", "_wm_table", "_wm"))
 
 

@@ -104,6 +104,7 @@ from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, DEFAULT_OWN,
                                       OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WATERMARK_KEY, _P,
                                       own_columns_of, working_changes)
 from pipelines.silver.plan import _plan_keyed, _plan_keyless, _plan_scd2
+from pipelines.silver import ranges
 
 
 @dataclass(frozen=True)
@@ -347,8 +348,7 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     watermark = read_watermark(path, spark=spark, backend=which)
     # Not cached: the overview reads only what it counts (Spark prunes the typing it does not
     # need), and the plans cache what their MERGE reads, so each value is typed once.
-    marked = working_changes(changes_df).withColumn(_FRESH, F.lit(True) if watermark is None
-                                                    else F.col(SEQ) > F.lit(watermark))
+    marked = working_changes(changes_df).withColumn(_FRESH, ranges.spark_above(F.col(SEQ), F.lit(watermark)))
     overview = _overview(marked, changes_df)
     base = dict(
         changes=int(overview["fresh"] or 0),

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.delta_io.rs_scan import RsScan
+from pipelines.silver import ranges
 
 BIG_BYTES = 768 * 2**20  # bytes of the cells kept of a read's segments, at most (more: each read by parts)
 CHUNK_BYTES = BIG_BYTES  # bytes of the cells of one part of a segment read by parts (read_parts), about
@@ -190,8 +191,7 @@ class SegmentRead:
 
     @property
     def where(self) -> pc.Expression:
-        where = (pc.field("db") == self.db) & (pc.field("table") == self.table) & (pc.field("_seq") > self.start)
-        return where if self.end is None else where & (pc.field("_seq") < self.end)
+        return ranges.arrow_filter(self.db, self.table, self.start, self.end)
 
 
 class Unreadable(Exception):

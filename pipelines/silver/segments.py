@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.schema import RENAME_FROM, SchemaHistory, SchemaVersion
-from pipelines.silver import bronze_scan
+from pipelines.silver import bronze_scan, ranges
 
 
 @dataclass
@@ -61,8 +61,8 @@ def with_segment(bronze: DataFrame, segments: list[tuple]) -> DataFrame:
         return bronze.withColumn(SEG, F.lit(None).cast("string"))
     segs = bronze.sparkSession.createDataFrame(segments, T.StructType([
         T.StructField(n, T.StringType()) for n in ("_sg_db", "_sg_table", SEG, "_sg_end")]))
-    inside = ((bronze["db"] == segs["_sg_db"]) & (bronze["table"] == segs["_sg_table"]) & (bronze["_seq"] > segs[SEG])
-              & (segs["_sg_end"].isNull() | (bronze["_seq"] < segs["_sg_end"])))
+    inside = ((bronze["db"] == segs["_sg_db"]) & (bronze["table"] == segs["_sg_table"])
+              & ranges.spark_holds(bronze["_seq"], segs[SEG], segs["_sg_end"]))
     return bronze.join(F.broadcast(segs), inside, "left").drop("_sg_db", "_sg_table", "_sg_end")
 
 
@@ -86,7 +86,7 @@ def plan_segments(history: SchemaHistory, tables: Iterable[tuple[str, str]], mar
                          segment=(start if i > 0 else "") if (db, table) in segmented else None)
             for r in by_table.get((db, table), ()):
                 if ((r[SEG] or "") == seg.segment) if seg.segment is not None else \
-                        (r["max_seq"] > start and (end is None or r["min_seq"] < end)):
+                        ranges.overlaps(r["min_seq"], r["max_seq"], start, end):
                     seg.shapes[r["_shape"]] = seg.shapes.get(r["_shape"], 0) + int(r["n"])
                     seg.ops[r["op"]] += int(r["n"])
                     sizes = [v for v in (r["min_after"], r["min_before"]) if v is not None and v >= 0]
