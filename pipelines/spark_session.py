@@ -56,7 +56,7 @@ from pipelines import log_store, storage
 from pipelines.arrow_pool import use_fast_pool
 from pipelines.logs import get_logger
 from pipelines.spark_settings import (
-    _JAVA_OPTIONS, DELTA_CATALOG, DELTA_EXTENSION, S3A_JARS_ENV, _launched_by_spark_submit, is_local_master,
+    JAVA_OPTIONS, DELTA_CATALOG, DELTA_EXTENSION, S3A_JARS_ENV, launched_by_spark_submit, is_local_master,
     local_classpath_env, quiet_conf, s3a_jars, session_conf,
 )
 
@@ -116,7 +116,7 @@ def build_session(
     if active is not None:
         storage.use(storage.from_spark(active))
         return active
-    submitted = _launched_by_spark_submit()
+    submitted = launched_by_spark_submit()
     if submitted:
         _report_ignored_master(master)
         master = None
@@ -169,7 +169,7 @@ def _started(builder, conf: dict, archive: str | None) -> SparkSession:
         _log.warning(f"the JVM did not start with its class-data archive {archive} ({type(e).__name__}); "
                      f"starting without it. Remove the file, or make it again: python -m pipelines.jvm_archive "
                      f"create --force")
-        return builder.config(_JAVA_OPTIONS, conf[_JAVA_OPTIONS].replace(archive, "").strip()).getOrCreate()
+        return builder.config(JAVA_OPTIONS, conf[JAVA_OPTIONS].replace(archive, "").strip()).getOrCreate()
 
 
 
@@ -198,13 +198,13 @@ def _with_jvm_archive(conf: dict[str, str]) -> str | None:
     options, unless they name an archive of their own; returns what was added (None: nothing)."""
     from pipelines import jvm_archive
 
-    options = conf.get(_JAVA_OPTIONS, "")
+    options = conf.get(JAVA_OPTIONS, "")
     if any(flag in options for flag in ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")):
         return None
     archive = jvm_archive.java_options()
     if not archive:
         return None
-    conf[_JAVA_OPTIONS] = f"{options} {archive}".strip()
+    conf[JAVA_OPTIONS] = f"{options} {archive}".strip()
     return archive
 
 

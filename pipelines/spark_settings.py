@@ -20,7 +20,7 @@ S3A_JARS_ENV = "S3A_JARS"
 # jars Spark's launcher puts at the end of the JVM's classpath (Spark's "Hadoop free" builds name
 # Hadoop's jars there); read when the launcher starts the JVM
 LAUNCH_CLASSPATH_ENV = "SPARK_DIST_CLASSPATH"
-_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 # Settings that hold for every session this module builds, local or on a cluster.
 COMMON_DEFAULTS: dict[str, str] = {
@@ -66,7 +66,7 @@ def is_local_master(master: str | None) -> bool:
     return master is None or master == "local" or master.startswith("local[")
 
 
-def _launched_by_spark_submit() -> bool:
+def launched_by_spark_submit() -> bool:
     """True when this Python process was started by ``spark-submit`` (the JVM already runs)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
@@ -175,7 +175,7 @@ def session_conf(
     'io.delta.sql.DeltaSparkSessionExtension'
     """
     if local is None:
-        local = not _launched_by_spark_submit() and is_local_master(master)
+        local = not launched_by_spark_submit() and is_local_master(master)
     conf: dict[str, str] = dict(LOCAL_DEFAULTS if local else COMMON_DEFAULTS)
     # Arrow's allocator in the Python workers (bronze's tasks build and write Arrow): jemalloc as
     # on the driver, or the pool the user chose (pipelines.arrow_pool); PySpark gives a worker
@@ -225,8 +225,8 @@ def quiet_conf(conf: Mapping[str, str], extra_conf: Mapping[str, str] | None, *,
             out.pop("spark.log.level", None)  # (the file's level, from the JVM's first line)
         else:  # under spark-submit the submit command's log4j decides until the context applies this:
             out["spark.log.level"] = "ERROR"  # (its INFO lines of the context's start-up would leak)
-    options = out.get(_JAVA_OPTIONS, "")
+    options = out.get(JAVA_OPTIONS, "")
     if not own_jvm or "log4j2.configurationFile" in options or not QUIET_LOG4J.is_file():
         return out
-    out[_JAVA_OPTIONS] = f"{options} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}".strip()
+    out[JAVA_OPTIONS] = f"{options} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}".strip()
     return out

@@ -280,7 +280,7 @@ def test_remote_task_bytes_hold_only_the_header_and_the_range(corpus_binlogs, tm
     sub = bronze_decode._sub_index(idx, s, e)
     expected = [(c.pos, c.row_idx) for c in iter_changes(str(src), sub, s, e) if hasattr(c, "row_idx")]
     monkeypatch.setattr(bronze_files, "local_path", lambda uri: None)  # read it as a non-local Hadoop path would be
-    with bronze_files._task_bytes(src.as_uri(), s, e) as buf:
+    with bronze_files.task_bytes(src.as_uri(), s, e) as buf:
         assert len(buf) == e and bytes(buf[s:e]) == src.read_bytes()[s:e]
         assert s > 1010 and not any(buf[1000:1010])  # the gap between header and range is a hole
         got = [(c.pos, c.row_idx) for c in iter_changes(buf, sub, s, e, name=src.name) if hasattr(c, "row_idx")]
@@ -394,7 +394,7 @@ def test_interrupted_batch_is_redone_exactly_once(spark, corpus_binlogs, tmp_pat
     d.mkdir()
     (d / name).write_bytes(full[: len(full) // 2 + 3])
     cfg = make_cfg(tmp_path)
-    real_append = bookkeeping._append_rows
+    real_append = bookkeeping.append_rows
 
     def crash_on_commit(spark_, cfg_, rows, ddl, path, app_id=None, version=None):
         if path.endswith("manifest") and app_id == bronze.TXN_APP_ID:

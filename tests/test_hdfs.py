@@ -85,7 +85,7 @@ def test_staged_bronze_files_committed_and_maintained_on_hdfs(hdfs):
 
 
 def test_bronze_tasks_read_and_survey_an_hdfs_binlog(hdfs):
-    from pipelines.bronze.files import _task_bytes, task_file
+    from pipelines.bronze.files import task_bytes, task_file
     from pipelines.bronze.listing import SourceFile
     from pipelines.bronze.plan import SurveyRequest, survey_file
 
@@ -95,7 +95,7 @@ def test_bronze_tasks_read_and_survey_an_hdfs_binlog(hdfs):
     _put(uri, data)
     with task_file(uri, storage.NO_SETTINGS) as buf:
         assert bytes(buf) == data
-    with _task_bytes(uri, 1000, 2000, storage.NO_SETTINGS) as buf:
+    with task_bytes(uri, 1000, 2000, storage.NO_SETTINGS) as buf:
         assert bytes(buf[1000:2000]) == data[1000:2000]
     local = SourceFile("binlog.000001", f"file:{SAMPLES / 'binlog.000001'}", len(data), 0, 1)
     got, want = (survey_file(SurveyRequest(f, None, True), False, 1 << 24, storage.NO_SETTINGS)

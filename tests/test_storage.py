@@ -229,7 +229,7 @@ def test_rs_scan_reads_remote_files_through_pyarrow(s3):
 
 
 def test_bronze_task_reads_an_s3_binlog_whole_and_by_range(s3):
-    from pipelines.bronze.files import _task_bytes, task_file
+    from pipelines.bronze.files import task_bytes, task_file
 
     server, bucket, settings = s3
     data = (SAMPLES / "binlog.000001").read_bytes()
@@ -238,7 +238,7 @@ def test_bronze_task_reads_an_s3_binlog_whole_and_by_range(s3):
     with task_file(uri, settings) as buf:
         assert bytes(buf) == data
     start, end = len(data) // 2, len(data) - 10
-    with _task_bytes(uri, start, end, settings) as buf:
+    with task_bytes(uri, start, end, settings) as buf:
         assert bytes(buf[start:end]) == data[start:end] and bytes(buf[:4]) == data[:4]
 
 

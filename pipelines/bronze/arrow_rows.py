@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from pipelines.binlog.changes import RowsBatch
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.values import InvalidText, canonical_text, decimal_text
-from pipelines.bronze.rows import _OPS, _TableLayout, _basename, _is_zero_date
+from pipelines.bronze.rows import OPS, _TableLayout, _basename, is_zero_date
 from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, snapshot_seq
 
 _NONE = type(None)
@@ -116,7 +116,7 @@ def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, presen
             if cols[j] in layout.dates:
                 kinds = set(map(type, values))
                 if str in kinds or int in kinds:  # else all are dates (or NULL): no zero date
-                    zeros += np.fromiter(map(_is_zero_date, values), dtype=np.int32, count=n)
+                    zeros += np.fromiter(map(is_zero_date, values), dtype=np.int32, count=n)
         # column-major -> row-major: cell (row r, column j) is at j * n + r
         order = (np.arange(n)[:, None] + np.arange(width)[None, :] * n).ravel()
         text = pa.concat_arrays(texts).take(order)
@@ -312,7 +312,7 @@ class ArrowRowsBuilder(_ColumnarRows):
             "event_ts": pc.multiply(per_event([b.event_ts for b in batches], pa.int64()), micros),
             "db": per_event([b.table_map.schema for b in batches], pa.string()),
             "table": per_event([b.table_map.table for b in batches], pa.string()),
-            "op": per_event([_OPS[b.op] for b in batches], pa.string()),
+            "op": per_event([OPS[b.op] for b in batches], pa.string()),
         }
 
 

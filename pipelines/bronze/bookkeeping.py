@@ -51,7 +51,7 @@ def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None
     _delta().append(spark, df, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
 
 
-def _append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: str, app_id: str | None = None,
+def append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: str, app_id: str | None = None,
                  version: int | None = None):
     """Rows of one of the ``_pipeline`` tables (``ddl``: its layout in :mod:`pipelines.state`),
     appended through that module under the batch's transaction id."""
@@ -60,12 +60,12 @@ def _append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: 
     state.append_at(spark, cfg, ddl, path, rows, app_id=app_id, version=version)
 
 
-def _last_txn(spark, cfg: PipelineConfig, path: str) -> int:
+def last_txn(spark, cfg: PipelineConfig, path: str) -> int:
     v = _delta().last_txn_version(path, TXN_APP_ID, spark=spark, backend=cfg.delta.backend)
     return -1 if v is None else int(v)
 
 
-def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, now, rows_by_file=None,
+def manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, now, rows_by_file=None,
                    committed_at=None) -> list:
     rows_by_file = rows_by_file or {}
     return [
@@ -77,7 +77,7 @@ def _manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, n
     ]
 
 
-def _xa_rows(plans: list[FilePlan], run_id: str) -> list:
+def xa_rows(plans: list[FilePlan], run_id: str) -> list:
     """Rows of ``_pipeline/xa``: the XA groups (found by the survey) in what each plan lands."""
     return [(p.file.name, p.file.file_seq, pos, seq_key(p.file.file_seq, pos, 0), kind, xa_xid, gtid, _ts(ts), run_id)
             for p in plans for pos, kind, xa_xid, gtid, ts in p.xa if p.start <= pos < p.end]

@@ -8,16 +8,16 @@ from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
 from pipelines.bronze.decode import (
-    StageTarget, TemporalPrecision, WorkRange, _decode_partition, _stage_partition, _whole_file_partition,
+    StageTarget, TemporalPrecision, WorkRange, decode_partition, stage_partition, whole_file_partition,
 )
 from pipelines.bronze.plan import FilePlan
 from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
 from pipelines.bronze.bookkeeping import (
     PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
-    BronzeStats, _append, _append_rows, _bronze_struct, _delta, _manifest_rows, _xa_rows,
+    BronzeStats, _append, append_rows, _bronze_struct, _delta, manifest_rows, xa_rows,
 )
 from pipelines.bronze.tasks import (
-    _GLOB, WHOLE_FILE_MAX, KeptFiles, _TaskProgress, _progress_enabled, prefix_facts, whole_files,
+    GLOB, WHOLE_FILE_MAX, KeptFiles, TaskProgress, progress_enabled, prefix_facts, whole_files,
 )
 from pipelines import state
 from pipelines import storage
@@ -49,7 +49,7 @@ def reads_whole(p: FilePlan, cfg: PipelineConfig) -> bool:
     range), unless the file is over :data:`WHOLE_FILE_MAX` or its path has characters Hadoop's
     input paths would expand as a glob or split on (a comma)."""
     return (cfg.parallelism.whole_files != "ranges" and len(p.ranges) == 1 and p.ranges[0][0] <= 4
-            and p.file.size <= WHOLE_FILE_MAX and not _GLOB.search(p.file.uri))
+            and p.file.size <= WHOLE_FILE_MAX and not GLOB.search(p.file.uri))
 
 
 def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target,
@@ -65,17 +65,17 @@ def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[
     from_kept = {n: w for n, w in whole.items() if kept is not None and n in kept.names}
     to_read = {n: w for n, w in whole.items() if n not in from_kept}
     if from_kept:
-        parts.append(kept.records(from_kept).mapPartitions(_whole_file_partition(from_kept, target)))
+        parts.append(kept.records(from_kept).mapPartitions(whole_file_partition(from_kept, target)))
     if to_read:
         files = whole_files(spark, cfg.parallelism.whole_files, [w.uri for w in to_read.values()])
-        parts.append(files.mapPartitions(_whole_file_partition(to_read, target)))
+        parts.append(files.mapPartitions(whole_file_partition(to_read, target)))
     if ranged:
-        fn = _stage_partition(target) if target is not None else _decode_partition
+        fn = stage_partition(target) if target is not None else decode_partition
         parts.append(sc.parallelize(ranged, len(ranged)).mapPartitions(fn))
     return parts[0] if len(parts) == 1 else sc.union(parts)
 
 
-def _run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
+def run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
                history: "Callable[[], SchemaHistory]", kept: KeptFiles | None = None) -> None:
     """Decode and commit one batch; ``history()`` is the run's schema history (read once, by the
     step, when a batch first needs it); ``kept``: the run's remote files read once (their decode
@@ -129,24 +129,24 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
 
     # a. write-ahead manifest rows (not when this run lost its remote warehouse lock)
     check_held()
-    _append_rows(spark, cfg, _manifest_rows(plans, batch, "pending", run_id, now), state.MANIFEST_DDL,
+    append_rows(spark, cfg, manifest_rows(plans, batch, "pending", run_id, now), state.MANIFEST_DDL,
                  state.path(cfg, state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
         _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
     elif target is not None:
         d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
-    for rows, ddl, table in ((stmts, state.DDL_TABLE_DDL, state.DDL), (_xa_rows(plans, run_id), state.XA_DDL, state.XA),
+    for rows, ddl, table in ((stmts, state.DDL_TABLE_DDL, state.DDL), (xa_rows(plans, run_id), state.XA_DDL, state.XA),
                              (quar_rows, state.QUARANTINE_DDL, state.QUARANTINE)):
         if rows:
-            _append_rows(spark, cfg, rows, ddl, state.path(cfg, table), TXN_APP_ID, batch)
+            append_rows(spark, cfg, rows, ddl, state.path(cfg, table), TXN_APP_ID, batch)
     # c. the batch is done
     rows_by_file: Counter = Counter()
     for (name, op), n in op_counts.items():
         rows_by_file[name] += n
         stats.rows[op] += n
     committed_at = _dt.datetime.now(_dt.timezone.utc)  # (after the appends: silver.marks.late_since)
-    _append_rows(spark, cfg, _manifest_rows(plans, batch, "committed", run_id, now, rows_by_file, committed_at),
+    append_rows(spark, cfg, manifest_rows(plans, batch, "committed", run_id, now, rows_by_file, committed_at),
                  state.MANIFEST_DDL, state.path(cfg, state.MANIFEST), TXN_APP_ID, batch)
     _count_batch(stats, cfg, plans, stmts, quar_rows)
 
@@ -175,7 +175,7 @@ def _decode(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRa
         rdd = _task_records(spark, cfg, plans, work, None, kept).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(rdd)
         job = rdd.filter(lambda r: r[0] != "row")
-    with _TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), _progress_enabled(cfg),
+    with TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), progress_enabled(cfg),
                        f"bronze batch {batch}"):
         small = job.collect()
     missing = {(w.name, w.start) for w in work} - {(rec[1][0], rec[1][1]) for rec in small if rec[0] == "stat"}

@@ -21,9 +21,9 @@ from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, scan
 from pipelines.binlog.values import InvalidText
 from pipelines.bronze.arrow_rows import ArrowRowsBuilder
-from pipelines.bronze.rows import _OPS, _TableLayout, _ts, bronze_row
+from pipelines.bronze.rows import OPS, _TableLayout, _ts, bronze_row
 from pipelines.bronze.schema import DECODER_VERSION, WRITTEN_LATER, seq_key
-from pipelines.bronze.files import MAX_RAW_EVENT, _task_bytes, as_buffer, cut_event
+from pipelines.bronze.files import MAX_RAW_EVENT, task_bytes, as_buffer, cut_event
 from pipelines.storage import NO_SETTINGS, StorageSettings
 
 
@@ -110,7 +110,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
 
     ``buf`` holds the file's bytes when the caller has them (a file Spark's ``binaryFile`` source read whole);
-    otherwise the task reads what it needs (:func:`_task_bytes`). Without ``w.index`` the task
+    otherwise the task reads what it needs (:func:`task_bytes`). Without ``w.index`` the task
     indexes its own range first (a quick pass over ``[start, end)``).
 
     Raises nothing for bad bytes: every :class:`BinlogError` becomes ``error``
@@ -121,7 +121,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     invalid_stmts = 0
     ops: Counter = Counter()
     skipped: list[tuple[int, int]] = []
-    with contextlib.nullcontext(buf) if buf is not None else _task_bytes(w.uri, w.start, w.end, w.storage) as buf:
+    with contextlib.nullcontext(buf) if buf is not None else task_bytes(w.uri, w.start, w.end, w.storage) as buf:
         if w.index is None:
             w = replace(w, index=_range_index(buf, w))
         pos = w.start
@@ -138,7 +138,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                         if lay is None or lay.tm is not ch.table_map:
                             lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
                     if type(ch) is RowsBatch:
-                        tx_ops[_OPS[ch.op]] += len(ch.rows)
+                        tx_ops[OPS[ch.op]] += len(ch.rows)
                         yield ("rows", (ch, lay))
                     elif type(ch) is RowChange:
                         row = bronze_row(ch, lay, w.file_seq, w.run_id, w.ingested_at)
@@ -230,7 +230,7 @@ def _skippable(e: BinlogError, tx) -> bool:
     return not isinstance(e, ChecksumMismatch) and tx.end_pos - tx.begin_pos <= MAX_RAW_EVENT
 
 
-def _decode_partition(items):
+def decode_partition(items):
     for w in items:
         yield from decode_range(w)
 
@@ -279,7 +279,7 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
             kind = rec[0]
             if kind == "rows":
                 batch, layout = rec[1]
-                ops[_OPS[batch.op]] += builder.add(batch, layout)
+                ops[OPS[batch.op]] += builder.add(batch, layout)
                 if builder.rows >= stager.batch_rows:
                     stager.add_batch(builder.take())
                 continue
@@ -303,7 +303,7 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
         raise
 
 
-def _stage_partition(target: StageTarget):
+def stage_partition(target: StageTarget):
     def run(items):
         for w in items:
             yield from stage_range(w, target)
@@ -311,7 +311,7 @@ def _stage_partition(target: StageTarget):
     return run
 
 
-def _whole_file_partition(works: dict[str, WorkRange], target: StageTarget | None):
+def whole_file_partition(works: dict[str, WorkRange], target: StageTarget | None):
     """Tasks over whole files, ``(path, content)`` records of Spark's ``binaryFile`` source or
     ``SparkContext.binaryFiles``: each is one whole file, decoded (or staged, with ``target``) from its content, as the
     ``binlog_changes`` SQL function decodes a ``binaryFile`` row (:mod:`pipelines.binlog_udf`)."""

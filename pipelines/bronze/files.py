@@ -125,13 +125,13 @@ def as_buffer(source) -> Iterator[memoryview]:
 @contextlib.contextmanager
 def task_file(uri: str, settings: StorageSettings | None = None) -> Iterator[memoryview]:
     """All the bytes of the file at ``uri``, for a task that reads it whole: a local file is
-    memory-mapped, any other is copied to a local temp file first (:func:`_task_bytes`)."""
-    with _task_bytes(uri, 0, None, settings) as buf:
+    memory-mapped, any other is copied to a local temp file first (:func:`task_bytes`)."""
+    with task_bytes(uri, 0, None, settings) as buf:
         yield buf
 
 
 @contextlib.contextmanager
-def _task_bytes(uri: str, start: int, end: int | None, settings: StorageSettings | None = None) -> Iterator[memoryview]:
+def task_bytes(uri: str, start: int, end: int | None, settings: StorageSettings | None = None) -> Iterator[memoryview]:
     """The bytes a task needs, at their file offsets: the whole file (mapped)
     for a local path; for other paths a sparse temp file holding the format
     description and ``[start, end)`` only (``end`` None: to the end of the file),

@@ -14,7 +14,7 @@ from pipelines.binlog.txindex import XA_COMMIT, XA_PREPARE, XA_ROLLBACK, FileInd
 from pipelines.bronze.decode import batch_statements
 from pipelines.bronze.files import as_buffer, quarantine_raw, sha256_prefixes, task_file
 from pipelines.bronze.listing import SourceFile
-from pipelines.bronze.sequence import MARIADB, MYSQL, _HEAD_TYPES, Link, advance_gtid_state
+from pipelines.bronze.sequence import MARIADB, MYSQL, HEAD_TYPES, Link, advance_gtid_state
 from pipelines.bronze.bookkeeping import DONE, PARTIAL, QUARANTINED, BronzeError
 from pipelines.config import PipelineConfig
 
@@ -66,7 +66,7 @@ def gtid_head(path: str) -> tuple[str | None, str | None]:
                     return MARIADB, str(MariadbGtidState.of(ev.gtids))
                 if type(ev) is PreviousGtidsEvent:
                     return MYSQL, ev.gtid_set
-                if ev.header.type_code not in _HEAD_TYPES:
+                if ev.header.type_code not in HEAD_TYPES:
                     break
     except BinlogError:
         pass

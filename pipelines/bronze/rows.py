@@ -19,7 +19,7 @@ from pipelines.binlog.typetext import column_fsp, column_type_text
 from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text
 from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, seq_key, shape_text
 
-_OPS = {"insert": "c", "update": "u", "delete": "d"}
+OPS = {"insert": "c", "update": "u", "delete": "d"}
 _UTC = _dt.timezone.utc
 
 
@@ -61,7 +61,7 @@ class _TableLayout:
         """How many of one image's values are zero or invalid dates (0 for an absent image)."""
         if values is None or not self.dates:
             return 0
-        return sum(1 for i, v in zip(cols, values) if i in self.dates and _is_zero_date(v))
+        return sum(1 for i, v in zip(cols, values) if i in self.dates and is_zero_date(v))
 
     def cell(self, i: int, v) -> tuple:
         if type(v) is bytes or type(v) is bytearray or type(v) is memoryview:
@@ -103,7 +103,7 @@ class _TableLayout:
 _NULL_CELL = (None, None)
 
 
-def _is_zero_date(v) -> bool:
+def is_zero_date(v) -> bool:
     """A value of a date type that is a zero or invalid date: MySQL's text, or YEAR 0."""
     return type(v) is str or (type(v) is int and v == 0)
 
@@ -132,7 +132,7 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
     return (
         _basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
         ch.server_id, tx.gtid, Decimal(tx.xid) if tx.xid is not None else None,
-        _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, _OPS[ch.op], before, after, pk,
+        _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, OPS[ch.op], before, after, pk,
         DECODER_VERSION, run_id, ingested_at,
         layout.shape(ch.columns_before if ch.before is not None else None,
                      ch.columns_after if ch.after is not None else None),

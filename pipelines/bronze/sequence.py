@@ -37,7 +37,7 @@ def check_sequence(files: list[SourceFile], known: dict[int, str], accept_gaps: 
         )
 
 
-_HEAD_TYPES = frozenset({EventType.FORMAT_DESCRIPTION, EventType.MARIA_GTID_LIST, EventType.PREVIOUS_GTIDS,
+HEAD_TYPES = frozenset({EventType.FORMAT_DESCRIPTION, EventType.MARIA_GTID_LIST, EventType.PREVIOUS_GTIDS,
                          EventType.MARIA_BINLOG_CHECKPOINT, EventType.MARIA_START_ENCRYPTION})
 
 

@@ -181,13 +181,13 @@ import bisect
 import datetime as _dt
 
 from pipelines.bronze import notices
-from pipelines.bronze.commit import _run_batch
+from pipelines.bronze.commit import run_batch
 from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
 from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import Link, check_sequence, link_problem
 from pipelines.bronze.bookkeeping import (
-    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _bronze_struct, _delta, _last_txn,
+    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _bronze_struct, _delta, last_txn,
 )
 from pipelines.bronze.tasks import file_digests, keep_whole, ship_package, survey
 from pipelines import state
@@ -261,7 +261,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     by_name = {f.name: f for f in files}
     newest_seq = files[-1].file_seq if files else -1
     manifest = state.read_rows(spark, cfg, state.MANIFEST)
-    next_batch = max([r.batch for r in manifest] + [_last_txn(spark, cfg, cfg.warehouse_path(BRONZE_TABLE))]) + 1
+    next_batch = max([r.batch for r in manifest] + [last_txn(spark, cfg, cfg.warehouse_path(BRONZE_TABLE))]) + 1
 
     # 1. an interrupted batch is redone first, exactly
     committed = {r.batch for r in manifest if r.phase == "committed"}
@@ -270,7 +270,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
         if r.phase == "pending" and r.batch not in committed:
             interrupted.setdefault(r.batch, []).append(r)
     for batch in sorted(interrupted):
-        _run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now, history)
+        run_batch(spark, cfg, _redo_plans(spark, cfg, interrupted[batch], by_name), batch, stats, now, history)
     if interrupted:
         manifest = state.read_rows(spark, cfg, state.MANIFEST)
 
@@ -386,11 +386,11 @@ def _land(spark, cfg: PipelineConfig, stats: BronzeStats, now, history, todo: li
         batch_plans.append(plan)
         batch_bytes += plan.end - plan.start
         if batch_bytes >= cfg.parallelism.max_batch_bytes:
-            _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history, kept)
+            run_batch(spark, cfg, batch_plans, next_batch, stats, now, history, kept)
             next_batch += 1
             batch_plans, batch_bytes = [], 0
     if batch_plans:
-        _run_batch(spark, cfg, batch_plans, next_batch, stats, now, history, kept)
+        run_batch(spark, cfg, batch_plans, next_batch, stats, now, history, kept)
     if broken is not None:
         raise BronzeError(
             f"{broken}. Held back until the sequence is whole: {', '.join(stats.held_back)} "

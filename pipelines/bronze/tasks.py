@@ -21,7 +21,7 @@ from pipelines.spark_session import job_description
 
 _FILES_PER_SLOT = 4  # survey tasks per core when there are many files: one file each when few
 WHOLE_FILE_MAX = 256 << 20  # larger files are read by byte ranges even when one task takes all of it
-_GLOB = re.compile(r"[{}\[\]*?\\,]")  # Hadoop input paths: glob characters, and the comma between paths
+GLOB = re.compile(r"[{}\[\]*?\\,]")  # Hadoop input paths: glob characters, and the comma between paths
 
 
 def _slices(spark, n: int) -> int:
@@ -67,7 +67,7 @@ def keep_whole(spark, cfg: PipelineConfig, files: list) -> KeptFiles | None:
 
     reader, target = cfg.parallelism.whole_files, cfg.parallelism.target_bytes_per_task
     kept = [f for f in files if storage.is_remote(f.uri) and f.size <= min(target, WHOLE_FILE_MAX)
-            and not _GLOB.search(f.uri)]
+            and not GLOB.search(f.uri)]
     if reader == "ranges" or not kept:
         return None
     # (kept as the Python records: binaryFiles' own records are handles that read the file again)
@@ -93,8 +93,8 @@ def survey(spark, cfg: PipelineConfig, requests: list[SurveyRequest], kept: Kept
         parts.append(kept.records(by_kept).map(
             lambda rec: survey_file(by_kept[file_name(rec[0])], strict, target, settings, content=rec[1])))
     rdd = parts[0] if len(parts) == 1 else sc.union(parts)
-    with _TaskProgress(spark, f"bronze-survey-{uuid.uuid4().hex[:8]}", rdd.getNumPartitions(),
-                       _progress_enabled(cfg), "bronze: read new files"):
+    with TaskProgress(spark, f"bronze-survey-{uuid.uuid4().hex[:8]}", rdd.getNumPartitions(),
+                       progress_enabled(cfg), "bronze: read new files"):
         found = {sv.name: sv for sv in rdd.collect()}
     unread = [r for r in requests if r.file.name not in found]  # (a file the whole-file reader did not list)
     if unread:
@@ -134,7 +134,7 @@ def prefix_facts(spark, items: list[tuple[str, int, str | None, int | None]]) ->
     return spark.sparkContext.parallelize(items, _slices(spark, len(items))).map(lambda t: _facts(*t, settings)).collect()
 
 
-class _TaskProgress:
+class TaskProgress:
     """A tqdm bar over the tasks of the Spark jobs of one job group, fed by a
     thread polling the status tracker."""
 
@@ -183,7 +183,7 @@ class _TaskProgress:
         self._described.close()
 
 
-def _progress_enabled(cfg: PipelineConfig) -> bool:
+def progress_enabled(cfg: PipelineConfig) -> bool:
     return cfg.progress and sys.stderr.isatty()
 
 

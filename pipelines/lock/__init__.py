@@ -74,7 +74,7 @@ from urllib.parse import unquote, urlparse
 
 from pipelines.errors import EXIT_LOCKED
 from pipelines import storage
-from pipelines.lock.lease import RemoteLock, _lease_store, check_held, remote_lock
+from pipelines.lock.lease import RemoteLock, lease_store, check_held, remote_lock
 from pipelines.lock.model import (
     DEFAULT_LEASE, LOCK_FILE, REMOTE_SCHEMES, Lease, LockLost, LockOwner, WarehouseLocked, is_remote_lock,
     lease_of,
@@ -114,7 +114,7 @@ def read_owner(warehouse: str, settings: storage.StorageSettings | None = None) 
     """The owner recorded in the warehouse's lock file (the holder, or the last one); for an S3
     or HDFS warehouse, the holder of its lease (``settings``: how to reach it)."""
     if storage.scheme(warehouse) in REMOTE_SCHEMES:
-        found = _lease_store(warehouse, settings).read()
+        found = lease_store(warehouse, settings).read()
         return None if found is None else LockOwner.parse(found[0].decode("utf-8", "replace"))
     path = lock_path(warehouse)
     if path is None:

@@ -214,7 +214,7 @@ def _hdfs_version(data: bytes, modified_ms: int) -> str:
     return _field(data, "token") or f"unreadable-{modified_ms}"
 
 
-def _lease_store(warehouse: str, settings: storage.StorageSettings | None):
+def lease_store(warehouse: str, settings: storage.StorageSettings | None):
     uri = f"{str(warehouse).rstrip('/')}/{LOCK_FILE}"
     if storage.scheme(warehouse) in storage.HDFS_SCHEMES:
         return _HdfsLease(uri, settings)
@@ -337,7 +337,7 @@ def remote_lock(warehouse: str, *, timeout: float = 0.0, poll: float = 0.5,
     """
     if not is_remote_lock(warehouse):
         raise storage.StorageError(f"{warehouse}: a remote lock needs an S3 or HDFS warehouse")
-    held = _acquire(warehouse, _lease_store(warehouse, settings), lease, timeout, poll)
+    held = _acquire(warehouse, lease_store(warehouse, settings), lease, timeout, poll)
     try:
         yield held
     finally:

@@ -15,13 +15,13 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from pipelines.binlog.changes import is_ddl
-from pipelines.schema.sql_text import _MariaDB, _normalize, _words, strip_comments
+from pipelines.schema.sql_text import _MariaDB, normalize, _words, strip_comments
 from pipelines.schema.ddl_ops import (  # noqa: F401 (the statements parse_statement returns)
     AddColumn, AddKey, AlterTable, ChangeColumn, ConvertCharset, CreateDatabase, CreateIndex, CreateTable,
     DefaultCharset, DropColumn, DropDatabase, DropIndex, DropIndexOp, DropPrimaryKey, DropTables, RenameColumn,
     DdlError, RenameTables, RenameTo, TableName as _Name, TruncateTable, Unparsed,
 )
-from pipelines.schema.ddl_columns import _column_def, _ident, _key_columns, _position, _table_charset, _table_elements
+from pipelines.schema.ddl_columns import column_def, ident, _key_columns, _position, _table_charset, table_elements
 from pipelines.schema.model import ColumnDef, TableSchema, _norm_charset
 
 
@@ -73,9 +73,9 @@ def statement_kind(sql: str) -> str | None:
 def _table_name(table: exp.Expression, default_db: str | None) -> _Name:
     if not isinstance(table, exp.Table):
         raise DdlError(f"expected a table name, got {table.sql(dialect=_MariaDB)!r}")
-    name = _ident(table.this)
+    name = ident(table.this)
     db_node = table.args.get("db")
-    db = _ident(db_node) if db_node is not None else default_db
+    db = ident(db_node) if db_node is not None else default_db
     if not db:
         raise DdlError(f"table {name!r} is not qualified and the statement has no default database")
     return _Name(db, name)
@@ -90,7 +90,7 @@ def _parse_create(tree: exp.Create, default_db: str | None, db_charsets: Mapping
     if isinstance(target, exp.Schema):
         name = _table_name(target.this, default_db)
         cs = _table_charset(props) or db_charsets.get(name.db)
-        cols, pk, uniques, like = _table_elements(target.expressions, cs)
+        cols, pk, uniques, like = table_elements(target.expressions, cs)
     else:
         name = _table_name(target, default_db)
         cs = _table_charset(props) or db_charsets.get(name.db)
@@ -119,19 +119,19 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
     ops: list = []
     for a in tree.args.get("actions") or []:
         if isinstance(a, exp.ColumnDef):
-            if a.this is not None and _ident(a.this).upper() == "SYSTEM" and a.args.get("kind") is None:
+            if a.this is not None and ident(a.this).upper() == "SYSTEM" and a.args.get("kind") is None:
                 raise DdlError("ADD SYSTEM VERSIONING changes the hidden row_start/row_end columns")
-            col, key, _explicit, _ = _column_def(a)
+            col, key, _explicit, _ = column_def(a)
             ops.append(AddColumn(col, _position(a), bool(a.args.get("exists")), key))
         elif isinstance(a, exp.Drop):
             kind = str(a.args.get("kind") or "").upper()
             targets = a.args.get("tables") or []
             if kind == "COLUMN":
                 for t in targets:
-                    ops.append(DropColumn(_ident(t), bool(a.args.get("exists"))))
+                    ops.append(DropColumn(ident(t), bool(a.args.get("exists"))))
             elif kind in ("INDEX", "KEY"):
                 for t in targets:
-                    ops.append(DropIndexOp(_ident(t)))
+                    ops.append(DropIndexOp(ident(t)))
             elif kind in ("FOREIGN KEY", "CONSTRAINT", "CHECK", ""):
                 if kind == "" and targets:
                     raise DdlError(f"unsupported ALTER action {a.sql(dialect=_MariaDB)!r}")
@@ -141,23 +141,23 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
                 raise DdlError(f"unsupported ALTER action {a.sql(dialect=_MariaDB)!r}")
         elif isinstance(a, exp.ModifyColumn):
             cd = a.this
-            col, key, _explicit, _ = _column_def(cd)
+            col, key, _explicit, _ = column_def(cd)
             old = a.args.get("rename_from")
-            ops.append(ChangeColumn(_ident(old) if old is not None else col.name, col, _position(cd), key))
+            ops.append(ChangeColumn(ident(old) if old is not None else col.name, col, _position(cd), key))
         elif isinstance(a, exp.RenameColumn):
-            ops.append(RenameColumn(_ident(a.this), _ident(a.args["to"])))
+            ops.append(RenameColumn(ident(a.this), ident(a.args["to"])))
         elif isinstance(a, exp.AddConstraint):
             for e in a.expressions:
                 cname = None
                 if isinstance(e, exp.Constraint):
-                    cname = _ident(e.this) if e.this is not None else None
+                    cname = ident(e.this) if e.this is not None else None
                     e = e.expressions[0] if e.expressions else None
                 if isinstance(e, exp.PrimaryKey):
                     ops.append(AddKey("primary", "PRIMARY", _key_columns(e)))
                 elif isinstance(e, exp.UniqueColumnConstraint):
                     schema = e.this
                     cols_ = _key_columns(schema) if schema is not None else ()
-                    iname = cname or (_ident(schema.this) if schema is not None and schema.this is not None else None)
+                    iname = cname or (ident(schema.this) if schema is not None and schema.this is not None else None)
                     ops.append(AddKey("unique", iname or (cols_[0] if cols_ else ""), cols_))
                 # plain indexes, foreign keys, checks: no effect on rows
         elif isinstance(a, exp.DropPrimaryKey):
@@ -170,7 +170,7 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
             raise DdlError(f"unsupported ALTER action {a.sql(dialect=_MariaDB)!r}")
     for p in tree.args.get("options") or []:
         if isinstance(p, exp.CharacterSetProperty):
-            ops.append(DefaultCharset(_norm_charset(_ident(p.this))))
+            ops.append(DefaultCharset(_norm_charset(ident(p.this))))
     for cs in converts:
         ops.insert(0, ConvertCharset(_norm_charset(cs)))
     return AlterTable(name, tuple(ops), bool(tree.args.get("exists")))
@@ -273,7 +273,7 @@ def _parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str,
             raise DdlError("partition maintenance removes or moves rows without row events")
         system_versioned = kind == "create_table" and bool(
             re.search(r"\bWITH\s+SYSTEM\s+VERSIONING\s*(?:$|[^(\w])", _outside_parens(text), re.IGNORECASE))
-        normalized, converts = _normalize(_without_partitioning(text))
+        normalized, converts = normalize(_without_partitioning(text))
         if kind == "alter_table" and re.fullmatch(r"ALTER\s+TABLE\s+(IF\s+EXISTS\s+)?(`[^`]*(``[^`]*)*`|[^\s,]+)"
                                                   r"(\s*\.\s*(`[^`]*(``[^`]*)*`|[^\s,]+))?\s*,?\s*", normalized,
                                                   re.IGNORECASE):
@@ -292,7 +292,7 @@ def _parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str,
             return [TruncateTable(_table_name(t, default_db)) for t in tree.expressions]
         if kind in ("create_db", "alter_db", "drop_db"):
             target = tree.this if kind != "drop_db" else (tree.args.get("tables") or [None])[0]
-            db = _ident(target.args.get("db") or target.this) if isinstance(target, exp.Table) else None
+            db = ident(target.args.get("db") or target.this) if isinstance(target, exp.Table) else None
             if db is None:
                 db = default_db
             if not db:
@@ -306,14 +306,14 @@ def _parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str,
             idx = tree.this
             unique = bool(tree.args.get("unique")) or str(tree.args.get("kind") or "").upper() == "UNIQUE"
             params = idx.args.get("params")
-            cols = tuple(_ident(c) for c in (params.args.get("columns") if params else None) or [])
-            return [CreateIndex(_table_name(idx.args["table"], default_db), _ident(idx.this), cols, unique)]
+            cols = tuple(ident(c) for c in (params.args.get("columns") if params else None) or [])
+            return [CreateIndex(_table_name(idx.args["table"], default_db), ident(idx.this), cols, unique)]
         if kind == "drop_index" and isinstance(tree, exp.Drop):
             on = tree.args.get("cluster")
             table = on.this if isinstance(on, exp.OnProperty) else None
             if table is None:
                 raise DdlError("DROP INDEX without ON table")
-            return [DropIndex(_table_name(table, default_db), _ident(tree.args["tables"][0]))]
+            return [DropIndex(_table_name(table, default_db), ident(tree.args["tables"][0]))]
         raise DdlError(f"sqlglot read this {kind.replace('_', ' ').upper()} statement as {type(tree).__name__}")
     except (DdlError, SqlglotError, KeyError, IndexError, AttributeError, TypeError, ValueError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__

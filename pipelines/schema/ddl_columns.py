@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from pipelines.schema.ddl_ops import DdlError
 from pipelines.schema.model import (
-    ColumnDef, UniqueKey, _BINARY_OF, _BINARY_TYPES, _FSP_TYPES, _GEOMETRY_TYPES, _MB_MAXLEN, _TEXT_TYPES,
+    ColumnDef, UniqueKey, BINARY_OF, BINARY_TYPES, _FSP_TYPES, GEOMETRY_TYPES, MB_MAXLEN, _TEXT_TYPES,
     _norm_charset, charset_of_collation,
 )
 from pipelines.schema.sql_text import _MariaDB
@@ -39,16 +39,16 @@ _SQLGLOT_TYPES: dict[str, tuple[str, bool]] = {
 }
 
 
-_USER_TYPES = _GEOMETRY_TYPES | {"INET6", "INET4", "UUID", "XMLTYPE"}
+_USER_TYPES = GEOMETRY_TYPES | {"INET6", "INET4", "UUID", "XMLTYPE"}
 
 
-def _ident(node) -> str:
+def ident(node) -> str:
     if isinstance(node, exp.Identifier):
         return node.this
     if isinstance(node, (exp.Column, exp.Table)):
         return node.this.this if isinstance(node.this, exp.Identifier) else node.name
     if isinstance(node, (exp.Ordered, exp.ColumnPrefix)):  # `c DESC`, prefix `c(10)`
-        return _ident(node.this)
+        return ident(node.this)
     if isinstance(node, (exp.Var, exp.Literal)):
         return node.this
     if isinstance(node, str):
@@ -57,7 +57,7 @@ def _ident(node) -> str:
     if isinstance(node, exp.Anonymous):
         return node.name
     if isinstance(node, exp.Func) and node.this is not None:
-        return _ident(node.this)
+        return ident(node.this)
     raise DdlError(f"expected a name, got {node.sql(dialect=_MariaDB)!r}")
 
 
@@ -69,9 +69,9 @@ def _int_param(p) -> int:
         raise DdlError(f"expected a number in the type, got {p.sql(dialect=_MariaDB)!r}") from None
 
 
-def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
+def column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
     """(column, inline key 'primary'|'unique'|None, explicit charset given, json check)."""
-    name = _ident(cd.this)
+    name = ident(cd.this)
     tname, mtype, unsigned, length, decimals, values = _column_type(name, cd.args.get("kind"))
     charset = "utf8mb3" if tname in ("NCHAR", "NVARCHAR") else None
     a = _column_attributes(cd, charset)
@@ -82,9 +82,9 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
         nullable, key = False, key or "unique"
     if a["json_check"] and mtype == "LONGTEXT":
         mtype = "JSON"
-    if charset == "binary" and mtype in _BINARY_OF:
-        mtype = _BINARY_OF[mtype]
-    if mtype in _BINARY_TYPES:
+    if charset == "binary" and mtype in BINARY_OF:
+        mtype = BINARY_OF[mtype]
+    if mtype in BINARY_TYPES:
         charset = "binary"
     col = ColumnDef(name, mtype, length, decimals, unsigned, nullable, charset, values, a["generated"],
                     a["invisible"], a["default"])
@@ -159,10 +159,10 @@ def _column_attributes(cd: exp.ColumnDef, charset: str | None) -> dict:
         elif isinstance(k, exp.DefaultColumnConstraint):
             a["default"] = _literal_text(k.this)
         elif isinstance(k, exp.CharacterSetColumnConstraint):
-            a["charset"], a["explicit_charset"] = _norm_charset(_ident(k.this)), True
+            a["charset"], a["explicit_charset"] = _norm_charset(ident(k.this)), True
         elif isinstance(k, exp.CollateColumnConstraint):
             if a["charset"] is None:
-                a["charset"] = charset_of_collation(_ident(k.this))
+                a["charset"] = charset_of_collation(ident(k.this))
             a["explicit_charset"] = True
         elif isinstance(k, exp.ZeroFillColumnConstraint):
             a["zerofill"] = True
@@ -196,12 +196,12 @@ def _literal_text(node) -> str | None:
     return None
 
 
-def _finish_charset(col: ColumnDef, table_charset: str | None) -> ColumnDef:
+def finish_charset(col: ColumnDef, table_charset: str | None) -> ColumnDef:
     """Fill in the table's default charset for character columns; size TEXT(n)/BLOB(n)."""
     if col.type in _TEXT_TYPES and col.charset is None and table_charset:
         col = replace(col, charset=table_charset)
     if col.type in ("TEXT", "BLOB") and col.length is not None:
-        nbytes = col.length * _MB_MAXLEN.get(col.charset or "", 4 if col.type == "TEXT" else 1)
+        nbytes = col.length * MB_MAXLEN.get(col.charset or "", 4 if col.type == "TEXT" else 1)
         size = "TINY" if nbytes < 256 else "" if nbytes < 65536 else "MEDIUM" if nbytes < 1 << 24 else "LONG"
         col = replace(col, type=size + col.type, length=None)
     elif col.type in ("TINYTEXT", "MEDIUMTEXT", "LONGTEXT", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB"):
@@ -217,17 +217,17 @@ def _position(cd: exp.Expression) -> tuple[str, str | None] | None:
     if where == "FIRST":
         return ("first", None)
     if where == "AFTER":
-        return ("after", _ident(pos.this))
+        return ("after", ident(pos.this))
     raise DdlError(f"unknown column position {pos.sql(dialect=_MariaDB)!r}")
 
 
 def _key_columns(node) -> tuple[str, ...]:
     if isinstance(node, exp.Schema):
-        return tuple(_ident(e) for e in node.expressions)
-    return tuple(_ident(e) for e in node.expressions)
+        return tuple(ident(e) for e in node.expressions)
+    return tuple(ident(e) for e in node.expressions)
 
 
-def _table_elements(elements, table_charset: str | None):
+def table_elements(elements, table_charset: str | None):
     """Column definitions and keys of a CREATE TABLE body."""
     cols: list[ColumnDef] = []
     pk: tuple[str, ...] = ()
@@ -235,8 +235,8 @@ def _table_elements(elements, table_charset: str | None):
     like = None
     for el in elements:
         if isinstance(el, exp.ColumnDef):
-            col, key, _explicit, _ = _column_def(el)
-            cols.append(_finish_charset(col, table_charset))
+            col, key, _explicit, _ = column_def(el)
+            cols.append(finish_charset(col, table_charset))
             if key == "primary":
                 pk = (col.name,)
             elif key == "unique":
@@ -244,7 +244,7 @@ def _table_elements(elements, table_charset: str | None):
             continue
         name = None
         if isinstance(el, exp.Constraint):
-            name = _ident(el.this) if el.this is not None else None
+            name = ident(el.this) if el.this is not None else None
             inner = el.expressions[0] if el.expressions else None
         else:
             inner = el
@@ -253,7 +253,7 @@ def _table_elements(elements, table_charset: str | None):
         elif isinstance(inner, exp.UniqueColumnConstraint):
             schema = inner.this
             cols_ = _key_columns(schema) if schema is not None else ()
-            iname = name or (_ident(schema.this) if schema is not None and schema.this is not None else None)
+            iname = name or (ident(schema.this) if schema is not None and schema.this is not None else None)
             uniques.append(UniqueKey(iname or (cols_[0] if cols_ else ""), cols_))
         elif isinstance(inner, exp.LikeProperty):
             like = inner.this
@@ -270,7 +270,7 @@ def _table_charset(props) -> str | None:
     cs = None
     for p in props:
         if isinstance(p, exp.CharacterSetProperty):
-            cs = _norm_charset(_ident(p.this))
+            cs = _norm_charset(ident(p.this))
         elif isinstance(p, exp.CollateProperty) and cs is None:
-            cs = charset_of_collation(_ident(p.this))
+            cs = charset_of_collation(ident(p.this))
     return cs

@@ -10,7 +10,7 @@ from pipelines.schema.ddl import (
     DdlError, DefaultCharset, DropColumn, DropDatabase, DropIndex, DropIndexOp, DropPrimaryKey, DropTables,
     RenameColumn, RenameTables, RenameTo, TruncateTable, Unparsed, parse_statement,
 )
-from pipelines.schema.ddl_columns import _finish_charset
+from pipelines.schema.ddl_columns import finish_charset
 from pipelines.schema.model import (
     ALTER, CREATE, ColumnDef, DATABASE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, SEED, SchemaVersion,
     TRUNCATE, TableSchema, UNPARSED, UniqueKey, _TEXT_TYPES,
@@ -84,7 +84,7 @@ class _Draft:
                 if op.if_not_exists:
                     return
                 raise DdlError(f"column {op.column.name!r} already exists")
-            self.place(_finish_charset(op.column, self.charset), op.position)
+            self.place(finish_charset(op.column, self.charset), op.position)
             if op.column.name.lower() in self.dropped:
                 self.readded.append(op.column.name)
             if op.key:
@@ -103,7 +103,7 @@ class _Draft:
             old = self.cols[i]
             if op.column.name.lower() != old.name.lower() and self.has(op.column.name):
                 raise DdlError(f"column {op.column.name!r} already exists")
-            col = _finish_charset(op.column, self.charset)
+            col = finish_charset(op.column, self.charset)
             if any(k.lower() == old.name.lower() for k in self.pk):
                 col = replace(col, nullable=False)
             del self.cols[i]

@@ -151,18 +151,18 @@ _FSP_TYPES = frozenset({"TIME", "DATETIME", "TIMESTAMP"})
 _TEXT_TYPES = frozenset({"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET"})
 
 
-_BINARY_OF = {"CHAR": "BINARY", "VARCHAR": "VARBINARY", "TINYTEXT": "TINYBLOB", "TEXT": "BLOB",
+BINARY_OF = {"CHAR": "BINARY", "VARCHAR": "VARBINARY", "TINYTEXT": "TINYBLOB", "TEXT": "BLOB",
               "MEDIUMTEXT": "MEDIUMBLOB", "LONGTEXT": "LONGBLOB"}
 
 
-_BINARY_TYPES = frozenset({"BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"})
+BINARY_TYPES = frozenset({"BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"})
 
 
-_GEOMETRY_TYPES = frozenset({"GEOMETRY", "POINT", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING",
+GEOMETRY_TYPES = frozenset({"GEOMETRY", "POINT", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING",
                              "MULTIPOLYGON", "GEOMETRYCOLLECTION"})
 
 
-_MB_MAXLEN = {"binary": 1, "latin1": 1, "ascii": 1, "utf8mb3": 3, "utf8": 3, "utf8mb4": 4, "ucs2": 2,
+MB_MAXLEN = {"binary": 1, "latin1": 1, "ascii": 1, "utf8mb3": 3, "utf8": 3, "utf8mb4": 4, "ucs2": 2,
               "utf16": 4, "utf16le": 4, "utf32": 4, "gbk": 2, "big5": 2, "sjis": 2, "ujis": 3, "euckr": 2}
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 from pipelines.errors import PipelineError
 from pipelines.schema.model import (
-    ColumnDef, SEED, SchemaVersion, _BINARY_TYPES, _GEOMETRY_TYPES, _TEXT_TYPES, _norm_charset,
+    ColumnDef, SEED, SchemaVersion, BINARY_TYPES, GEOMETRY_TYPES, _TEXT_TYPES, _norm_charset,
 )
 
 
@@ -75,7 +75,7 @@ _COMPATIBLE: dict[str, frozenset[str]] = {
     "INET6": frozenset({"STRING"}), "INET4": frozenset({"STRING"}), "UUID": frozenset({"STRING"}),
     "VECTOR": frozenset({"VECTOR", "VARCHAR"}),
     **{t: _BLOBS for t in ("TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB")},
-    **{t: frozenset({"GEOMETRY"}) for t in _GEOMETRY_TYPES},
+    **{t: frozenset({"GEOMETRY"}) for t in GEOMETRY_TYPES},
 }
 
 
@@ -99,7 +99,7 @@ def compatible(ddl: ColumnDef, logged: BinlogType) -> bool:
     False
     """
     ok = logged.name in _COMPATIBLE.get(ddl.type, frozenset())
-    if ok and logged.charset and ddl.type in _BINARY_TYPES | {"INET6", "INET4", "UUID"}:
+    if ok and logged.charset and ddl.type in BINARY_TYPES | {"INET6", "INET4", "UUID"}:
         return logged.charset == "binary"
     if ok and logged.charset == "binary" and ddl.type in _TEXT_TYPES - {"ENUM", "SET"}:
         return False

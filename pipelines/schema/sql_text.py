@@ -80,11 +80,11 @@ def _words(tokens) -> list[str | None]:
     return [None if t.token_type in _QUOTED else t.text.upper() for t in tokens]
 
 
-def _normalize(sql: str) -> tuple[str, list[str]]:
+def normalize(sql: str) -> tuple[str, list[str]]:
     """Rewrite MariaDB-only spellings into ones sqlglot parses; also return the
     ``CONVERT TO CHARACTER SET`` charsets found (removed from the text).
 
-    >>> _normalize("ALTER ONLINE TABLE t ADD COLUMN (a INT, b INT)")[0]
+    >>> normalize("ALTER ONLINE TABLE t ADD COLUMN (a INT, b INT)")[0]
     'ALTER TABLE t ADD COLUMN a INT, ADD COLUMN b INT'
     """
     toks = _MariaDB().tokenize(sql)

@@ -109,7 +109,7 @@ def _try_cast_to(spec_type: Callable[[ColumnSpec], T.DataType]) -> Callable[[Col
     return lambda spec, t, b: f"try_cast({t} AS {spec_type(spec).simpleString()})"
 
 
-def _decimal_type(spec: ColumnSpec) -> T.DataType:
+def decimal_type(spec: ColumnSpec) -> T.DataType:
     precision = 10 if spec.precision is None else spec.precision
     scale = 0 if spec.scale is None else spec.scale
     if not (1 <= precision <= 65 and 0 <= scale <= 38 and scale <= precision):
@@ -120,7 +120,7 @@ def _decimal_type(spec: ColumnSpec) -> T.DataType:
 
 
 def _convert_decimal(spec: ColumnSpec, t: str, b: str) -> str:
-    dt = _decimal_type(spec)
+    dt = decimal_type(spec)
     return t if isinstance(dt, T.StringType) else f"try_cast({t} AS {dt.simpleString()})"
 
 
@@ -188,7 +188,7 @@ _RULES: dict[str, _Rule] = {
     **{name: _Rule(st, _try_cast_to(st)) for name, st in _INT_RULES.items()},
     "float": _Rule(_float_type, _try_cast_to(_float_type)),
     "double": _Rule(_fixed(T.DoubleType()), _try_cast_to(_fixed(T.DoubleType()))),
-    "decimal": _Rule(_decimal_type, _convert_decimal),
+    "decimal": _Rule(decimal_type, _convert_decimal),
     "date": _Rule(_fixed(T.DateType()), _convert_date, temporal=True),
     "datetime": _Rule(_fixed(T.TimestampNTZType()), _convert_datetime, temporal=True),
     "timestamp": _Rule(_fixed(T.TimestampType()), _convert_timestamp, temporal=True),

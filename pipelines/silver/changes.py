@@ -16,7 +16,7 @@ from pipelines.bronze.schema import INSERT_OPS, PARTIAL_JSON_MARK, UPSERT_OPS
 from pipelines.delta_io import quote_ident
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
-                                      SilverSchemaError, _ACTION, _BRONZE_ZEROS, _DELETE, _GUARD, _MOVED, _P, _RN,
+                                      SilverSchemaError, _ACTION, BRONZE_ZEROS, _DELETE, GUARD, MOVED, _P, _RN,
                                       _UPSERT)
 
 
@@ -62,14 +62,14 @@ def changes_from_bronze(
         "_seq", "op", F.col("commit_ts").alias(CHANGE_COMMIT_TS), "after", "before",
         *([_presence(specs).alias(PRESENT)] if partial else []),
         *([F.col(DIFFS)] if diffs is not None else []),
-        *([F.col(ZERO_DATES_COL).alias(_BRONZE_ZEROS)] if counted else []),
-        *([guard.alias(_GUARD)] if guard is not None else []),
+        *([F.col(ZERO_DATES_COL).alias(BRONZE_ZEROS)] if counted else []),
+        *([guard.alias(GUARD)] if guard is not None else []),
     )
-    guarded = _GUARD if guard is not None else None
+    guarded = GUARD if guard is not None else None
     typed = typed_columns(typed_columns(df, specs, "after", cells=cells, guard=guarded), specs, "before",
                           cells=cells, guard=guarded)
     if guard is not None:
-        typed = typed.drop(_GUARD)
+        typed = typed.drop(GUARD)
     out = typed
     if partial:  # (whole images: an insert lacks no column, so no defaults are needed)
         whole = F.struct(*[F.lit(True).alias(s.name) for s in specs])
@@ -78,7 +78,7 @@ def changes_from_bronze(
             PRESENT: F.when(F.col("op").isin(*INSERT_OPS), whole).otherwise(F.col(PRESENT)),  # an insert is a whole row
         })
     if counted:
-        out = out.withColumn(ZERO_DATES_COL, F.col(_BRONZE_ZEROS)).drop(_BRONZE_ZEROS)
+        out = out.withColumn(ZERO_DATES_COL, F.col(BRONZE_ZEROS)).drop(BRONZE_ZEROS)
     return out
 
 
@@ -134,14 +134,14 @@ def _with_defaults(specs: Sequence[ColumnSpec], defaults: dict[str, object]) -> 
 # the change logic: DataFrame -> DataFrame
 
 
-def _struct_fields(df: DataFrame, col: str) -> dict[str, T.DataType]:
+def struct_fields(df: DataFrame, col: str) -> dict[str, T.DataType]:
     dt = df.schema[col].dataType
     if not isinstance(dt, T.StructType):
         raise SilverSchemaError(f"changes_df column {col!r} must be a STRUCT, got {dt.simpleString()}")
     return {f.name: f.dataType for f in dt.fields}
 
 
-def _image_values(image: str, fields: dict[str, T.DataType], value_schema: T.StructType, source_names: dict[str, str]) -> list[Column]:
+def image_values(image: str, fields: dict[str, T.DataType], value_schema: T.StructType, source_names: dict[str, str]) -> list[Column]:
     """One column per silver value column, taken from ``image`` (NULL where the image lacks it)."""
     cols = []
     for f in value_schema.fields:
@@ -176,10 +176,10 @@ def _presence_flags(changes: DataFrame, value_schema: T.StructType, source_names
             flag = op.isin(*INSERT_OPS) | F.coalesce(F.col(PRESENT).getField(src), F.lit(False))
         flags.append(flag.alias(_flag(i)))
         deletes_flags.append(F.lit(False).alias(_flag(i)))
-    flags.append(((op == "u") & key_changed).alias(_MOVED))
-    deletes_flags.append(F.lit(False).alias(_MOVED))
+    flags.append(((op == "u") & key_changed).alias(MOVED))
+    deletes_flags.append(F.lit(False).alias(MOVED))
     if DIFFS in changes.columns:  # diffs by silver name, for fill_partial to apply
-        logged = _struct_fields(changes, DIFFS)
+        logged = struct_fields(changes, DIFFS)
         by_silver = [(f.name, source_names.get(f.name)) for f in value_schema.fields]
         diffs = F.struct(*[F.col(DIFFS).getField(src).alias(name) for name, src in by_silver if src in logged])
         flags.append(F.when(F.col(DIFFS).isNotNull(), diffs).alias(DIFFS))
@@ -211,10 +211,10 @@ def key_events(
     >>> key_events(changes, ["id"], T.StructType([T.StructField("id", T.IntegerType())])).show()  # doctest: +SKIP
     """
     source_names = source_names or {f.name: f.name for f in value_schema.fields}
-    after_fields = _struct_fields(changes, "after")
-    before_fields = _struct_fields(changes, "before")
+    after_fields = struct_fields(changes, "after")
+    before_fields = struct_fields(changes, "before")
     partial = PRESENT in changes.columns
-    present = _struct_fields(changes, PRESENT) if partial else {}
+    present = struct_fields(changes, PRESENT) if partial else {}
     after_key = {}
     for k in keys:
         src = source_names[k]
@@ -230,7 +230,7 @@ def key_events(
     tail = [F.col(SEQ), _commit_ts(changes).alias(COMMIT_TS)]
     after_values = [
         after_key[f.name].cast(f.dataType).alias(f.name) if f.name in after_key else c
-        for f, c in zip(value_schema.fields, _image_values("after", after_fields, value_schema, source_names))
+        for f, c in zip(value_schema.fields, image_values("after", after_fields, value_schema, source_names))
     ]
     flags, deletes_flags = _presence_flags(changes, value_schema, source_names, after_key, present, key_changed) \
         if partial else ([], [])
@@ -243,7 +243,7 @@ def key_events(
         *flags,
     )
     deletes = changes.where((op == "d") | ((op == "u") & key_changed)).select(
-        *_image_values("before", before_fields, value_schema, source_names),
+        *image_values("before", before_fields, value_schema, source_names),
         *tail,
         F.lit("d").alias(OP),
         F.lit(True).alias(DELETED),
@@ -402,7 +402,7 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
             F.lit("stored").alias(_ACTION),
             F.lit(0).alias(order),
             *[F.lit(True).alias(p) for p in flags],
-            F.lit(False).alias(_MOVED),
+            F.lit(False).alias(MOVED),
         ),
         allowMissingColumns=True,
     )
@@ -433,12 +433,12 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
             *[F.col(c) for c in df.columns if c not in values],
         )
 
-    rows = rows.withColumn(pending, F.col(_MOVED) & ~all_present).localCheckpoint(eager=True)
+    rows = rows.withColumn(pending, F.col(MOVED) & ~all_present).localCheckpoint(eager=True)
     out = resolved(_settle_moves(rows, before, values, flags, pending, previous))
     if DIFFS in out.columns:
         out = _apply_json_diffs(out, keys, value_schema)
     out = out.where(F.col(order) == 1)
-    return out.drop(order, pending, _MOVED, DIFFS, *flags)
+    return out.drop(order, pending, MOVED, DIFFS, *flags)
 
 
 def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:

@@ -34,14 +34,14 @@ import pyarrow.compute as pc
 
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io.arrow import spark_type_to_arrow
-from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
+from pipelines.schema.typemap import ColumnSpec, decimal_type, _rule
 from pipelines.silver.segment_cells import CellColumn, Cells, Segment
 from pipelines.silver.columns import DELETE, INSERT, UPSERT
 from pipelines.silver.driver import cell_fix
 from pipelines.silver.driver_writes import Target, target_of, write
 from pipelines.silver import ranges
 from pipelines.silver.merge import ApplyStats
-from pipelines.silver.typed_values import _DATE, _DATETIME, _DEC, _FLOAT, _INT, _INT_SILVER, _RANGES, NotCanonical, \
+from pipelines.silver.typed_values import _DATE, _DATETIME, DEC, _FLOAT, _INT, INT_SILVER, RANGES, NotCanonical, \
     converter
 
 # -- typing ------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def _integer(text: pa.Array, kind: str) -> tuple[pa.Array, int]:
     if kind == "dec20":
         return _cast(text, pa.decimal128(20, 0)), 0
     values = _cast(text, pa.int64())
-    lo, hi = _RANGES[kind]
+    lo, hi = RANGES[kind]
     bounds = pc.min_max(values)
     if bounds["min"].is_valid and (bounds["min"].as_py() < lo or bounds["max"].as_py() > hi):
         raise _Fallback  # (the converter names the value)
@@ -80,10 +80,10 @@ def _integer(text: pa.Array, kind: str) -> tuple[pa.Array, int]:
 
 
 def _decimal(spec: ColumnSpec, text: pa.Array) -> tuple[pa.Array, int]:
-    dt = _decimal_type(spec)
+    dt = decimal_type(spec)
     if not hasattr(dt, "precision"):
         return text, 0
-    _matches(text, _DEC)
+    _matches(text, DEC)
     return _cast(text, pa.decimal128(dt.precision, dt.scale)), 0  # (a text that needs rounding: value by value)
 
 
@@ -123,8 +123,8 @@ def _vectorized(spec: ColumnSpec, text: pa.Array, column: CellColumn) -> tuple[p
     """``text`` (the column's texts, fixed) typed; the cells' bytes read from ``column`` only
     by the types that take them."""
     name, rule = _rule(spec)
-    if name in _INT_SILVER:
-        signed, unsigned = _INT_SILVER[name]
+    if name in INT_SILVER:
+        signed, unsigned = INT_SILVER[name]
         return _integer(text, unsigned if spec.unsigned else signed)
     if name == "decimal":
         return _decimal(spec, text)

@@ -134,12 +134,12 @@ def working_changes(changes_df: DataFrame) -> DataFrame:
     :func:`key_events` and the plans use."""
     renames = {CHANGE_SEQ: SEQ, CHANGE_COMMIT_TS: COMMIT_TS}
     return changes_df.withColumnsRenamed({k: v for k, v in renames.items() if k in changes_df.columns})
-_BRONZE_ZEROS = f"{_P}bronze_zeros"
-_GUARD = f"{_P}guard"
-_ACTION, _KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
+BRONZE_ZEROS = f"{_P}bronze_zeros"
+GUARD = f"{_P}guard"
+_ACTION, KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
 _UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
 ACTION, UPSERT, DELETE, INSERT = _ACTION, _UPSERT, _DELETE, _INSERT  # a MERGE source's action column, its values
-_MOVED = f"{_P}moved"
+MOVED = f"{_P}moved"
 PRESENT = "_present"
 # working column: per JSON column, the diffs an update logged in place of the document (or NULL)
 DIFFS = f"{_P}json_diffs"

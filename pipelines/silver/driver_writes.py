@@ -15,9 +15,9 @@ from pyspark.sql import types as T
 from pipelines import delta_io
 from pipelines.delta_io import qualified
 from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, OwnColumns, own_columns_of
-from pipelines.silver.merge import (ApplyStats, _check_reserved, _plan_schema, _resolve_keys, read_watermark,
+from pipelines.silver.merge import (ApplyStats, check_reserved, plan_schema, resolve_keys, read_watermark,
                                     watermark_metadata)
-from pipelines.silver.plan import _key_on, _value_schema, keyed_clauses, keyless_clauses
+from pipelines.silver.plan import key_on, value_schema, keyed_clauses, keyless_clauses
 from pipelines.schema.typemap import ColumnSpec
 
 
@@ -50,15 +50,15 @@ def target_of(spark: SparkSession | None, path: str, specs: Sequence[ColumnSpec]
     """The :class:`Target` of a segment of ``path`` with ``specs`` and ``keys`` (spec names; None or
     empty: a keyless table). Reads the table's schema and watermark; writes nothing."""
     io = dict(spark=spark, backend=backend)
-    keys = _resolve_keys(list(keys), specs) if keys else None
+    keys = resolve_keys(list(keys), specs) if keys else None
     exists = delta_io.table_exists(path, **io)
     current = delta_io.schema(path, **io) if exists else None
     own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
         OwnColumns(column_prefix or DEFAULT_PREFIX)
-    _check_reserved([s.name for s in specs], own)
-    target, to_add, names = _plan_schema(current, specs, False, own)
+    check_reserved([s.name for s in specs], own)
+    target, to_add, names = plan_schema(current, specs, False, own)
     silver_name = {spec: silver for silver, spec in names.items()}
-    values = _value_schema(target, own)
+    values = value_schema(target, own)
     spec_at = {s.name: i for i, s in enumerate(specs)}
     return Target(path=path, exists=exists, own=own, target=target, to_add=to_add,
                   keys=None if keys is None else [silver_name[k] for k in keys],
@@ -89,7 +89,7 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
         on, clauses = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}", keyless_clauses(target.fieldNames(),
                                                                                                 delete_mode, own)
     else:
-        on, clauses = _key_on(t.keys), keyed_clauses(target.fieldNames(), delete_mode, own)
+        on, clauses = key_on(t.keys), keyed_clauses(target.fieldNames(), delete_mode, own)
     arrow = source if isinstance(source, pa.Table) else delta_io.rows_to_arrow(source, schema)
     if not t.exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
         first = arrow.select(target.fieldNames())

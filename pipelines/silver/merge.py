@@ -99,11 +99,11 @@ from pyspark.sql import types as T
 from pipelines.bronze.schema import OPS
 from pipelines import delta_io
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
-from pipelines.silver.changes import _struct_fields
+from pipelines.silver.changes import struct_fields
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, DEFAULT_OWN, DEFAULT_PREFIX, DELETE_MODES, DIFFS,
                                       OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WATERMARK_KEY, _P,
                                       own_columns_of, working_changes)
-from pipelines.silver.plan import _plan_keyed, _plan_keyless, _plan_scd2
+from pipelines.silver.plan import _plan_keyed, _plan_keyless, plan_scd2
 from pipelines.silver import ranges
 
 
@@ -148,11 +148,11 @@ def silver_table_schema(specs: Sequence[ColumnSpec], *, scd2: bool = False,
     ['_seq', '_cdc_seq']
     """
     values = silver_schema(specs)
-    _check_reserved([f.name for f in values.fields], own)
+    check_reserved([f.name for f in values.fields], own)
     return T.StructType(values.fields + own.fields(scd2))
 
 
-def _check_reserved(names: Sequence[str], own: OwnColumns = DEFAULT_OWN) -> None:
+def check_reserved(names: Sequence[str], own: OwnColumns = DEFAULT_OWN) -> None:
     reserved = {r.lower() for r in own.names(scd2=True)}
     clash = [n for n in names if n.lower() in reserved]
     internal = [n for n in names if n.lower().startswith(_P)]
@@ -166,7 +166,7 @@ def _check_reserved(names: Sequence[str], own: OwnColumns = DEFAULT_OWN) -> None
                                 "working columns")
 
 
-def _resolve_keys(keys: Sequence[str] | None, specs: Sequence[ColumnSpec]) -> list[str] | None:
+def resolve_keys(keys: Sequence[str] | None, specs: Sequence[ColumnSpec]) -> list[str] | None:
     if keys is None:
         return None
     if isinstance(keys, str) or not keys:
@@ -232,14 +232,14 @@ def _partial_update(changes_df: DataFrame) -> Column:
     """True for an update whose after image lacks columns (``_present`` has a false flag)."""
     if PRESENT not in changes_df.columns:
         return F.lit(False)
-    flags = [F.coalesce(F.col(PRESENT).getField(n), F.lit(False)) for n in _struct_fields(changes_df, PRESENT)]
+    flags = [F.coalesce(F.col(PRESENT).getField(n), F.lit(False)) for n in struct_fields(changes_df, PRESENT)]
     lacks = F.lit(False)
     for f in flags:
         lacks = lacks | ~f
     return (F.col("op") == "u") & lacks
 
 
-def _plan_schema(
+def plan_schema(
     current: T.StructType | None, specs: Sequence[ColumnSpec], scd2: bool, own: OwnColumns
 ) -> tuple[T.StructType, list[T.StructField], dict[str, str]]:
     """(target schema after evolution, fields to add, silver name -> spec name)."""
@@ -330,7 +330,7 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     which = delta_io.resolve_backend(spark, backend)
     path = str(target_path)
     current, own = _table_now(spark, path, which, column_prefix)
-    _check_reserved([s.name for s in specs], own)
+    check_reserved([s.name for s in specs], own)
     _check_changes(changes_df, specs, keys, scd2)
 
     delta_io.check_txn(txn_app_id, txn_version)
@@ -366,7 +366,7 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     # it was listed on the driver, so the plans broadcast it
     table, small = delta_io.read(spark, path, backend=which), which == "rs"
     if scd2:
-        plan = _plan_scd2(changes, keys, target, names, table, small, delete_mode, own)
+        plan = plan_scd2(changes, keys, target, names, table, small, delete_mode, own)
     elif keys is not None:
         plan = _plan_keyed(changes, keys, target, names, table, small, delete_mode, own)
     else:
@@ -392,7 +392,7 @@ def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) ->
         raise ValueError(f"delete_mode must be one of {DELETE_MODES}, got {delete_mode!r}")
     if not specs:
         raise ValueError("apply_changes needs the column specs of the source table")
-    keys = _resolve_keys(keys, specs)
+    keys = resolve_keys(keys, specs)
     if scd2 and keys is None:
         raise ValueError("scd2=True needs a key: SCD2 versions are kept per key")
     return keys
@@ -411,7 +411,7 @@ def _evolved(spark, path: str, which: str, current, specs, scd2: bool, own: OwnC
              properties: dict[str, str] | None) -> tuple:
     """``(target, names, added)``: the table created (with ``properties``) or its schema evolved to
     hold ``specs``; the silver schema, silver's name of each source column, the columns added."""
-    target, to_add, names = _plan_schema(current, specs, scd2, own)
+    target, to_add, names = plan_schema(current, specs, scd2, own)
     added: list[str] = []
     if current is None:
         delta_io.create_if_missing(path, target, spark=spark, backend=which, properties=properties)

@@ -18,13 +18,13 @@ from pyspark.sql import types as T
 
 from pipelines.bronze.schema import UPSERT_OPS
 from pipelines.delta_io import MergeClause, qualified, quote_ident
-from pipelines.silver.changes import (_commit_ts, _image_values, _struct_fields, fill_partial, key_events,
+from pipelines.silver.changes import (_commit_ts, image_values, struct_fields, fill_partial, key_events,
                                       latest_per_key)
 from pipelines.silver.columns import (COMMIT_TS, DELETED, IS_CURRENT, OP, OwnColumns, PRESENT, SEQ, VALID_FROM,
-                                      VALID_TO, _ACTION, _DELETE, _INSERT, _KIND, _P, _RN, _UPSERT)
+                                      VALID_TO, _ACTION, _DELETE, _INSERT, KIND, _P, _RN, _UPSERT)
 
 
-def _value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
+def value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
     ours = set(own.names(scd2=True))
     return T.StructType([f for f in target.fields if f.name not in ours])
 
@@ -56,7 +56,7 @@ def _source(df: DataFrame, target: T.StructType, internal: Sequence[str],
     return out, schema
 
 
-def _key_on(keys: Sequence[str]) -> str:
+def key_on(keys: Sequence[str]) -> str:
     return " AND ".join(f"{qualified('t', k)} = {qualified('s', k)}" for k in keys)
 
 
@@ -111,7 +111,7 @@ def _key_events(changes: DataFrame, keys: list[str], target: T.StructType, names
                 table: DataFrame, own: OwnColumns, current: Column | None = None) -> DataFrame:
     """The batch's per-key events; partial images are filled from the batch and from the rows
     the table holds (``current``: which of them count, for SCD2 its current versions)."""
-    values = _value_schema(target, own)
+    values = value_schema(target, own)
     events = key_events(changes, keys, values, names)
     if PRESENT in changes.columns:
         events = fill_partial(events, _stored_rows(table, keys, values, events, own, current), keys, values)
@@ -149,13 +149,13 @@ def _plan_keyed(
         .when(upsert, "updated")
         .otherwise("deleted")
     )
-    classified = joined.withColumn(_KIND, klass).drop(*tk, f"{_P}tseq", f"{_P}tpresent").cache()
-    counts = _count_by(classified, _KIND)
+    classified = joined.withColumn(KIND, klass).drop(*tk, f"{_P}tseq", f"{_P}tpresent").cache()
+    counts = _count_by(classified, KIND)
     if counts.get("null_key"):
         classified.unpersist()
         raise ValueError(f"{counts['null_key']} change(s) have a NULL in key columns {keys}")
-    source, schema = _source(classified.where(F.col(_KIND) != "unchanged"), target, [_ACTION], own)
-    return _Plan(source, schema, _key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own), counts,
+    source, schema = _source(classified.where(F.col(KIND) != "unchanged"), target, [_ACTION], own)
+    return _Plan(source, schema, key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own), counts,
                  classified)
 
 
@@ -174,7 +174,7 @@ def keyed_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) ->
     return clauses
 
 
-def _plan_scd2(
+def plan_scd2(
     changes: DataFrame,
     keys: list[str],
     target: T.StructType,
@@ -213,20 +213,20 @@ def _plan_scd2(
         .when(is_upsert | F.lit(delete_mode == "soft"), "version")
         .otherwise("delete_event")  # a hard delete: it only closes the current version
     )
-    rows = tagged.withColumn(_KIND, kind)
+    rows = tagged.withColumn(KIND, kind)
     closes = rows.where(is_fresh & F.col(f"{_P}first") & F.col(tcur).isNotNull()).select(
         *[F.col(quote_ident(k)) for k in keys],
         F.col(SEQ),
         F.col(COMMIT_TS).alias(VALID_TO),
-        F.lit("close").alias(_KIND),
+        F.lit("close").alias(KIND),
         F.col(_ACTION),
     )
     working = own.working()
-    src = rows.select(*[F.col(quote_ident(working.get(n, n))) for n in target.fieldNames()], _KIND, _ACTION)
+    src = rows.select(*[F.col(quote_ident(working.get(n, n))) for n in target.fieldNames()], KIND, _ACTION)
     src = src.unionByName(closes, allowMissingColumns=True).cache()
     tally = {
-        (r[_KIND], r[_ACTION]): int(r["n"])
-        for r in src.groupBy(_KIND, _ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
+        (r[KIND], r[_ACTION]): int(r["n"])
+        for r in src.groupBy(KIND, _ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
     }
     by_kind = {}
     for (k, _), n in tally.items():
@@ -240,17 +240,17 @@ def _plan_scd2(
         "deleted": tally.get(("version", _DELETE), 0) + by_kind.get("delete_event", 0),
         "unchanged": by_kind.get("unchanged", 0),
     }
-    source, schema = _source(src.where(F.col(_KIND).isin("version", "close")), target, [_KIND], own)
+    source, schema = _source(src.where(F.col(KIND).isin("version", "close")), target, [KIND], own)
     tseq, sseq = qualified("t", own.seq), qualified("s", own.seq)
     on = (
-        f"{_key_on(keys)} AND (({_is('s', _KIND, 'close')} AND {qualified('t', own.is_current)} = true "
+        f"{key_on(keys)} AND (({_is('s', KIND, 'close')} AND {qualified('t', own.is_current)} = true "
         f"AND ({tseq} IS NULL OR {tseq} < {sseq})) "
-        f"OR ({_is('s', _KIND, 'version')} AND {tseq} = {sseq}))"
+        f"OR ({_is('s', KIND, 'version')} AND {tseq} = {sseq}))"
     )
     clauses = [
-        MergeClause("update", _is("s", _KIND, "close"),
+        MergeClause("update", _is("s", KIND, "close"),
                     {own.valid_to: qualified("s", own.valid_to), own.is_current: "false"}),
-        MergeClause("insert", _is("s", _KIND, "version"), _assign(target.fieldNames())),
+        MergeClause("insert", _is("s", KIND, "version"), _assign(target.fieldNames())),
     ]
     return _Plan(source, schema, on, clauses, counts, src)
 
@@ -265,13 +265,13 @@ def _plan_keyless(
     delete_mode: str,
     own: OwnColumns,
 ) -> _Plan:
-    values = _value_schema(target, own)
+    values = value_schema(target, own)
     op = F.col("op")
     origin = f"{_P}origin"
     # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
     # inserted copies (s, full rows) and the batch's deletes (d).
     inserts = changes.where(op.isin(*UPSERT_OPS)).select(
-        *_image_values("after", _struct_fields(changes, "after"), values, names),
+        *image_values("after", struct_fields(changes, "after"), values, names),
         F.col(SEQ),
         _commit_ts(changes).alias(COMMIT_TS),
         op.alias(OP),
@@ -279,7 +279,7 @@ def _plan_keyless(
         F.lit("s").alias(origin),
     )
     deletes = changes.where(op.isin("d", "u")).select(
-        *_image_values("before", _struct_fields(changes, "before"), values, names),
+        *image_values("before", struct_fields(changes, "before"), values, names),
         F.col(SEQ).alias(f"{_P}dseq"),
         _commit_ts(changes).alias(COMMIT_TS),
         F.lit("d").alias(origin),

@@ -18,7 +18,7 @@ from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, R
 from pipelines.schema import resolve as schema_resolve
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
-from pipelines.silver.merge import _check_reserved, read_watermark, silver_table_schema, watermark_metadata
+from pipelines.silver.merge import check_reserved, read_watermark, silver_table_schema, watermark_metadata
 
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
 _IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
@@ -120,7 +120,7 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     current = delta_io.schema(path, spark=spark, backend=backend)
     # a source column under one of silver's own names: an error that names the setting, before
     # the ALTER's DEFAULT is written over silver's own column of that name
-    _check_reserved([c.name for c in new.columns],
+    check_reserved([c.name for c in new.columns],
                     own_columns_of(current.fieldNames(), cfg.silver.prefix_for(version.db, version.table)))
     have = {f.name.lower(): f for f in current.fields}
     specs = {c.name.lower(): schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(new.columns)}

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
-from pipelines.schema.typemap import ColumnSpec, _decimal_type, _rule
+from pipelines.schema.typemap import ColumnSpec, decimal_type, _rule
 
 Converter = Callable[[str | None, bytes | None], tuple[object, int]]
 _UTC = _dt.timezone.utc
@@ -37,15 +37,15 @@ class NotCanonical(ValueError):
 
 
 _INT = re.compile(r"-?[0-9]{1,20}\Z")
-_DEC = re.compile(r"-?[0-9]{1,65}(\.[0-9]{1,38})?\Z")
+DEC = re.compile(r"-?[0-9]{1,65}(\.[0-9]{1,38})?\Z")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 _DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?\Z")
 _FLOAT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 # (lowest, highest) of the silver integer types (Spark's BYTE, SHORT, INT, LONG)
-_RANGES = {"byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
+RANGES = {"byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
            "long": (-2**63, 2**63 - 1)}
-_INT_SILVER = {  # mysql type -> (silver type when signed, when unsigned); "dec20": DECIMAL(20,0)
+INT_SILVER = {  # mysql type -> (silver type when signed, when unsigned); "dec20": DECIMAL(20,0)
     "tinyint": ("byte", "short"), "smallint": ("short", "int"), "mediumint": ("int", "int"),
     "int": ("int", "long"), "bigint": ("long", "dec20"), "serial": ("dec20", "dec20"),
 }
@@ -58,7 +58,7 @@ def _integer(text: str) -> int:
 
 
 def _in_range(value: int, kind: str) -> int:
-    lo, hi = _RANGES[kind] if kind != "dec20" else (-(10**20) + 1, 10**20 - 1)
+    lo, hi = RANGES[kind] if kind != "dec20" else (-(10**20) + 1, 10**20 - 1)
     if not lo <= value <= hi:
         raise NotCanonical(f"{value} is out of the range of {kind}")
     return Decimal(value) if kind == "dec20" else value
@@ -71,7 +71,7 @@ def _int_converter(kind: str) -> Converter:
 
 
 def _decimal_converter(spec: ColumnSpec) -> Converter:
-    dt = _decimal_type(spec)
+    dt = decimal_type(spec)
     if not hasattr(dt, "precision"):  # DECIMAL(p > 38): its exact text
         return _text
     quantum, limit = Decimal(1).scaleb(-dt.scale), Decimal(10) ** (dt.precision - dt.scale)
@@ -79,7 +79,7 @@ def _decimal_converter(spec: ColumnSpec) -> Converter:
     def conv(t, b):
         if t is None:
             return None, 0
-        if not _DEC.match(t):
+        if not DEC.match(t):
             raise NotCanonical(f"not a decimal text: {t[:80]!r}")
         try:
             value = Decimal(t).quantize(quantum, rounding=ROUND_HALF_UP)  # Spark's cast rounds half up
@@ -181,8 +181,8 @@ def converter(spec: ColumnSpec) -> Converter:
     """The converter of one column (raises :class:`~pipelines.schema.typemap.UnsupportedColumnType`
     for a type silver has no mapping for, as :func:`pipelines.schema.typemap.spark_type` does)."""
     name, rule = _rule(spec)
-    if name in _INT_SILVER:
-        signed, unsigned = _INT_SILVER[name]
+    if name in INT_SILVER:
+        signed, unsigned = INT_SILVER[name]
         return _int_converter(unsigned if spec.unsigned else signed)
     if name in _BY_NAME:
         return _BY_NAME[name](spec)
