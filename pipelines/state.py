@@ -252,7 +252,7 @@ def read_watermarks(spark, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
     p, backend = path(cfg, WATERMARKS), cfg.delta.backend
     if not delta_io.table_exists(p, spark=spark, backend=backend):
         return {}
-    if delta_io.resolve_backend(spark, backend) == "rs":  # Arrow, no Spark job
+    if delta_io.backend_for(spark, backend).on_driver:  # Arrow, no Spark job
         top = delta_io.read_arrow(p, ["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
             [("max_seq", "max")])
         return {(d, t): m for d, t, m in zip(top.column("db").to_pylist(), top.column("table").to_pylist(),

@@ -42,7 +42,7 @@ def _delta():
 
 
 def _bronze_struct():
-    from pipelines.delta_io.arrow import ddl_schema
+    from pipelines.delta_io import ddl_schema
 
     return ddl_schema(BRONZE_DDL)
 

@@ -102,7 +102,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     by_name = {p.file.name: p for p in plans}
     d = _delta()
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
-    staged = d.resolve_backend(spark, cfg.delta.backend) == "rs"  # tasks write the Parquet files
+    staged = d.backend_for(spark, cfg.delta.backend).on_driver  # tasks stage the Parquet files
     bronze_struct = _bronze_struct()
     target = (StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct), settings)
               if staged and work else None)

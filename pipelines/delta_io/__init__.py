@@ -76,12 +76,13 @@ re-exported here):
 from __future__ import annotations
 
 from pipelines.delta_io.backend import (
-    BACKENDS, Backend, DELTA_LOG, DeltaBackend, DeltaIOError, backend_for, qualified, quote_ident, resolve_backend,
+    BACKENDS, Backend, DELTA_LOG, DeltaBackend, DeltaIOError, backend_for, named, qualified, quote_ident, resolve_backend,
 )
 from pipelines.delta_io.arrow import (
     arrow_schema_to_spark, arrow_to_spark, ddl_schema, delta_schema_to_spark, rows_to_arrow,
     spark_field_to_arrow, spark_schema_to_arrow, spark_to_arrow, spark_type_to_arrow,
 )
+from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.delta_io.pins import PIN_APP_ID, StaleRead
 from pipelines.delta_io.reads import (
     Commit, history, nothing_above, pinned, read, read_rows, schema, table_exists, version,
@@ -115,7 +116,7 @@ __all__ = [
     "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager", "StaleRead", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
     "StagedFile", "add_columns", "append", "append_rows", "append_with_rows",
     "arrow_schema_to_spark", "arrow_to_spark", "count_rows",
-    "backend_for", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
+    "backend_for", "named", "DELETION_VECTORS", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
     "create_with_rows", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged", "exit_process",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rows", "merge_rs", "merge_spark", "nothing_above",
     "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow", "read_arrow_in",

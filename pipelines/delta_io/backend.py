@@ -107,6 +107,10 @@ class DeltaBackend(Protocol):
     caller's ``spark`` (None where the caller may have none: delta-rs ignores it)."""
 
     name: str  # "spark" or "rs", what resolve_backend() says
+    # What the callers choose by, declared here and nowhere else:
+    on_driver: bool  # the driver reads and commits tables itself (Arrow, no Spark job); tasks only
+    # stage data files for it to commit. Else reading or writing a table is a Spark job.
+    deletion_vectors: bool  # deletes may mark rows in deletion vectors instead of rewriting files
 
     # reads (pipelines.delta_io.reads)
     def table_exists(self, spark: SparkSession | None, path: str) -> bool: ...
@@ -206,3 +210,14 @@ def backend_for(spark: SparkSession | None, backend: str = "auto") -> DeltaBacke
     'rs'
     """
     return _BACKENDS[resolve_backend(spark, backend)]
+
+
+def named(backend: str) -> DeltaBackend:
+    """The backend of a name :func:`resolve_backend` gave (``"rs"`` or ``"spark"``): what it can do.
+
+    >>> named("rs").on_driver, named("spark").deletion_vectors
+    (True, True)
+    """
+    if backend not in _BACKENDS:
+        raise ValueError(f"no backend named {backend!r} (resolved names: {sorted(_BACKENDS)})")
+    return _BACKENDS[backend]

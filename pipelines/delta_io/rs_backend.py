@@ -80,6 +80,8 @@ class RsBackend:
     half of the operation of the same name)."""
 
     name = "rs"
+    on_driver = True
+    deletion_vectors = False  # (delta-rs 1.x writes none)
 
     # -- reads
 

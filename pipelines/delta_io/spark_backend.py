@@ -88,6 +88,8 @@ class SparkBackend:
     delta-spark half of the operation of the same name)."""
 
     name = "spark"
+    on_driver = False
+    deletion_vectors = True
 
     # -- reads
 

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
-from pipelines.delta_io.arrow import spark_type_to_arrow
+from pipelines.delta_io import spark_type_to_arrow
 from pipelines.schema.typemap import ColumnSpec, decimal_type, _rule
 from pipelines.silver.segment_cells import CellColumn, Cells, Segment
 from pipelines.silver.columns import DELETE, INSERT, UPSERT

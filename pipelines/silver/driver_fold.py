@@ -263,7 +263,7 @@ def _read_wanted(spark: SparkSession | None, path: str, columns: Sequence[str], 
     """The table's ``columns`` (all of them: delta-rs, read whole to the driver; delta-spark: only
     the rows whose ``match`` columns hold one of the ``wanted`` tuples, a semi join with them as a
     broadcast local relation, one Spark job), for the caller to test against ``wanted``."""
-    if backend == "rs":
+    if delta_io.named(backend).on_driver:
         return delta_io.read_arrow(path, list(columns))
     table = delta_io.read(spark, path, backend="spark").select(*[F.col(quote_ident(c)) for c in columns])
     probe = spark.createDataFrame([tuple(w) for w in wanted],
@@ -391,9 +391,11 @@ def apply_small(
         stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted, **io)) if exists \
             else (lambda wanted: [])
         source, counts = _keyless_source(changes, value_idx, identity_at, stored_copies)
-    # delta-spark, a keyed table, hard deletes: the MERGE's own metrics say what each latest event
-    # did (its clauses apply only what is newer), so the stored keys are not read first
-    counted_by_merge = backend == "spark" and exists and t.keys is not None and delete_mode == "hard"
+    # a backend whose reads are Spark jobs (delta-spark), a keyed table, hard deletes: the MERGE's
+    # own metrics say what each latest event did (its clauses apply only what is newer), so the
+    # stored keys are not read first
+    counted_by_merge = not delta_io.named(backend).on_driver and exists and t.keys is not None \
+        and delete_mode == "hard"
     if t.keys is not None and fresh:
         if counted_by_merge:
             source, counts = [(*vals, seq, op, commit_ts, action == DELETE, action) for seq, action, op, commit_ts, vals

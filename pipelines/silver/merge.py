@@ -364,7 +364,7 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     changes = _fresh_changes(marked, overview, keys)
     # the table as it is now (after its schema evolved), for the plans to join with: with delta-rs
     # it was listed on the driver, so the plans broadcast it
-    table, small = delta_io.read(spark, path, backend=which), which == "rs"
+    table, small = delta_io.read(spark, path, backend=which), delta_io.named(which).on_driver
     if scd2:
         plan = plan_scd2(changes, keys, target, names, table, small, delete_mode, own)
     elif keys is not None:

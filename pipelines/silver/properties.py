@@ -19,7 +19,8 @@ True
 from __future__ import annotations
 
 from pipelines.config import SilverConfig
-from pipelines.delta_io.features import DELETION_VECTORS
+from pipelines import delta_io
+from pipelines.delta_io import DELETION_VECTORS
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
@@ -27,7 +28,7 @@ CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 def for_new_table(silver: SilverConfig, backend: str) -> dict[str, str] | None:
     """The properties of a silver table created on ``backend`` (``rs`` | ``spark``); None: none."""
     props = {}
-    if silver.deletion_vectors and backend == "spark":
+    if silver.deletion_vectors and delta_io.named(backend).deletion_vectors:
         props[DELETION_VECTORS] = "true"
     if silver.change_data_feed:
         props[CHANGE_DATA_FEED] = "true"

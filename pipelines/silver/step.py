@@ -187,7 +187,7 @@ def _bronze_shapes(spark: SparkSession, cfg: PipelineConfig, history, marks: dic
     # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
     # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
     scan = RsScan.open(bronze_path, above=None if since is None else ("_ingested_at", since)) \
-        if delta_io.resolve_backend(spark, backend) == "rs" and xa is None else None
+        if delta_io.backend_for(spark, backend).on_driver and xa is None else None
     counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
     shape_rows, written = counted if counted is not None else \
         shape_rows_of(with_segment(bronze, cuts), by=(SEG,))

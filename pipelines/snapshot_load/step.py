@@ -228,7 +228,7 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
         print(f"{plan.name}: loaded before (at {plan.position.text()}): nothing to do", flush=True)
         return
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
-    staged = delta_io.resolve_backend(spark, cfg.delta.backend) == "rs"
+    staged = delta_io.backend_for(spark, cfg.delta.backend).on_driver  # tasks stage the Parquet files
     struct = delta_io.ddl_schema(BRONZE_DDL)
     arrow_schema = delta_io.prepare_staging(bronze_path, struct) if staged else None
     settings = storage.current()
