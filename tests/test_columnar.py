@@ -245,6 +245,22 @@ def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_
         columnar.apply_big(by_arrow, _segment(_bronze_rows([("006", "d", _img(1, "a"), None)])), SPECS, [])
 
 
+def test_stored_seqs_read_as_string_views_are_classified(tmp_path):
+    """delta-rs may read silver's stored ``_seq`` as string_view, a type Arrow's join does not
+    carry: classify takes it as text (before, such a table's segment went to Spark's path)."""
+    from pipelines.silver.driver_writes import target_of
+
+    path = str(tmp_path / "t")
+    columnar.apply_big(path, _segment(_bronze_rows(BATCH_1)), SPECS, ["id"])
+    t = target_of(None, path, SPECS, ["id"], column_prefix=None, backend="rs")
+    stored = delta_io.read_arrow(path, [*t.keys, t.own.seq])
+    viewed = stored.set_column(1, t.own.seq, stored.column(t.own.seq).cast(pa.string_view()))
+    latest, _ = columnar.fold_keyed(_segment(_bronze_rows(BATCH_2)), SPECS, t, {})
+    source, counts = columnar.classify(latest, t, viewed, "hard")
+    assert (source, counts) == columnar.classify(latest, t, stored.cast(stored.schema), "hard")
+    assert counts["updated"] > 0
+
+
 def _as_lists(seg: segment_cells.Segment) -> dict:
     """A segment as plain values, its changes in ``_seq`` order (a read keeps bronze's order)."""
     order = sorted(range(seg.n), key=seg.seq.to_pylist().__getitem__)

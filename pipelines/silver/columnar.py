@@ -25,6 +25,7 @@ each other, value for value and table for table.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -316,7 +317,8 @@ def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: 
         newer = pa.array(np.ones(latest.num_rows, bool))
     else:
         probe = pa.Table.from_arrays([*[stored.column(k).cast(latest.schema.field(c).type) for k, c in zip(t.keys, keys)],
-                                      stored.column(t.own.seq), pa.array(np.ones(stored.num_rows, bool))],
+                                      stored.column(t.own.seq).cast(pa.string()),  # (delta-rs may read string_view)
+                                      pa.array(np.ones(stored.num_rows, bool))],
                                      names=[*keys, "_stored", "_have"])
         joined = latest.join(probe, keys=keys, join_type="left outer", use_threads=False)
         latest = joined.take(pc.sort_indices(joined, [("_i", "ascending")]))
@@ -371,10 +373,8 @@ def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[C
         fresh += seg.n
         top = pc.max(seg.seq).as_py()
         mark = top if mark is None else max(mark, top)
-        try:
+        with _arrow_refusals():
             part, z = (inserts_only if t.keys is None else fold_keyed)(seg, specs, t, fixes or {})
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # (a key type Arrow does not group)
-            raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
         folded.append(part)
         zeros += z
     if rows is not None and total != rows:
@@ -386,11 +386,22 @@ def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[C
         source = pa.concat_tables(folded)
         counts = {"inserted": source.num_rows, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
     else:
-        latest = folded[0] if len(folded) == 1 else latest_per_key(pa.concat_tables(folded), t)
-        stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
-        source, counts = classify(latest, t, stored, delete_mode)
+        with _arrow_refusals():  # (the parts' events grouped again, joined with the stored keys)
+            latest = folded[0] if len(folded) == 1 else latest_per_key(pa.concat_tables(folded), t)
+            stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
+            source, counts = classify(latest, t, stored, delete_mode)
     return write(spark, t, source, counts, new_mark=mark, changes=fresh, skipped=total - fresh,
                  zeros=zeros, delete_mode=delete_mode, backend="rs", properties=properties)
+
+
+@contextlib.contextmanager
+def _arrow_refusals():
+    """What Arrow refuses to do with a segment (group or join by a key of a type it does not
+    take: a decimal key, say) raises :class:`NotCanonical`: Spark's path applies it."""
+    try:
+        yield
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
 
 
 def _only(seg: Segment, keep: np.ndarray) -> Segment:
