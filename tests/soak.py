@@ -564,19 +564,28 @@ def arrow_seed(seed: int) -> bool:
     return random.Random(f"arrow/{seed}").random() < 0.5
 
 
+def parts_seed(seed: int) -> bool:
+    """Of the seeds folded in Arrow, those whose segments are read by parts (about one in two)."""
+    return random.Random(f"parts/{seed}").random() < 0.5
+
+
 @contextlib.contextmanager
-def keyed_segments_in_arrow(on: bool):
+def keyed_segments_in_arrow(on: bool, by_parts: bool = False):
     """With ``on``, silver fetches no segment for its row path (:data:`pipelines.silver.driver.FETCH_ROWS`
     0), so on delta-rs every keyed segment it can fold in Arrow goes that way
-    (:mod:`pipelines.silver.columnar`, the path of big segments); the soak's tables are small."""
-    from pipelines.silver import driver
+    (:mod:`pipelines.silver.columnar`, the path of big segments); the soak's tables are small.
+    ``by_parts``: each segment is read and folded by parts, a part per record batch of bronze, as
+    a segment of more than :data:`pipelines.silver.segment_cells.BIG_BYTES` is."""
+    from pipelines.silver import driver, segment_cells
 
-    budget = driver.FETCH_ROWS
+    budget, together, part = driver.FETCH_ROWS, segment_cells.BIG_BYTES, segment_cells.CHUNK_BYTES
     driver.FETCH_ROWS = 0 if on else budget
+    if on and by_parts:
+        segment_cells.BIG_BYTES, segment_cells.CHUNK_BYTES = 0, 1
     try:
         yield
     finally:
-        driver.FETCH_ROWS = budget
+        driver.FETCH_ROWS, segment_cells.BIG_BYTES, segment_cells.CHUNK_BYTES = budget, together, part
 
 
 @dataclass
@@ -592,6 +601,7 @@ class Outcome:
     statements: int = 0
     seconds: float = 0.0
     place: str = "local"
+    by_parts: bool = False  # (keyed in Arrow) each segment read and folded by parts
 
     @property
     def ok(self) -> bool:
@@ -599,7 +609,8 @@ class Outcome:
 
     def line(self) -> str:
         head = (f"seed {self.seed} {self.mode} {self.backend}{' (killed once)' if self.killed else ''}"
-                f"{' (keyed in Arrow)' if self.arrow else ''}{'' if self.place == 'local' else f' ({self.place})'}")
+                f"{' (keyed in Arrow' + (', by parts)' if self.by_parts else ')') if self.arrow else ''}"
+                f"{'' if self.place == 'local' else f' ({self.place})'}")
         if self.ok:
             return f"ok    {head}: {self.statements} statements, {self.columns} columns, {self.rows} rows, {self.seconds:.1f} s"
         first = self.problems[0].splitlines()
@@ -733,7 +744,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
                     silver_failed = silver_at_once(spark, cfg, rng) or silver_failed
                     continue
                 try:
-                    with keyed_segments_in_arrow(arrow):
+                    with keyed_segments_in_arrow(arrow, by_parts=parts_seed(seeds[0])):
                         silver_step.run(spark, cfg)
                 except SilverStepError as e:  # the tables it names differ below
                     silver_failed = str(e)
@@ -757,7 +768,8 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
             out.append(Outcome(w.seed, mode, backend, problems, kill, arrow and in_process, rows,
                                sum(len(t.columns) for t in w.tables),
-                               len(w.statements), seconds, place="dump" if dump else place))
+                               len(w.statements), seconds, place="dump" if dump else place,
+                               by_parts=arrow and in_process and parts_seed(seeds[0])))
         return out
     finally:
         srv.stop()

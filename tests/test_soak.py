@@ -35,12 +35,14 @@ def test_random_workload_silver_equals_the_server(spark, tmp_path, mode, backend
     assert out.statements > 30 and out.rows > 0
 
 
-@pytest.mark.parametrize("mode", ["full/full", "minimal/full"])
-def test_random_workload_with_keyed_tables_folded_in_arrow(spark, tmp_path, mode):  # noqa: F811
+@pytest.mark.parametrize("mode,seed", [("full/full", CI_SEEDS["rs"]), ("minimal/full", 1001)])
+def test_random_workload_with_keyed_tables_folded_in_arrow(spark, tmp_path, mode, seed):  # noqa: F811
     # the path of big segments (silver.columnar) on the soak's small ones: whole row images, so
-    # every keyed table takes it (MINIMAL metadata: with the value fixes of the DDL's types)
-    out = run_seed(CI_SEEDS["rs"], mode, tmp_path, backend="rs", spark=spark, kill=False, steps=30, arrow=True)
+    # every keyed table takes it (MINIMAL metadata: with the value fixes of the DDL's types). Seed
+    # 1000 reads the big segments together; 1001 reads each by parts, a part per record batch.
+    out = run_seed(seed, mode, tmp_path, backend="rs", spark=spark, kill=False, steps=30, arrow=True)
     assert out.arrow and out.ok, out.line() + "\n" + "\n".join(out.problems)
+    assert out.by_parts == (seed == 1001)
     assert out.statements > 30 and out.rows > 0
 
 

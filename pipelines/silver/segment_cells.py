@@ -205,14 +205,16 @@ def _columns(reads: Sequence[SegmentRead]) -> list[str]:
     return ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
 
 
-def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = BIG_BYTES) -> dict | None:
+def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int | None = None) -> dict | None:
     """``{read: Segment}``: the rows of ``scan`` (bronze as the silver step reads it) of each
     segment, of their cells only the fields typing reads, in one pass over bronze's row groups:
     a row group that holds rows of several segments (tables' changes interleave in a binlog) is
-    read once, not once per segment. None when their cells take more than ``max_bytes`` in all,
-    or the files lay the lists out otherwise: Spark's path then, or a read of fewer segments."""
+    read once, not once per segment. None when their cells take more than ``max_bytes``
+    (:data:`BIG_BYTES`) in all, or the files lay the lists out otherwise: each read by parts then
+    (:func:`read_parts`), or Spark's path."""
     if not reads:
         return {}
+    max_bytes = BIG_BYTES if max_bytes is None else max_bytes
     where = reads[0].where
     for r in reads[1:]:
         where = where | r.where
@@ -235,7 +237,7 @@ def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int = B
 
 
 def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
-                 max_bytes: int = BIG_BYTES, with_name: bool = True) -> Segment | None:
+                 max_bytes: int | None = None, with_name: bool = True) -> Segment | None:
     """One segment's :func:`read_segments`; None when its cells take more than ``max_bytes``."""
     read = SegmentRead(db, table, start, end, with_name)
     got = read_segments(scan, [read], max_bytes)
