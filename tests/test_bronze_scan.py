@@ -14,7 +14,6 @@ from oracle import _diff, copy_binlogs, server_columns, server_rows, silver_rows
 from pipelines import bronze, delta_io
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import load_config
-from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, driver
 from pipelines.silver import step as silver_step
 from pipelines.silver.marks import above_marks
@@ -83,7 +82,7 @@ def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F
     for marks, cuts in cases:
         want, want_written = shape_rows_of(with_segment(
             above_marks(delta_io.read(spark, path, backend="rs"), marks), cuts), by=(SEG,))
-        got, got_written = bronze_scan.shape_rows(RsScan.open(path), marks, cuts)
+        got, got_written = bronze_scan.shape_rows(delta_io.open_scan(path), marks, cuts)
         assert _normalized(got) == _normalized(want), (marks, cuts)
         assert got_written == want_written == {"_shape", "_zero_dates"}
     assert any(r["_segment"] == late for r in got) and any(r["pk_idx"] == [0] for r in got)
@@ -97,7 +96,7 @@ def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(s
         "db", "table", *[slim_image(c, with_name=True).alias(c) if c in ("before", "after") else c
                          for c in driver.COLUMNS])
     want = driver.fetch(slim, segments)
-    got = bronze_scan.fetch(RsScan.open(path), segments)
+    got = bronze_scan.fetch(delta_io.open_scan(path), segments)
     order = lambda t: t.take(pc.sort_indices(t, [("_seq", "ascending")])).to_pylist()  # noqa: E731
     assert set(got) == set(want) and {k: order(v) for k, v in got.items()} == {k: order(v) for k, v in want.items()}
     assert [got[s].num_rows for s in segments] == [3, 5, 4, 2, 0]
@@ -106,7 +105,7 @@ def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(s
     kept = []
     for limit in (0, 3000, 3005, 3010, 3013, 3016, 3020, 3030, 10**6):
         fits = driver.within_bytes(slim, large, limit)
-        assert set(bronze_scan.fetch(RsScan.open(path), segments, large, limit)) == \
+        assert set(bronze_scan.fetch(delta_io.open_scan(path), segments, large, limit)) == \
             (set(segments) - set(large)) | set(fits), limit
         kept.append(len(fits))
     assert kept[0] == 0 and kept[-1] == 2 and 1 in kept
@@ -136,7 +135,7 @@ def test_a_bronze_with_spark_s_legacy_lists_is_read_by_spark_where_arrow_cannot(
     path = load_config(None, settings).warehouse_path(BRONZE_TABLE)
     leaves = _leaf_paths(Path(path))
     assert "after.bag.array.idx" in leaves and not any(".list.element." in p for p in leaves), sorted(leaves)
-    assert bronze_scan.shape_rows(RsScan.open(path), {}, []) is None
+    assert bronze_scan.shape_rows(delta_io.open_scan(path), {}, []) is None
 
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)  # every keyed segment is a big one: read for Arrow
     stats = silver_step.run(spark, load_config(None, {**settings, "delta.backend": "rs"}))

@@ -279,7 +279,6 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
     when their cells take more than the bytes allowed together."""
     from pyspark.sql import types as T
 
-    from pipelines.delta_io.rs_scan import RsScan
     from pipelines.delta_io.staging import ParquetStager, commit_staged, prepare_staging
 
     cell = T.StructType([T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()),
@@ -297,7 +296,7 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
     for i, r in enumerate(_bronze_rows(changes)):
         stager.add(("shop", "orders" if i % 2 else "items", r["_seq"], r["op"], r["commit_ts"], r["before"], r["after"]))
     commit_staged(path, stager.close(), struct)
-    scan = RsScan.open(path)
+    scan = delta_io.open_scan(path)
     reads = [segment_cells.SegmentRead("shop", "orders", "004", None, with_name=False),
              segment_cells.SegmentRead("shop", "items", "", "021"), segment_cells.SegmentRead("shop", "none", "")]
     together = segment_cells.read_segments(scan, reads)

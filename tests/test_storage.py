@@ -219,12 +219,11 @@ def test_staged_parquet_committed_and_maintained_on_s3(s3):
 
 def test_rs_scan_reads_remote_files_through_pyarrow(s3):
     from pipelines import delta_io
-    from pipelines.delta_io.rs_scan import RsScan
 
     _server, bucket, _settings = s3
     path = f"s3a://{bucket}/wh/bronze/binlog_changes"
     delta_io.append_rows(None, [(1, "x"), (5, "y")], "_seq BIGINT, db STRING", path, backend="rs")
-    scan = RsScan.open(path, above=("_seq", 0))
+    scan = delta_io.open_scan(path, above=("_seq", 0))
     assert scan.leaves(["_seq", "db"]).to_pylist() == [{"_seq": 1, "db": "x"}, {"_seq": 5, "db": "y"}]
 
 

@@ -99,6 +99,7 @@ from pipelines.delta_io.spark_commits import commit_session, spark_delta_log, sp
 from pipelines.delta_io.spark_writes import merge_spark
 from pipelines.delta_io.rs_tables import count_rows, deltalake_table_exists, exit_process, read_arrow, read_arrow_in
 from pipelines.delta_io.rs_writes import merge_rs
+from pipelines.delta_io.rs_scan import RsScan as Scan
 from pipelines.delta_io import rs_backend, spark_backend
 from pipelines.delta_io.backend import register
 from pipelines.delta_io.rs_backend import MERGE_CHUNK_ROWS
@@ -110,13 +111,15 @@ from pipelines.delta_io.staging import (
 register(spark_backend.BACKEND)
 register(rs_backend.BACKEND)
 
+open_scan = Scan.open  # a table's rows read by pyarrow, row group by row group (None: its files alone do not give them)
+
 __all__ = [
     "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",
     "MERGE_CHUNK_ROWS",
     "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager", "StaleRead", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
     "StagedFile", "add_columns", "append", "append_rows", "append_with_rows",
     "arrow_schema_to_spark", "arrow_to_spark", "count_rows",
-    "backend_for", "named", "DELETION_VECTORS", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
+    "backend_for", "named", "DELETION_VECTORS", "Scan", "open_scan", "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
     "create_with_rows", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged", "exit_process",
     "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rows", "merge_rs", "merge_spark", "nothing_above",
     "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow", "read_arrow_in",

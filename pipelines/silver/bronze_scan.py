@@ -5,7 +5,7 @@ no Spark job for a run whose segments all take the driver's paths.
   shape, op and segment, from narrow columns and the images' ``idx`` leaves only;
 * :func:`fetch`: the rows of the small segments, as :func:`pipelines.silver.driver.fetch` gives them.
 
-Both read the rows Spark's read of bronze gives the silver step (:class:`~pipelines.delta_io.rs_scan.RsScan`
+Both read the rows Spark's read of bronze gives the silver step (:func:`~pipelines.delta_io.open_scan`
 with the same ``above``): the files with a row ingested since the last finished run, and of
 them the rows above their table's watermark. They return None where Spark's path must do it
 (rows of an older bronze without ``_shape``; files a plain scan cannot read).
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze.schema import WRITTEN_LATER
-from pipelines.delta_io.rs_scan import RsScan
+from pipelines.delta_io import Scan
 from pipelines.silver import ranges
 
 SEG = "_segment"  # (pipelines.silver.step._SEG)
@@ -30,7 +30,7 @@ def _lengths(table: pa.Table, column: str) -> pa.Array:
     return pc.list_value_length(table.column(column))
 
 
-def shape_rows(scan: RsScan, marks: dict[tuple[str, str], str],
+def shape_rows(scan: Scan, marks: dict[tuple[str, str], str],
                cuts: Sequence[tuple[str, str, str, str | None]]) -> tuple[list[dict], frozenset[str]] | None:
     """Per ``db``, ``table``, ``_shape``, ``op`` and segment start (:data:`SEG`, from ``cuts``:
     ``(db, table, start, end)``; None for a table not cut): ``min_seq``, ``max_seq``, ``n``,
@@ -109,7 +109,7 @@ def image_bytes(images: pa.Array) -> np.ndarray:
     return out
 
 
-def fetch(scan: RsScan, segments: Sequence[tuple[str, str, str, str | None]], large: Sequence[tuple] = (),
+def fetch(scan: Scan, segments: Sequence[tuple[str, str, str, str | None]], large: Sequence[tuple] = (),
           limit: int | None = None) -> dict[tuple, pa.Table]:
     """The rows of every segment ``(db, table, start, end)``, as :func:`pipelines.silver.driver.fetch`
     gives them, in one scan; of the ``large`` ones (columns that may hold large values) only as

@@ -19,7 +19,6 @@ from pipelines.bronze.schema import INSERT_OPS
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import Resolution, SchemaVersion
-from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, columnar, driver, driver_fold, ranges, schema_events, segment_cells
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
@@ -115,7 +114,7 @@ class SilverRun:
         # bronze as delta-rs reads it (the delta-rs backend): big segments are read from it and
         # folded in Arrow (silver.columnar), one at a time (read in one pass first: big_reads,
         # when they fit; else each by parts)
-        self.scan: RsScan | None = None
+        self.scan: delta_io.Scan | None = None
         self.big_lock = threading.Lock()
         self.big: dict[tuple, segment_cells.Segment] = {}  # segment -> its rows, read together (big_reads)
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.delta_io.rs_scan import RsScan
+from pipelines.delta_io import Scan
 from pipelines.silver import ranges
 
 BIG_BYTES = 768 * 2**20  # bytes of the cells kept of a read's segments, at most (more: each read by parts)
@@ -205,7 +205,7 @@ def _columns(reads: Sequence[SegmentRead]) -> list[str]:
     return ["db", "table", "_seq", "op", "commit_ts", *[f"{i}.list.element.{f}" for i in _IMAGES for f in fields]]
 
 
-def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int | None = None) -> dict | None:
+def read_segments(scan: Scan, reads: Sequence[SegmentRead], max_bytes: int | None = None) -> dict | None:
     """``{read: Segment}``: the rows of ``scan`` (bronze as the silver step reads it) of each
     segment, of their cells only the fields typing reads, in one pass over bronze's row groups:
     a row group that holds rows of several segments (tables' changes interleave in a binlog) is
@@ -236,7 +236,7 @@ def read_segments(scan: RsScan, reads: Sequence[SegmentRead], max_bytes: int | N
     return {r: kept.segment() for r, kept in parts.items()}
 
 
-def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None, *,
+def read_segment(scan: Scan, db: str, table: str, start: str, end: str | None, *,
                  max_bytes: int | None = None, with_name: bool = True) -> Segment | None:
     """One segment's :func:`read_segments`; None when its cells take more than ``max_bytes``."""
     read = SegmentRead(db, table, start, end, with_name)
@@ -244,7 +244,7 @@ def read_segment(scan: RsScan, db: str, table: str, start: str, end: str | None,
     return None if got is None else got[read]
 
 
-def read_parts(scan: RsScan, read: SegmentRead, part_bytes: int | None = None) -> Iterator[Segment]:
+def read_parts(scan: Scan, read: SegmentRead, part_bytes: int | None = None) -> Iterator[Segment]:
     """The rows of one segment as a series of segments, in bronze's order, each of whole record
     batches holding about ``part_bytes`` (:data:`CHUNK_BYTES`) of cells, more only when one batch
     does; what :func:`read_segments` gives for it, cut in parts. Raises :class:`Unreadable` as
@@ -256,7 +256,7 @@ def read_parts(scan: RsScan, read: SegmentRead, part_bytes: int | None = None) -
         raise Unreadable(f"bronze's image lists: {e}") from None
 
 
-def _batches(scan: RsScan, columns: list[str], where: pc.Expression) -> Iterator[pa.RecordBatch]:
+def _batches(scan: Scan, columns: list[str], where: pc.Expression) -> Iterator[pa.RecordBatch]:
     for part in scan.parts(columns, where):
         if not set(_IMAGES) <= set(part.column_names):  # (a leaf path that names nothing is left out)
             raise Unreadable("bronze's files hold no image lists at the leaves read")

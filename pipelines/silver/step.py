@@ -60,7 +60,6 @@ from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import UNPARSED
-from pipelines.delta_io.rs_scan import RsScan
 from pipelines.silver import bronze_scan, snapshots
 from pipelines.silver.lanes import SilverRun, fetch_small, run_lanes
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
@@ -186,7 +185,7 @@ def _bronze_shapes(spark: SparkSession, cfg: PipelineConfig, history, marks: dic
     segmented = {(db, table) for db, table, _, _ in cuts}
     # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
     # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
-    scan = RsScan.open(bronze_path, above=None if since is None else ("_ingested_at", since)) \
+    scan = delta_io.open_scan(bronze_path, above=None if since is None else ("_ingested_at", since)) \
         if delta_io.backend_for(spark, backend).on_driver and xa is None else None
     counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
     shape_rows, written = counted if counted is not None else \
