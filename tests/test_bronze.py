@@ -401,10 +401,10 @@ def test_interrupted_batch_is_redone_exactly_once(spark, corpus_binlogs, tmp_pat
             raise RuntimeError("simulated crash before the manifest commit")
         return real_append(spark_, cfg_, rows, ddl, path, app_id, version)
 
-    monkeypatch.setattr(bronze_commit, "_append_rows", crash_on_commit)
+    monkeypatch.setattr(bronze_commit, "append_rows", crash_on_commit)
     with pytest.raises(RuntimeError, match="simulated crash"):
         bronze.run(spark, cfg)
-    monkeypatch.setattr(bronze_commit, "_append_rows", real_append)
+    monkeypatch.setattr(bronze_commit, "append_rows", real_append)
     partial = len(bronze_rows(cfg))
     assert partial > 0 and committed_manifest(cfg) == []
 
