@@ -146,3 +146,20 @@ def test_a_bronze_with_spark_s_legacy_lists_is_read_by_spark_where_arrow_cannot(
         cols = server_columns(srv, "scan", t)
         want, got = server_rows(srv, "scan", t, cols), silver_rows(wh, "scan", t, cols)
         assert got == want, _diff(f"scan.{t}", cols, want, got or [])
+
+
+def test_a_part_keeps_the_rows_its_filter_keeps_and_only_copies_when_it_drops_some():
+    """RsScan's row filter tests the flat columns and takes rows by number: the rows and their
+    order of a filter of the whole part; the part itself when every row is kept."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipelines.delta_io.rs_scan import _kept
+
+    cell = pa.list_(pa.struct([("idx", pa.int32()), ("text", pa.string())]))
+    part = pa.table({"db": ["s", "s", "t", None], "table": ["a", "b", "a", "a"], "_seq": ["1", "2", "3", "4"],
+                     "after": pa.array([[{"idx": 0, "text": "x"}], None, [], [{"idx": 1, "text": None}]], cell)})
+    for where in (pc.field("db") == "s", (pc.field("table") == "a") & (pc.field("_seq") > "1"),
+                  pc.field("db").is_null(), pc.field("_seq") > "9"):
+        assert _kept(part, where).to_pylist() == part.filter(where).to_pylist()
+    assert _kept(part, pc.field("_seq") > "0") is part

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -78,7 +79,7 @@ class RsScan:
                 file = pq.ParquetFile(f)
                 for group in groups:
                     part = file.read_row_group(group, columns=list(columns))
-                    part = part.filter(where) if where is not None and rows else part
+                    part = _kept(part, where) if where is not None and rows else part
                     if part.num_rows:
                         yield part
 
@@ -106,3 +107,18 @@ class RsScan:
                 typ = pa.list_(pa.struct([item.field(path[-1])]))
             fields.append(pa.field(name, typ))
         return pa.schema(fields)
+
+
+def _kept(part: pa.Table, where: ds.Expression) -> pa.Table:
+    """The rows of ``part`` that ``where`` holds. ``where`` is tested on the flat columns alone
+    and the rows taken by number: a filter of the whole part would copy its nested lists even
+    when it keeps every row (a table's own row groups, the common case of one big table).
+    ``where`` on a nested column: the whole part filtered."""
+    flat = [n for n, t in zip(part.column_names, part.schema.types) if not pa.types.is_nested(t)]
+    try:
+        at = part.select(flat).append_column("_kept_at", pa.array(np.arange(part.num_rows, dtype=np.int64))) \
+            .filter(where).column("_kept_at")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError):
+        return part.filter(where)
+    return part if len(at) == part.num_rows else part.take(at)
+
