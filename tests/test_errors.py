@@ -18,8 +18,9 @@ from pipelines.lock import WarehouseLocked
 from pipelines.silver.columns import SilverStepError
 from pipelines.snapshot.errors import CorruptDump
 
-# control flow inside one module, never raised to a caller
-INTERNAL = {"Unsupported", "NotCanonical", "Fallback"}
+# control flow inside the silver step, never raised to a caller (Unreadable, NotCanonical: the
+# segment takes Spark's path instead)
+INTERNAL = {"Unsupported", "NotCanonical", "Fallback", "Unreadable"}
 
 
 def _project_errors() -> list[type]:
