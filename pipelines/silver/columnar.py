@@ -396,8 +396,8 @@ def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[C
 
 @contextlib.contextmanager
 def _arrow_refusals():
-    """What Arrow refuses to do with a segment (group or join by a key of a type it does not
-    take: a decimal key, say) raises :class:`NotCanonical`: Spark's path applies it."""
+    """What Arrow refuses to do with a segment (a cast, group or join on a type it does not take
+    there) raises :class:`NotCanonical`: Spark's path applies the segment."""
     try:
         yield
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
