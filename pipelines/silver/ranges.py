@@ -64,7 +64,7 @@ def arrow_above(seq: pa.Array, mark) -> pa.Array:
     """Per row, above the watermark (``mark``: a scalar or None, or an array of each row's, null:
     none): :func:`above` for arrays."""
     if mark is None:
-        return pa.array([True] * len(seq), pa.bool_())
+        return pa.repeat(True, len(seq))
     if isinstance(mark, (pa.Array, pa.ChunkedArray)):
         return pc.fill_null(pc.or_kleene(pc.is_null(mark), pc.greater(seq, mark)), False)
     return pc.fill_null(pc.greater(seq, mark), False)

@@ -133,7 +133,7 @@ class CellColumn:
 
 @dataclass
 class Segment:
-    """A segment's bronze rows (:func:`read_segment`), in bronze's order (not always ``_seq``'s)."""
+    """A segment's bronze rows (:func:`read_segments`, :func:`read_parts`), in bronze's order (not always ``_seq``'s)."""
     seq: pa.ChunkedArray
     op: pa.ChunkedArray
     commit_ts: pa.ChunkedArray
@@ -234,14 +234,6 @@ def read_segments(scan: Scan, reads: Sequence[SegmentRead], max_bytes: int | Non
     except (KeyError, pa.ArrowInvalid):  # (lists laid out otherwise in the files)
         return None
     return {r: kept.segment() for r, kept in parts.items()}
-
-
-def read_segment(scan: Scan, db: str, table: str, start: str, end: str | None, *,
-                 max_bytes: int | None = None, with_name: bool = True) -> Segment | None:
-    """One segment's :func:`read_segments`; None when its cells take more than ``max_bytes``."""
-    read = SegmentRead(db, table, start, end, with_name)
-    got = read_segments(scan, [read], max_bytes)
-    return None if got is None else got[read]
 
 
 def read_parts(scan: Scan, read: SegmentRead, part_bytes: int | None = None) -> Iterator[Segment]:
