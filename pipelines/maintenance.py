@@ -3,7 +3,7 @@ over thousands of scheduled runs (``jobs/maintain.py``; the main job too, every
 ``maintenance.every_runs`` runs).
 
 For each table (bronze, the pipeline's own ``_pipeline/*`` state, every silver table), in this
-order, each with the backend's own operation (:mod:`pipelines.delta_io.upkeep`):
+order, each with the backend's own operation (:class:`pipelines.delta_io.Table`'s upkeep):
 
 0. ``_pipeline/silver_watermarks`` (one row per table per run) is folded to the latest row
    per table (:func:`pipelines.state.fold_watermarks`);
@@ -40,7 +40,7 @@ from pipelines import state
 from pipelines.config import PipelineConfig
 from pipelines.lock import check_held
 from pipelines.storage import arrow_filesystem
-from pipelines.delta_io.upkeep import Storage, checkpoint, compact, keep_properties, storage, vacuum
+from pipelines.delta_io import Storage
 
 _UTC = _dt.timezone.utc
 
@@ -139,15 +139,15 @@ def maintain_table(spark: SparkSession | None, path: str, cfg: PipelineConfig, b
                    user_metadata: str | None = None) -> TableUpkeep:
     """Compact, set the log retention, checkpoint (and clean up the log), VACUUM one table."""
     m = cfg.maintenance
-    kw = dict(spark=spark, backend=backend)
-    before = storage(path, **kw)
+    table, commit = delta_io.open_table(path, backend, spark), delta_io.CommitInfo(metadata=user_metadata)
+    before = table.storage()
     compacted = (0, 0)
     if before.files > m.compact_min_files:
-        compacted = compact(path, target_bytes=m.target_file_bytes, user_metadata=user_metadata, **kw)
-    keep_properties(path, m.log_retention_hours, user_metadata=user_metadata, **kw)
-    checkpoint(path, **kw)
-    vacuumed = vacuum(path, m.retention_hours, user_metadata=user_metadata, **kw)
-    return TableUpkeep(path, before, storage(path, **kw), compacted, vacuumed)
+        compacted = table.compact(m.target_file_bytes, commit)
+    table.keep_properties(m.log_retention_hours, commit)
+    table.checkpoint()
+    vacuumed = table.vacuum(m.retention_hours, commit)
+    return TableUpkeep(path, before, table.storage(), compacted, vacuumed)
 
 
 def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int | None = None) -> MaintenanceStats:

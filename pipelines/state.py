@@ -129,7 +129,8 @@ def rows_in(warehouse: str, table: str) -> list[dict]:
     """Every row of ``<warehouse>/_pipeline/<table>`` as dicts, through delta-rs with no Spark
     (for tools such as :mod:`pipelines.quarantine`); none when it does not exist yet."""
     p = "/".join([warehouse.rstrip("/"), PIPELINE_FOLDER, table])
-    return delta_io.read_arrow(p).to_pylist() if delta_io.deltalake_table_exists(p) else []
+    t = delta_io.open_table(p, "rs")
+    return t.read_arrow().to_pylist() if t.exists() else []
 
 
 def latest_files(manifest_rows: Sequence) -> dict[str, dict]:
@@ -154,14 +155,10 @@ def latest_files(manifest_rows: Sequence) -> dict[str, dict]:
     return latest
 
 
-def exists(spark, cfg: PipelineConfig, table: str) -> bool:
-    return delta_io.table_exists(path(cfg, table), spark=spark, backend=cfg.delta.backend)
-
-
 def read_rows(spark, cfg: PipelineConfig, table: str, columns: Sequence[str] | None = None, *,
               above: tuple[str, object] | None = None) -> list:
     """The rows of ``table`` on the driver (none when it does not exist yet)."""
-    return delta_io.read_rows(spark, path(cfg, table), columns, backend=cfg.delta.backend, above=above)
+    return delta_io.open_table(path(cfg, table), cfg.delta.backend, spark).read_rows(columns, above=above)
 
 
 def append(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple], *, app_id: str | None = None,
@@ -216,30 +213,26 @@ def logged_run(spark, cfg: PipelineConfig, stats, *, ended: Callable = _ended_no
 def append_at(spark, cfg: PipelineConfig, layout: str, table_path: str, rows: Sequence[tuple], *,
               app_id: str | None = None, version: int | None = None) -> bool:
     """:func:`append` by layout and path (bronze's batch commit names them as it writes them)."""
-    return delta_io.append_rows(spark, rows, layout, table_path, txn_app_id=app_id, txn_version=version,
-                                backend=cfg.delta.backend)
+    commit = delta_io.CommitInfo.of(app_id, version)
+    return delta_io.open_table(table_path, cfg.delta.backend, spark).append_rows(rows, layout, commit)
 
 
 def replace_rows(spark, cfg: PipelineConfig, table: str, rows: Sequence[tuple]) -> None:
     """Replace the rows of ``table`` with ``rows`` in one commit (a maintenance fold)."""
-    delta_io.overwrite_rows(spark, rows, LAYOUTS[table], path(cfg, table), backend=cfg.delta.backend)
+    delta_io.open_table(path(cfg, table), cfg.delta.backend, spark).overwrite_rows(rows, LAYOUTS[table])
 
 
 def read_frame(spark, cfg: PipelineConfig, table: str):
     """``table`` as a Spark DataFrame (for joins in Spark), or None when it does not exist yet."""
-    p = path(cfg, table)
-    if not delta_io.table_exists(p, spark=spark, backend=cfg.delta.backend):
-        return None
-    return delta_io.read(spark, p, backend=cfg.delta.backend)
+    t = delta_io.open_table(path(cfg, table), cfg.delta.backend, spark)
+    return t.read_df() if t.exists() else None
 
 
 def read_arrow(spark, cfg: PipelineConfig, table: str, columns: Sequence[str]):
     """``table``'s ``columns`` as Arrow on the driver through delta-rs, with no Spark job on either
     backend (both write the same protocol); None when it does not exist yet."""
-    p = path(cfg, table)
-    if not delta_io.table_exists(p, spark=spark, backend=cfg.delta.backend):
-        return None
-    return delta_io.read_arrow(p, list(columns))
+    t = delta_io.open_table(path(cfg, table), cfg.delta.backend, spark)
+    return t.read_arrow(list(columns)) if t.exists() else None
 
 
 # ------------------------------------------------------------------ silver's watermarks
@@ -249,17 +242,17 @@ def read_watermarks(spark, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
     """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with silver's
     read-through marks: :func:`pipelines.silver.marks.read_through_key`). The table holds a row
     per table per run until maintenance folds it (:func:`fold_watermarks`): the largest wins."""
-    p, backend = path(cfg, WATERMARKS), cfg.delta.backend
-    if not delta_io.table_exists(p, spark=spark, backend=backend):
+    t = delta_io.open_table(path(cfg, WATERMARKS), cfg.delta.backend, spark)
+    if not t.exists():
         return {}
-    if delta_io.backend_for(spark, backend).on_driver:  # Arrow, no Spark job
-        top = delta_io.read_arrow(p, ["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
+    if t.backend.on_driver:  # Arrow, no Spark job
+        top = t.read_arrow(["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
             [("max_seq", "max")])
         return {(d, t): m for d, t, m in zip(top.column("db").to_pylist(), top.column("table").to_pylist(),
                                              top.column("max_seq_max").to_pylist()) if m is not None}
     from pyspark.sql import functions as F
 
-    rows = delta_io.read(spark, p, backend=backend).groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect()
+    rows = t.read_df().groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect()
     return {(r["db"], r["table"]): r["m"] for r in rows if r["m"] is not None}
 
 
@@ -280,13 +273,13 @@ def fold_watermarks(spark, cfg: PipelineConfig, *, backend: str | None = None) -
     as after 10. Maintenance calls it (under the warehouse lock). What :func:`read_watermarks`
     returns does not change; a row appended after the snapshot the fold read is kept. Returns
     the number of rows removed (0: the table holds at most twice as many rows as tables)."""
-    p, backend = path(cfg, WATERMARKS), backend or cfg.delta.backend
-    if not delta_io.table_exists(p, spark=spark, backend=backend):
+    t = delta_io.open_table(path(cfg, WATERMARKS), backend or cfg.delta.backend, spark)
+    if not t.exists():
         return 0
-    rows = delta_io.read_rows(spark, p, backend=backend)
+    rows = t.read_rows()
     latest = latest_watermark_rows(rows)
     if len(rows) <= 2 * len(latest):
         return 0
     names = [f.name for f in delta_io.ddl_schema(WATERMARKS_DDL).fields]
-    delta_io.overwrite_rows(spark, [tuple(r[n] for n in names) for r in latest], WATERMARKS_DDL, p, backend=backend)
+    t.overwrite_rows([tuple(r[n] for n in names) for r in latest], WATERMARKS_DDL)
     return len(rows) - len(latest)

@@ -192,9 +192,10 @@ def _table(warehouse: str, *parts: str) -> str:
 
 def _at_seqs(path: str, seqs: list[str], columns: list[str]) -> dict[str, dict]:
     """_seq -> the row at it, of the Delta table at ``path`` (none when it does not exist)."""
-    if not seqs or not delta_io.deltalake_table_exists(path):
+    table = delta_io.open_table(path, "rs")
+    if not seqs or not table.exists():
         return {}
-    return {r["_seq"]: r for r in delta_io.read_arrow_in(path, ["_seq", *columns], "_seq", seqs).to_pylist()}
+    return {r["_seq"]: r for r in table.read_arrow_in(["_seq", *columns], "_seq", seqs).to_pylist()}
 
 
 def _silver_tables(warehouse: str) -> set[tuple[str, str]]:
@@ -211,7 +212,7 @@ def applied_seq(mark: dict | None, path: str) -> str | None:
     former when a run stopped between the two writes)."""
     from pipelines.silver.merge import read_watermark
 
-    own = read_watermark(path, backend="rs") if delta_io.deltalake_table_exists(path) else None
+    own = read_watermark(path, backend="rs") if delta_io.open_table(path, "rs").exists() else None
     return max((s for s in (mark["max_seq"] if mark else None, own) if s), default=None)
 
 
@@ -274,7 +275,8 @@ def gather(warehouse: str, *, input: str | None = None, now: _dt.datetime | None
     for db, table in keys:
         mark, seq, path = latest_marks.get((db, table)), applied[(db, table)], paths[(db, table)]
         at = found.get(seq) or {}
-        rows = delta_io.count_rows(path) if delta_io.deltalake_table_exists(path) else None
+        silver = delta_io.open_table(path, "rs")
+        rows = silver.count() if silver.exists() else None
         commit_ts = at.get("commit_ts")
         tables.append(TableStatus(
             name=f"{db}.{table}", seq=seq, position=seq_position(seq, names) if seq else None, gtid=at.get("gtid"),

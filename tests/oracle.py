@@ -184,9 +184,9 @@ def silver_rows(warehouse: Path, db: str, table: str, cols: list[ColumnDef],
     """Silver's live rows of ``db.table`` (tombstones in ``deleted`` left out), None when there
     is no table."""
     path = silver_table_path(str(warehouse), db, table)
-    if not delta_io.deltalake_table_exists(path):  # (any store the process's settings reach)
+    if not delta_io.open_table(path, "rs").exists():  # (any store the process's settings reach)
         return None
-    data = delta_io.read_arrow(path).to_pylist()
+    data = delta_io.open_table(path).read_arrow().to_pylist()
     out = []
     for r in data:
         if r.get(deleted):

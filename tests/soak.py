@@ -449,12 +449,12 @@ def deleted_column(warehouse: Path, db: str, table: str) -> str:
     from pipelines.paths import silver_table_path
     from pipelines.silver.columns import own_columns_of
 
-    from pipelines.delta_io import deltalake_table_exists, read_arrow
+    from pipelines.delta_io import open_table
 
     path = silver_table_path(str(warehouse), db, table)
-    if not deltalake_table_exists(path):
+    if not open_table(path, "rs").exists():
         return "_deleted"
-    return own_columns_of(read_arrow(path).column_names).deleted
+    return own_columns_of(open_table(path).read_arrow().column_names).deleted
 
 
 def closed_binlogs(srv: MariaDBServer) -> list[Path]:
@@ -518,9 +518,9 @@ def bronze_duplicates(warehouse: Path) -> int:
     from pipelines import delta_io
 
     path = f"{str(warehouse).rstrip('/')}/bronze/binlog_changes"
-    if not delta_io.deltalake_table_exists(path):
+    if not delta_io.open_table(path, "rs").exists():
         return 0
-    keys = delta_io.read_arrow(str(path), ["source_file", "event_pos", "row_idx", "_seq"]).to_pylist()
+    keys = delta_io.open_table(str(path)).read_arrow(["source_file", "event_pos", "row_idx", "_seq"]).to_pylist()
     return len(keys) - len({(k["source_file"], k["event_pos"], k["row_idx"], k["_seq"]) for k in keys})
 
 

@@ -84,7 +84,7 @@ def test_rows_are_bronzes(spark, binlogs, tmp_path):  # noqa: F811
     cfg = load_config(None, {"input": str(binlogs), "warehouse": str(tmp_path / "wh"), "progress": False,
                              "delta.backend": "rs"})
     assert bronze.run(spark, cfg).status == "ok"
-    landed = sorted(delta_io.read_arrow(cfg.warehouse_path("bronze/binlog_changes"), cols).to_pylist(),
+    landed = sorted(delta_io.open_table(cfg.warehouse_path("bronze/binlog_changes")).read_arrow(cols).to_pylist(),
                     key=lambda r: r["_seq"])
     assert len(raw) == sum(WANT.values())
     for r in landed:  # (Arrow gives the UTC time zone; Spark's rows are UTC without one)

@@ -237,7 +237,7 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     copy_files()
     bronze.run(spark, old)
     typed = silver_step.run(spark, old)  # silver counts the zero dates while typing: some rows lack bronze's
-    mixed = delta_io.read(spark, path, backend="rs")
+    mixed = delta_io.open_table(path, "rs", spark).read_df()
     assert 0 < mixed.where(F.col("_shape").isNull()).count() < mixed.count()
     assert 0 < mixed.where(F.col("_zero_dates").isNull()).count() < mixed.count()
     assert shapes.written_columns(mixed) == frozenset()
@@ -248,7 +248,7 @@ def test_shape_and_zero_dates_equal_silver_and_an_older_bronze_gains_them(spark,
     fresh = cfg("fresh")
     bronze.run(spark, fresh)
     counted = silver_step.run(spark, fresh)  # every row has bronze's count: silver sums it
-    rows = delta_io.read(spark, fresh.warehouse_path("bronze/binlog_changes"), backend="rs")
+    rows = delta_io.open_table(fresh.warehouse_path("bronze/binlog_changes"), "rs", spark).read_df()
     assert shapes.written_columns(rows) == {"_shape", "_zero_dates"}
     shape_rows, written = shapes.shape_rows_of(rows)
     assert written == {"_shape", "_zero_dates"}

@@ -69,7 +69,8 @@ def landed(spark, tmp_path, mariadb_factory):  # noqa: F811
                              "delta.backend": "rs"})
     bronze.run(spark, cfg)
     path = cfg.warehouse_path(BRONZE_TABLE)
-    seqs = sorted(r["_seq"] for r in delta_io.read_arrow(path, ["_seq", "table"]).to_pylist() if r["table"] == "a")
+    seqs = sorted(r["_seq"] for r in delta_io.open_table(path).read_arrow(["_seq", "table"]).to_pylist()
+                  if r["table"] == "a")
     return path, seqs
 
 
@@ -81,8 +82,8 @@ def test_shape_counts_are_spark_s_with_marks_and_cuts(spark, landed):  # noqa: F
              ({("scan", "a"): mid}, [("scan", "a", "", late), ("scan", "a", late, None)])]  # a cut table
     for marks, cuts in cases:
         want, want_written = shape_rows_of(with_segment(
-            above_marks(delta_io.read(spark, path, backend="rs"), marks), cuts), by=(SEG,))
-        got, got_written = bronze_scan.shape_rows(delta_io.open_scan(path), marks, cuts)
+            above_marks(delta_io.open_table(path, "rs", spark).read_df(), marks), cuts), by=(SEG,))
+        got, got_written = bronze_scan.shape_rows(delta_io.open_table(path).scan_arrow(), marks, cuts)
         assert _normalized(got) == _normalized(want), (marks, cuts)
         assert got_written == want_written == {"_shape", "_zero_dates"}
     assert any(r["_segment"] == late for r in got) and any(r["pk_idx"] == [0] for r in got)
@@ -92,11 +93,11 @@ def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(s
     path, seqs = landed
     segments = [("scan", "a", "", seqs[3]), ("scan", "a", seqs[3], None), ("scan", "b", "", None),
                 ("scan", "c d", "", None), ("scan", "none", "", None)]
-    slim = delta_io.read(spark, path, backend="rs").select(
+    slim = delta_io.open_table(path, "rs", spark).read_df().select(
         "db", "table", *[slim_image(c, with_name=True).alias(c) if c in ("before", "after") else c
                          for c in driver.COLUMNS])
     want = driver.fetch(slim, segments)
-    got = bronze_scan.fetch(delta_io.open_scan(path), segments)
+    got = bronze_scan.fetch(delta_io.open_table(path).scan_arrow(), segments)
     order = lambda t: t.take(pc.sort_indices(t, [("_seq", "ascending")])).to_pylist()  # noqa: E731
     assert set(got) == set(want) and {k: order(v) for k, v in got.items()} == {k: order(v) for k, v in want.items()}
     assert [got[s].num_rows for s in segments] == [3, 5, 4, 2, 0]
@@ -105,7 +106,7 @@ def test_small_segments_rows_are_spark_s_and_large_ones_within_the_byte_budget(s
     kept = []
     for limit in (0, 3000, 3005, 3010, 3013, 3016, 3020, 3030, 10**6):
         fits = driver.within_bytes(slim, large, limit)
-        assert set(bronze_scan.fetch(delta_io.open_scan(path), segments, large, limit)) == \
+        assert set(bronze_scan.fetch(delta_io.open_table(path).scan_arrow(), segments, large, limit)) == \
             (set(segments) - set(large)) | set(fits), limit
         kept.append(len(fits))
     assert kept[0] == 0 and kept[-1] == 2 and 1 in kept
@@ -135,7 +136,7 @@ def test_a_bronze_with_spark_s_legacy_lists_is_read_by_spark_where_arrow_cannot(
     path = load_config(None, settings).warehouse_path(BRONZE_TABLE)
     leaves = _leaf_paths(Path(path))
     assert "after.bag.array.idx" in leaves and not any(".list.element." in p for p in leaves), sorted(leaves)
-    assert bronze_scan.shape_rows(delta_io.open_scan(path), {}, []) is None
+    assert bronze_scan.shape_rows(delta_io.open_table(path).scan_arrow(), {}, []) is None
 
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)  # every keyed segment is a big one: read for Arrow
     stats = silver_step.run(spark, load_config(None, {**settings, "delta.backend": "rs"}))

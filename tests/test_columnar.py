@@ -197,11 +197,12 @@ def test_big_segments_give_the_table_the_row_path_gives(spark, tmp_path, delete_
                   "zero_dates_nulled", "watermark", "committed", "columns_added")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(in_parts, f) for f in fields} \
             == {f: getattr(expected, f) for f in fields}
-    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    read = lambda p: spark.createDataFrame(delta_io.open_table(p).read_arrow().to_pylist(),  # noqa: E731
+                                           delta_io.open_table(p, "rs").schema())
     assert_df_equality(read(by_arrow), read(by_rows), ignore_row_order=True)
     assert_df_equality(read(by_parts), read(by_rows), ignore_row_order=True)
-    assert delta_io.schema(by_arrow, backend="rs") == delta_io.schema(by_parts, backend="rs") \
-        == delta_io.schema(by_rows, backend="rs")
+    assert delta_io.open_table(by_arrow, "rs").schema() == delta_io.open_table(by_parts, "rs").schema() \
+        == delta_io.open_table(by_rows, "rs").schema()
 
 
 def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
@@ -219,9 +220,10 @@ def test_a_composite_key_moved_twice_and_back_in_one_segment(tmp_path):
     got = columnar.apply_big(by_arrow, _segment(rows), specs, ["a", "b"])
     assert (got.inserted, got.unchanged) == (expected.inserted, expected.unchanged) == (2, 1)
     key = lambda r: (r["a"], r["b"])  # noqa: E731
-    assert sorted(delta_io.read_arrow(by_arrow).to_pylist(), key=key) == \
-        sorted(delta_io.read_arrow(by_rows).to_pylist(), key=key)
-    assert sorted((r["a"], r["b"], r["v"]) for r in delta_io.read_arrow(by_arrow).to_pylist()) == [(1, "x", 4), (1, "y", 5)]
+    assert sorted(delta_io.open_table(by_arrow).read_arrow().to_pylist(), key=key) == \
+        sorted(delta_io.open_table(by_rows).read_arrow().to_pylist(), key=key)
+    assert sorted((r["a"], r["b"], r["v"]) for r in delta_io.open_table(by_arrow).read_arrow().to_pylist()) == [
+        (1, "x", 4), (1, "y", 5)]
 
 
 def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_path):  # noqa: F811
@@ -238,9 +240,10 @@ def test_a_keyless_log_of_inserts_gives_the_table_the_row_path_gives(spark, tmp_
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
-    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    read = lambda p: spark.createDataFrame(delta_io.open_table(p).read_arrow().to_pylist(),  # noqa: E731
+                                           delta_io.open_table(p, "rs").schema())
     assert_df_equality(read(by_arrow), read(by_rows), ignore_row_order=True)
-    assert delta_io.read_arrow(by_arrow).num_rows == 5
+    assert delta_io.open_table(by_arrow).read_arrow().num_rows == 5
     with pytest.raises(NotCanonical):
         columnar.apply_big(by_arrow, _segment(_bronze_rows([("006", "d", _img(1, "a"), None)])), SPECS, [])
 
@@ -253,7 +256,7 @@ def test_stored_seqs_read_as_string_views_are_classified(tmp_path):
     path = str(tmp_path / "t")
     columnar.apply_big(path, _segment(_bronze_rows(BATCH_1)), SPECS, ["id"])
     t = target_of(None, path, SPECS, ["id"], column_prefix=None, backend="rs")
-    stored = delta_io.read_arrow(path, [*t.keys, t.own.seq])
+    stored = delta_io.open_table(path).read_arrow([*t.keys, t.own.seq])
     viewed = stored.set_column(1, t.own.seq, stored.column(t.own.seq).cast(pa.string_view()))
     latest, _ = columnar.fold_keyed(_segment(_bronze_rows(BATCH_2)), SPECS, t, {})
     source, counts = columnar.classify(latest, t, viewed, "hard")
@@ -296,7 +299,7 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
     for i, r in enumerate(_bronze_rows(changes)):
         stager.add(("shop", "orders" if i % 2 else "items", r["_seq"], r["op"], r["commit_ts"], r["before"], r["after"]))
     commit_staged(path, stager.close(), struct)
-    scan = delta_io.open_scan(path)
+    scan = delta_io.open_table(path).scan_arrow()
     reads = [segment_cells.SegmentRead("shop", "orders", "004", None, with_name=False),
              segment_cells.SegmentRead("shop", "items", "", "021"), segment_cells.SegmentRead("shop", "none", "")]
     together = segment_cells.read_segments(scan, reads)
@@ -331,7 +334,7 @@ def test_a_value_only_spark_types_writes_nothing(tmp_path):
     rows = _bronze_rows([("001", "c", None, _img(None, "a"))])  # a NULL key: Spark's path names it
     with pytest.raises(NotCanonical):
         columnar.apply_big(path, _segment(rows), SPECS, ["id"])
-    assert not delta_io.table_exists(path, backend="rs")
+    assert not delta_io.open_table(path, "rs").exists()
 
 
 # ---------------------------------------------------------------------------------------------

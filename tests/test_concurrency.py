@@ -26,6 +26,7 @@ from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 from test_faults import assert_exact, finish, make_workload, run_job, start_job, write_config
 
 from pipelines import delta_io, lock
+from pipelines.delta_io.rs_writes import merge_rs
 from pipelines.lock import EXIT_LOCKED, WarehouseLocked, warehouse_lock
 
 # ---------------------------------------------------------------------------------------------------
@@ -200,7 +201,7 @@ def test_racing_merges_are_retried_and_all_land(tmp_path):
         def upsert(i, r=r):
             source = pa.table({"k": pa.array([0, 100 * r + i + 1], pa.int64()),
                                "v": pa.array([r, 100 * r + i + 1], pa.int64())})
-            delta_io.merge_rs(path, source, "t.`k` = s.`k`", clauses)
+            merge_rs(path, source, "t.`k` = s.`k`", clauses)
 
         errors = _racing(2, upsert)
         assert not errors, errors
@@ -220,8 +221,8 @@ def test_racing_appends_with_one_txn_id_land_once(spark, tmp_path):  # noqa: F81
     rounds = 5
     for version in range(rounds):
         df = spark.createDataFrame([(version, i) for i in range(3)], "batch INT, i INT")
-        errors = _racing(2, lambda _i: delta_io.append(spark, df, path, txn_app_id="bronze", txn_version=version,
-                                                       backend="rs"))
+        errors = _racing(2, lambda _i: delta_io.open_table(path, "rs", spark).append(
+            df, delta_io.CommitInfo(txn=("bronze", version))))
         assert not errors, errors
     data = deltalake.DeltaTable(path).to_pyarrow_table()
     assert sorted(zip(data.column("batch").to_pylist(), data.column("i").to_pylist())) == [

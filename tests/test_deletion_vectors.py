@@ -50,7 +50,7 @@ def last_merge(spark, path: str) -> dict:
 
 
 def rows_of(spark, path: str, backend: str) -> dict[int, tuple[str, str]]:
-    return {r["id"]: (r["name"], r["_seq"]) for r in delta_io.read(spark, path, backend=backend).collect()}
+    return {r["id"]: (r["name"], r["_seq"]) for r in delta_io.open_table(path, backend, spark).read_df().collect()}
 
 
 def expected(*later: tuple[int, str, int]) -> dict[int, tuple[str, str]]:
@@ -105,8 +105,8 @@ def test_delta_rs_reads_merges_and_maintains_a_table_with_deletion_vectors(spark
 
     # delta-rs reads the marked rows as gone: through Spark, as Arrow, and row by row
     assert rows_of(spark, path, "rs") == expected()
-    assert len(delta_io.read_arrow(path, ["id"])) == N - 1
-    assert len(delta_io.read_rows(spark, path, ["id"], backend="rs")) == N - 1
+    assert len(delta_io.open_table(path).read_arrow(["id"])) == N - 1
+    assert len(delta_io.open_table(path, "rs", spark).read_rows(["id"])) == N - 1
 
     # it MERGEs into the table (rewriting the file it touches), and delta-spark reads the result
     more = [(N + 3, "u", (11, "eleven"), (11, "v11")), (N + 4, "c", (N + 10, "new"), None)]

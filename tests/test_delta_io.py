@@ -168,22 +168,22 @@ def test_spark_to_arrow_maps_timestamps_for_delta(spark):
 
 
 def test_append_and_read_round_trip_exact_types(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "typed")
-    assert delta_io.append(spark, _typed_df(spark), path, backend=delta_backend)
-    actual = delta_io.read(spark, path, backend=delta_backend)
+    t = delta_io.open_table(str(tmp_path / "typed"), delta_backend, spark)
+    assert t.append(_typed_df(spark))
+    actual = t.read_df()
     assert_df_equality(actual, _typed_df(spark), ignore_row_order=True)
 
 
 def test_read_columns_and_predicate(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "typed")
-    delta_io.append(spark, _typed_df(spark), path, backend=delta_backend)
-    actual = delta_io.read(spark, path, columns=["u64", "id"], predicate="id > 1", backend=delta_backend)
+    t = delta_io.open_table(str(tmp_path / "typed"), delta_backend, spark)
+    t.append(_typed_df(spark))
+    actual = t.read_df(columns=["u64", "id"], predicate="id > 1")
     expected = spark.createDataFrame(
         [(None, 2)], T.StructType([T.StructField("u64", T.DecimalType(20, 0)), T.StructField("id", T.IntegerType())])
     )
     assert_df_equality(actual, expected, ignore_row_order=True)
     with pytest.raises(DeltaIOError, match=r"missing columns \['nope'\]"):
-        delta_io.read(spark, path, columns=["nope"], backend=delta_backend)
+        t.read_df(columns=["nope"])
 
 
 def test_read_above_a_mark_never_opens_the_files_below_it(spark, delta_backend, tmp_path):
@@ -191,55 +191,54 @@ def test_read_above_a_mark_never_opens_the_files_below_it(spark, delta_backend, 
     # they are deleted from disk, so opening one would fail), on both backends, also under a
     # folder name that delta-rs escapes in its URIs
     path = str(tmp_path / "db`x ☕" / "t 日本")
+    t = delta_io.open_table(path, delta_backend, spark)
     for batch in ((1, "a"), (2, "b")), ((3, "c"),), ((4, "d"), (5, None)):
-        delta_io.append(spark, spark.createDataFrame(list(batch), "id INT, v STRING"), path, backend=delta_backend)
+        t.append(spark.createDataFrame(list(batch), "id INT, v STRING"))
     old = {p.name for p in Path(path).glob("*.parquet")}
-    delta_io.append(spark, spark.createDataFrame([(6, "e")], "id INT, v STRING"), path, backend=delta_backend)
+    t.append(spark.createDataFrame([(6, "e")], "id INT, v STRING"))
     for name in old:
         os.remove(Path(path) / name)
-    got = delta_io.read(spark, path, backend=delta_backend, above=("id", 5))
+    got = t.read_df(above=("id", 5))
     assert [tuple(r) for r in got.collect()] == [(6, "e")]
     # rows at or below the mark are filtered out of a file that is read
-    delta_io.append(spark, spark.createDataFrame([(2, "x"), (7, "y")], "id INT, v STRING"), path,
-                    backend=delta_backend)
-    got = delta_io.read(spark, path, columns=["v", "id"], backend=delta_backend, above=("id", 5))
+    t.append(spark.createDataFrame([(2, "x"), (7, "y")], "id INT, v STRING"))
+    got = t.read_df(columns=["v", "id"], above=("id", 5))
     assert sorted(tuple(r) for r in got.collect()) == [("e", 6), ("y", 7)]
 
 
 def test_read_rows_gives_rows_on_the_driver_above_a_mark(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "small")
-    assert delta_io.read_rows(spark, path, backend=delta_backend) == []  # no table: no rows
-    delta_io.append(spark, spark.createDataFrame([("a", 1), ("b", 2), ("c", 3)], "k STRING, n INT"), path,
-                    backend=delta_backend)
-    rows = delta_io.read_rows(spark, path, ["n"], backend=delta_backend, above=("k", "a"))
+    t = delta_io.open_table(str(tmp_path / "small"), delta_backend, spark)
+    assert t.read_rows() == []  # no table: no rows
+    t.append(spark.createDataFrame([("a", 1), ("b", 2), ("c", 3)], "k STRING, n INT"))
+    rows = t.read_rows(["n"], above=("k", "a"))
     assert sorted(r.n for r in rows) == [2, 3] and all(list(r.asDict()) == ["n"] for r in rows)
-    assert sorted((r["k"], r.n) for r in delta_io.read_rows(spark, path, backend=delta_backend)) == [
+    assert sorted((r["k"], r.n) for r in t.read_rows()) == [
         ("a", 1), ("b", 2), ("c", 3)]
 
 
 def test_empty_table_reads_with_its_schema(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "empty")
-    assert not delta_io.table_exists(path, spark=spark, backend=delta_backend)
-    assert delta_io.create_if_missing(path, TYPED, spark=spark, backend=delta_backend)
-    assert not delta_io.create_if_missing(path, TYPED, spark=spark, backend=delta_backend)
-    assert delta_io.table_exists(path, spark=spark, backend=delta_backend)
-    actual = delta_io.read(spark, path, backend=delta_backend)
+    t = delta_io.open_table(str(tmp_path / "empty"), delta_backend, spark)
+    assert not t.exists()
+    assert t.create(TYPED)
+    assert not t.create(TYPED)
+    assert t.exists()
+    actual = t.read_df()
     assert_df_equality(actual, spark.createDataFrame([], TYPED), ignore_row_order=True)
 
 
 def test_append_with_transaction_id_is_idempotent(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "bronze")
+    t = delta_io.open_table(str(tmp_path / "bronze"), delta_backend, spark)
     df = _typed_df(spark).select("id")
-    assert delta_io.last_txn_version(path, "loader", spark=spark, backend=delta_backend) is None
-    assert delta_io.append(spark, df, path, txn_app_id="loader", txn_version=1, backend=delta_backend)
-    assert not delta_io.append(spark, df, path, txn_app_id="loader", txn_version=1, backend=delta_backend)
-    assert not delta_io.append(spark, df, path, txn_app_id="loader", txn_version=0, backend=delta_backend)
-    assert delta_io.append(spark, df, path, txn_app_id="loader", txn_version=2, backend=delta_backend)
-    assert delta_io.append(spark, df, path, txn_app_id="other", txn_version=1, backend=delta_backend)
-    assert delta_io.read(spark, path, backend=delta_backend).count() == 6
-    assert delta_io.last_txn_version(path, "loader", spark=spark, backend=delta_backend) == 2
-    assert delta_io.last_txn_version(path, "other", spark=spark, backend=delta_backend) == 1
-    assert delta_io.last_txn_version(path, "never", spark=spark, backend=delta_backend) is None
+    assert t.last_txn("loader") is None
+    assert t.append(df, delta_io.CommitInfo(txn=("loader", 1)))
+    assert not t.append(df, delta_io.CommitInfo(txn=("loader", 1)))
+    assert not t.append(df, delta_io.CommitInfo(txn=("loader", 0)))
+    assert t.append(df, delta_io.CommitInfo(txn=("loader", 2)))
+    assert t.append(df, delta_io.CommitInfo(txn=("other", 1)))
+    assert t.read_df().count() == 6
+    assert t.last_txn("loader") == 2
+    assert t.last_txn("other") == 1
+    assert t.last_txn("never") is None
 
 
 def _pipeline_table_rows():
@@ -307,11 +306,11 @@ def test_rows_to_arrow_gives_what_spark_gives(spark):
 
 def test_append_rows_lands_the_rows_of_each_pipeline_table(spark, delta_backend, tmp_path):
     for i, (ddl, rows) in enumerate(_pipeline_table_rows()):
-        path = str(tmp_path / f"t{i}")
-        assert delta_io.append_rows(spark, rows, ddl, path, txn_app_id="job", txn_version=1, backend=delta_backend)
-        assert not delta_io.append_rows(spark, rows, ddl, path, txn_app_id="job", txn_version=1, backend=delta_backend)
+        t = delta_io.open_table(str(tmp_path / f"t{i}"), delta_backend, spark)
+        assert t.append_rows(rows, ddl, delta_io.CommitInfo(txn=("job", 1)))
+        assert not t.append_rows(rows, ddl, delta_io.CommitInfo(txn=("job", 1)))
         expected = spark.createDataFrame(rows, ddl)
-        actual = delta_io.read(spark, path, backend=delta_backend)
+        actual = t.read_df()
         assert actual.count() == len(rows)
         assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
@@ -338,70 +337,69 @@ def test_spark_snapshot_agrees_with_delta_rs_on_txn_versions(spark, tmp_path):
     require_delta_spark(spark)
     path = str(tmp_path / "t")
     df = spark.createDataFrame([(1,)], "id INT")
+    t = delta_io.open_table(path, "rs", spark)
     for version in (3, 7):
-        delta_io.append(spark, df, path, txn_app_id="loader", txn_version=version, backend="rs")
-    assert delta_commits.spark_log_txn_version(spark, path, "loader") == delta_io.last_txn_version(path, "loader", backend="rs") == 7
+        t.append(df, delta_io.CommitInfo(txn=("loader", version)))
+    assert delta_commits.spark_log_txn_version(spark, path, "loader") == \
+        delta_io.open_table(path, "rs").last_txn("loader") == 7
     assert delta_commits.spark_log_txn_version(spark, path, "nobody") is None
     deltalake.DeltaTable(path).create_checkpoint()  # at version 1
-    delta_io.append(spark, df, path, txn_app_id="other", txn_version=1, backend="rs")
+    t.append(df, delta_io.CommitInfo(txn=("other", 1)))
     (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()  # what log cleanup removes
     for backend in ("spark", "rs"):
-        assert delta_io.last_txn_version(path, "loader", spark=spark, backend=backend) == 7
-        assert delta_io.last_txn_version(path, "other", spark=spark, backend=backend) == 1
+        assert delta_io.open_table(path, backend, spark).last_txn("loader") == 7
+        assert delta_io.open_table(path, backend, spark).last_txn("other") == 1
 
 
 def test_append_guards(spark, tmp_path):
     df = spark.createDataFrame([(1,)], "id INT")
+    t = delta_io.open_table(str(tmp_path / "t"), "rs", spark)
     with pytest.raises(ValueError, match="go together"):
-        delta_io.append(spark, df, str(tmp_path / "t"), txn_app_id="x", backend="rs")
+        t.append(df, delta_io.CommitInfo(txn=("x", None)))
     with pytest.raises(ValueError, match="int >= 0"):
-        delta_io.append(spark, df, str(tmp_path / "t"), txn_app_id="x", txn_version=-1, backend="rs")
+        t.append(df, delta_io.CommitInfo(txn=("x", -1)))
     with pytest.raises(ValueError, match="cannot be None"):
-        delta_io.append(spark, None, str(tmp_path / "t"), backend="rs")
+        t.append(None)
 
 
 def test_append_evolves_schema_older_rows_null(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1,)], "id INT"), path, backend=delta_backend)
-    delta_io.append(spark, spark.createDataFrame([(2, "x")], "id INT, `new col` STRING"), path, backend=delta_backend)
+    t = delta_io.open_table(str(tmp_path / "t"), delta_backend, spark)
+    t.append(spark.createDataFrame([(1,)], "id INT"))
+    t.append(spark.createDataFrame([(2, "x")], "id INT, `new col` STRING"))
     expected = spark.createDataFrame([(1, None), (2, "x")], "id INT, `new col` STRING")
-    assert_df_equality(delta_io.read(spark, path, backend=delta_backend), expected, ignore_row_order=True)
+    assert_df_equality(t.read_df(), expected, ignore_row_order=True)
 
 
 def test_add_columns_is_idempotent_and_rejects_type_changes(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1,)], "id INT"), path, backend=delta_backend)
+    t = delta_io.open_table(str(tmp_path / "t"), delta_backend, spark)
+    t.append(spark.createDataFrame([(1,)], "id INT"))
     new = [T.StructField("we`ird.name", T.TimestampNTZType()), T.StructField("ID", T.IntegerType())]
-    assert delta_io.add_columns(path, new, spark=spark, backend=delta_backend) == ["we`ird.name"]
-    assert delta_io.add_columns(path, new, spark=spark, backend=delta_backend) == []
+    assert t.add_columns(new) == ["we`ird.name"]
+    assert t.add_columns(new) == []
     expected = spark.createDataFrame([(1, None)], T.StructType([T.StructField("id", T.IntegerType()), new[0]]))
-    assert_equal_sorted_by(delta_io.read(spark, path, backend=delta_backend), expected, "id")
+    assert_equal_sorted_by(t.read_df(), expected, "id")
     with pytest.raises(DeltaIOError, match="id: table has int, asked bigint"):
-        delta_io.add_columns(path, [T.StructField("id", T.LongType())], spark=spark, backend=delta_backend)
+        t.add_columns([T.StructField("id", T.LongType())])
 
 
 def test_overwrite_replaces_rows(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1,), (2,)], "id INT"), path, backend=delta_backend)
-    delta_io.overwrite(spark, spark.createDataFrame([(3,)], "id INT"), path, backend=delta_backend)
-    assert_df_equality(
-        delta_io.read(spark, path, backend=delta_backend), spark.createDataFrame([(3,)], "id INT"), ignore_row_order=True
-    )
+    t = delta_io.open_table(str(tmp_path / "t"), delta_backend, spark)
+    t.append(spark.createDataFrame([(1,), (2,)], "id INT"))
+    t.overwrite(spark.createDataFrame([(3,)], "id INT"))
+    assert_df_equality(t.read_df(), spark.createDataFrame([(3,)], "id INT"), ignore_row_order=True)
 
 
 def test_merge_with_hostile_column_names(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "t")
+    t = delta_io.open_table(str(tmp_path / "t"), delta_backend, spark)
     schema = T.StructType([T.StructField(n, T.IntegerType()) for n in HOSTILE])
     key, value = HOSTILE[0], HOSTILE[1:]
-    delta_io.append(spark, spark.createDataFrame([(1, 10, 10, 10, 10, 10), (2, 20, 20, 20, 20, 20)], schema), path, backend=delta_backend)
+    t.append(spark.createDataFrame([(1, 10, 10, 10, 10, 10), (2, 20, 20, 20, 20, 20)], schema))
     source = spark.createDataFrame(
         [(1, 11, 11, 11, 11, 11), (2, 0, 0, 0, 0, 0), (3, 30, 30, 30, 30, 30)], schema
     )
     on = f"{qualified('t', key)} = {qualified('s', key)}"
     everything = {n: qualified("s", n) for n in HOSTILE}
-    result = delta_io.merge(
-        spark,
-        path,
+    result = t.merge(
         source,
         on,
         [
@@ -409,26 +407,25 @@ def test_merge_with_hostile_column_names(spark, delta_backend, tmp_path):
             MergeClause("update", f"{qualified('s', 'we`ird')} > {qualified('t', 'we`ird')}", everything),
             MergeClause("insert", None, everything),
         ],
-        backend=delta_backend,
-        user_metadata=json.dumps({"k": "v"}),
+        delta_io.CommitInfo(metadata=json.dumps({"k": "v"})),
     )
     assert (result.inserted, result.updated, result.deleted) == (1, 1, 1)
     expected = spark.createDataFrame([(1, 11, 11, 11, 11, 11), (3, 30, 30, 30, 30, 30)], schema)
-    assert_equal_sorted_by(delta_io.read(spark, path, backend=delta_backend), expected, key)
-    newest = delta_io.history(path, spark=spark, backend=delta_backend, limit=1)[0]
+    assert_equal_sorted_by(t.read_df(), expected, key)
+    newest = t.history(limit=1)[0]
     assert newest.operation == "MERGE" and json.loads(newest.user_metadata) == {"k": "v"}
 
 
 def test_merge_records_transaction_id(spark, delta_backend, tmp_path):
-    path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1,)], "id INT"), path, backend=delta_backend)
-    delta_io.merge(
-        spark, path, spark.createDataFrame([(2,)], "id INT"), "t.`id` = s.`id`",
+    t = delta_io.open_table(str(tmp_path / "t"), delta_backend, spark)
+    t.append(spark.createDataFrame([(1,)], "id INT"))
+    t.merge(
+        spark.createDataFrame([(2,)], "id INT"), "t.`id` = s.`id`",
         [MergeClause("insert", None, {"id": "s.`id`"})],
-        backend=delta_backend, txn_app_id="silver", txn_version=5,
+        delta_io.CommitInfo(txn=("silver", 5)),
     )
-    assert delta_io.last_txn_version(path, "silver", spark=spark, backend=delta_backend) == 5
-    history = delta_io.history(path, spark=spark, backend=delta_backend)
+    assert t.last_txn("silver") == 5
+    history = t.history()
     assert [c.version for c in history] == [1, 0]
 
 
@@ -439,13 +436,14 @@ def test_commit_session_keeps_a_commits_identity_to_itself(spark):
     spark.conf.set("spark.sql.shuffle.partitions", "3")
     spark.conf.set(meta, "the caller's own")
     try:
-        own = delta_io.commit_session(spark, {meta: "during", app: "app", "spark.databricks.delta.write.txnVersion": None})
+        own = delta_commits.commit_session(
+            spark, {meta: "during", app: "app", "spark.databricks.delta.write.txnVersion": None})
         assert own is not spark and own.sparkContext is spark.sparkContext
         assert (own.conf.get(meta), own.conf.get(app)) == ("during", "app")
         assert own.conf.get("spark.sql.shuffle.partitions") == "3"  # the caller's runtime settings
         assert spark.conf.get(meta) == "the caller's own" and spark.conf.get(app, None) is None
         # no identity is copied from the caller: a plain commit session carries none
-        plain = delta_io.commit_session(spark)
+        plain = delta_commits.commit_session(spark)
         assert plain.conf.get(meta, None) is None and plain.conf.get(app, None) is None
     finally:
         spark.conf.unset(meta)
@@ -484,13 +482,14 @@ def test_staged_files_commit_once_with_exact_types_and_stats(spark, tmp_path):
     rows = TYPED_ROWS + [(i, i, i, None, None, None, None, None, None, None, []) for i in range(3, 8)]
     files = _stage_in_tasks(spark, path, rows)
     assert len(files) >= 4 and sum(f.rows for f in files) == len(rows)  # files rolled at 2 rows
-    assert not delta_io.table_exists(path, backend="rs")  # nothing visible before the commit
+    assert not delta_io.open_table(path, "rs").exists()  # nothing visible before the commit
     assert delta_io.commit_staged(path, files, TYPED, txn_app_id="bronze", txn_version=0) is True
-    assert_equal_sorted_by(delta_io.read(spark, path, backend="rs"), spark.createDataFrame(rows, TYPED), "id")
+    assert_equal_sorted_by(delta_io.open_table(path, "rs", spark).read_df(), spark.createDataFrame(rows, TYPED),
+                           "id")
     # a second commit of the same batch (a re-run after a crash) adds nothing
     again = _stage_in_tasks(spark, path, rows)
     assert delta_io.commit_staged(path, again, TYPED, txn_app_id="bronze", txn_version=0) is False
-    assert delta_io.read(spark, path, backend="rs").count() == len(rows)
+    assert delta_io.open_table(path, "rs", spark).read_df().count() == len(rows)
     import deltalake
 
     adds = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
@@ -514,8 +513,8 @@ def test_staged_timestamp_statistics_are_milliseconds_that_never_skip_a_match(sp
     assert delta_io.commit_staged(path, files, T.StructType([T.StructField("id", T.IntegerType()),
                                                              T.StructField("at", T.TimestampType())]))
     just_before = at - dt.timedelta(microseconds=1)
-    assert delta_io.read(spark, path, backend=delta_backend, above=("at", just_before)).count() == 2
-    assert delta_io.read(spark, path, backend=delta_backend, above=("at", at)).count() == 0
+    assert delta_io.open_table(path, delta_backend, spark).read_df(above=("at", just_before)).count() == 2
+    assert delta_io.open_table(path, delta_backend, spark).read_df(above=("at", at)).count() == 0
 
 
 def test_staged_drop_rows_rewrites_files_and_abort_deletes_them(tmp_path):
@@ -554,41 +553,44 @@ def test_a_table_of_one_backend_is_read_and_written_by_the_other(spark, delta_ba
     path, other = str(tmp_path / "t"), OTHER[delta_backend]
     names = ["id", "new col", "a=b", "x;y", "(p)"]
     schema = T.StructType([T.StructField(n, T.IntegerType()) for n in names])
-    delta_io.append(spark, spark.createDataFrame([(1, 1, 1, 1, 1), (2, 2, 2, 2, 2)], schema), path, backend=delta_backend)
+    mine, others = delta_io.open_table(path, delta_backend, spark), delta_io.open_table(path, other, spark)
+    mine.append(spark.createDataFrame([(1, 1, 1, 1, 1), (2, 2, 2, 2, 2)], schema))
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
     assert detail["properties"]["delta.columnMapping.mode"] == "name"
     # the other backend merges, adds a DATETIME and a hostile column, and appends
     on = f"{qualified('t', 'id')} = {qualified('s', 'id')}"
     everything = {n: qualified("s", n) for n in names}
-    delta_io.merge(spark, path, spark.createDataFrame([(2, 20, 20, 20, 20), (3, 3, 3, 3, 3)], schema), on,
-                   [MergeClause("update", None, everything), MergeClause("insert", None, everything)],
-                   backend=other, txn_app_id="silver", txn_version=1)
+    others.merge(spark.createDataFrame([(2, 20, 20, 20, 20), (3, 3, 3, 3, 3)], schema), on,
+                 [MergeClause("update", None, everything), MergeClause("insert", None, everything)],
+                 delta_io.CommitInfo(txn=("silver", 1)))
     added = [T.StructField("at", T.TimestampNTZType()), T.StructField("{c}", T.StringType())]
-    assert delta_io.add_columns(path, added, spark=spark, backend=other) == ["at", "{c}"]
+    assert others.add_columns(added) == ["at", "{c}"]
     wide = T.StructType(schema.fields + added)
     at = dt.datetime(2024, 2, 29, 23, 59, 59, 999999)
-    delta_io.append(spark, spark.createDataFrame([(4, 4, 4, 4, 4, at, "}{")], wide), path, backend=other)
+    others.append(spark.createDataFrame([(4, 4, 4, 4, 4, at, "}{")], wide))
     # and the first backend reads it all, then writes on
-    delta_io.append(spark, spark.createDataFrame([(5, 5, 5, 5, 5, None, "five")], wide), path, backend=delta_backend)
+    mine.append(spark.createDataFrame([(5, 5, 5, 5, 5, None, "five")], wide))
     expected = spark.createDataFrame(
         [(1, 1, 1, 1, 1, None, None), (2, 20, 20, 20, 20, None, None), (3, 3, 3, 3, 3, None, None),
          (4, 4, 4, 4, 4, at, "}{"), (5, 5, 5, 5, 5, None, "five")], wide)
     for backend in ("rs", "spark"):
-        assert_equal_sorted_by(delta_io.read(spark, path, backend=backend), expected, "id")
-        assert delta_io.schema(path, spark=spark, backend=backend) == wide
-        assert delta_io.last_txn_version(path, "silver", spark=spark, backend=backend) == 1
+        t = delta_io.open_table(path, backend, spark)
+        assert_equal_sorted_by(t.read_df(), expected, "id")
+        assert t.schema() == wide
+        assert t.last_txn("silver") == 1
 
 
 def test_a_plain_table_gains_column_mapping_when_a_name_needs_it(spark, delta_backend, tmp_path):
     require_delta_spark(spark)  # delta-rs hands this to delta-spark (it cannot turn mapping on)
     path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1,)], "id INT"), path, backend=delta_backend)
+    t = delta_io.open_table(path, delta_backend, spark)
+    t.append(spark.createDataFrame([(1,)], "id INT"))
     plain = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["properties"]
     assert "delta.columnMapping.mode" not in plain  # its Parquet files stay plain until needed
     wide = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("new col", T.StringType())])
-    delta_io.append(spark, spark.createDataFrame([(2, "x")], wide), path, backend=delta_backend)
+    t.append(spark.createDataFrame([(2, "x")], wide))
     for backend in ("rs", "spark"):
-        assert_equal_sorted_by(delta_io.read(spark, path, backend=backend),
+        assert_equal_sorted_by(delta_io.open_table(path, backend, spark).read_df(),
                                spark.createDataFrame([(1, None), (2, "x")], wide), "id")
 
 
@@ -597,27 +599,29 @@ def test_delta_rs_alone_adds_columns_to_a_mapped_table(spark, tmp_path):
     the rows are written again with the new columns empty, in one commit, and both backends read
     the table (delta-spark then adds a column of its own: the column ids stay distinct)."""
     path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1, 1), (2, None)], "id INT, `a b` INT"), path, backend="rs")
+    t, alone = delta_io.open_table(path, "rs", spark), delta_io.open_table(path, "rs")  # (alone: no Spark session)
+    t.append(spark.createDataFrame([(1, 1), (2, None)], "id INT, `a b` INT"))
     added = [T.StructField("c d", T.StringType()), T.StructField("at", T.TimestampNTZType())]
-    assert delta_io.add_columns(path, added, spark=None, backend="rs") == ["c d", "at"]
-    assert delta_io.add_columns(path, added, spark=None, backend="rs") == []
+    assert alone.add_columns(added) == ["c d", "at"]
+    assert alone.add_columns(added) == []
     wide = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a b", T.IntegerType())] + added)
     at = dt.datetime(2024, 2, 29, 23, 59, 59, 999999)
-    delta_io.append(spark, spark.createDataFrame([(3, 3, "x", at)], wide), path, backend="rs")
+    t.append(spark.createDataFrame([(3, 3, "x", at)], wide))
     expected = spark.createDataFrame([(1, 1, None, None), (2, None, None, None), (3, 3, "x", at)], wide)
-    assert_equal_sorted_by(delta_io.read(spark, path, backend="rs"), expected, "id")
-    assert max(delta_io.read_arrow(path).to_pylist(), key=lambda r: r["id"]) == {"id": 3, "a b": 3, "c d": "x", "at": at}
+    assert_equal_sorted_by(t.read_df(), expected, "id")
+    assert max(t.read_arrow().to_pylist(), key=lambda r: r["id"]) == {"id": 3, "a b": 3, "c d": "x", "at": at}
     require_delta_spark(spark)
-    assert_equal_sorted_by(delta_io.read(spark, path, backend="spark"), expected, "id")
-    assert delta_io.add_columns(path, [T.StructField("e;f", T.LongType())], spark=spark, backend="spark") == ["e;f"]
-    assert delta_io.read(spark, path, backend="rs").where("id = 3").select("`c d`", "`e;f`").collect() == [("x", None)]
+    on_spark = delta_io.open_table(path, "spark", spark)
+    assert_equal_sorted_by(on_spark.read_df(), expected, "id")
+    assert on_spark.add_columns([T.StructField("e;f", T.LongType())]) == ["e;f"]
+    assert t.read_df().where("id = 3").select("`c d`", "`e;f`").collect() == [("x", None)]
 
 
 def test_delta_rs_alone_says_why_it_cannot_turn_column_mapping_on(spark, tmp_path):
     path = str(tmp_path / "t")
-    delta_io.append(spark, spark.createDataFrame([(1, 1)], "id INT, ab INT"), path, backend="rs")
+    delta_io.open_table(path, "rs", spark).append(spark.createDataFrame([(1, 1)], "id INT, ab INT"))
     with pytest.raises(DeltaIOError, match=r"cannot add \['c d'\] with delta-rs.*column mapping.*delta-spark"):
-        delta_io.add_columns(path, [T.StructField("c d", T.StringType())], spark=None, backend="rs")
+        delta_io.open_table(path, "rs").add_columns([T.StructField("c d", T.StringType())])
 
 
 def test_concurrent_commits_never_carry_another_tables_identity(spark, tmp_path):
@@ -630,26 +634,25 @@ def test_concurrent_commits_never_carry_another_tables_identity(spark, tmp_path)
     def lane(i: int) -> None:
         path = str(tmp_path / f"t{i}")
         for v in range(1, 4):
+            t = delta_io.open_table(path, "spark", spark)
             if v == 1:
-                delta_io.create_if_missing(path, T.StructType([T.StructField("id", T.IntegerType())]),
-                                           spark=spark, backend="spark")
+                t.create(T.StructType([T.StructField("id", T.IntegerType())]))
             if v == 2:
-                delta_io.add_columns(path, [T.StructField("v", T.IntegerType())], spark=spark, backend="spark")
+                t.add_columns([T.StructField("v", T.IntegerType())])
             source = spark.createDataFrame([(i * 10 + v, v)], "id INT, v INT")
             cols = ["id"] + (["v"] if v >= 2 else [])
-            delta_io.merge(spark, path, source.select(*cols), "t.`id` = s.`id`",
-                           [MergeClause("insert", None, {c: qualified("s", c) for c in cols})], backend="spark",
-                           txn_app_id=f"silver-{i}", txn_version=v, user_metadata=json.dumps({"table": i, "v": v}))
-            delta_io.append(spark, spark.createDataFrame([(-v, None)], "id INT, v INT").select(*cols), path,
-                            backend="spark")
+            t.merge(source.select(*cols), "t.`id` = s.`id`",
+                    [MergeClause("insert", None, {c: qualified("s", c) for c in cols})],
+                    delta_io.CommitInfo(txn=(f"silver-{i}", v), metadata=json.dumps({"table": i, "v": v})))
+            t.append(spark.createDataFrame([(-v, None)], "id INT, v INT").select(*cols))
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lane, range(8)))
     for i in range(8):
-        path = str(tmp_path / f"t{i}")
-        assert sorted(r["id"] for r in delta_io.read(spark, path, backend="spark").collect()) == [
+        t = delta_io.open_table(str(tmp_path / f"t{i}"), "spark", spark)
+        assert sorted(r["id"] for r in t.read_df().collect()) == [
             -3, -2, -1, i * 10 + 1, i * 10 + 2, i * 10 + 3]
-        for c in delta_io.history(path, spark=spark, backend="spark"):
+        for c in t.history():
             if c.operation == "MERGE":
                 assert json.loads(c.user_metadata)["table"] == i, c
             else:
@@ -666,10 +669,10 @@ def test_delta_rs_files_under_names_that_need_escapes_are_read(spark, tmp_path):
     # delta-rs lists files as percent-escaped URIs: a folder named after a database with a
     # backtick, a space or a non-ASCII letter must still be found by Spark's Parquet reader
     for name, columns in (("plain", "id INT, v STRING"), ("mapped", "id INT, `a b` STRING")):
-        path = str(tmp_path / "silver" / "db`x ☕" / f"{name} 日本")
-        delta_io.append(spark, spark.createDataFrame([(1, "a")], columns), path, backend="rs")
-        delta_io.append(spark, spark.createDataFrame([(2, "b")], columns), path, backend="rs")
-        got = delta_io.read(spark, path, backend="rs")
+        t = delta_io.open_table(str(tmp_path / "silver" / "db`x ☕" / f"{name} 日本"), "rs", spark)
+        t.append(spark.createDataFrame([(1, "a")], columns))
+        t.append(spark.createDataFrame([(2, "b")], columns))
+        got = t.read_df()
         assert sorted(tuple(r) for r in got.collect()) == [(1, "a"), (2, "b")]
 
 
@@ -681,16 +684,17 @@ def test_delta_rs_makes_a_mapped_table_with_a_datetime_that_delta_spark_reads(sp
     schema = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a b", T.StringType()),
                            T.StructField("at", T.TimestampNTZType())])
     at = dt.datetime(2020, 1, 2, 3, 4, 5)
-    assert delta_io.create_if_missing(path, schema, backend="rs")
-    delta_io.append(spark, spark.createDataFrame([(1, "x", at)], schema), path, backend="rs")
-    delta_io.merge(spark, path, spark.createDataFrame([(1, "y", at), (2, "z", None)], schema), "t.`id` = s.`id`",
-                   [MergeClause("update", None, {n: qualified("s", n) for n in schema.fieldNames()}),
-                    MergeClause("insert", None, {n: qualified("s", n) for n in schema.fieldNames()})], backend="rs")
+    assert delta_io.open_table(path, "rs").create(schema)
+    t = delta_io.open_table(path, "rs", spark)
+    t.append(spark.createDataFrame([(1, "x", at)], schema))
+    t.merge(spark.createDataFrame([(1, "y", at), (2, "z", None)], schema), "t.`id` = s.`id`",
+            [MergeClause("update", None, {n: qualified("s", n) for n in schema.fieldNames()}),
+             MergeClause("insert", None, {n: qualified("s", n) for n in schema.fieldNames()})])
     features = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["tableFeatures"]
     assert {"columnMapping", "timestampNtz"} <= set(features)
     expected = spark.createDataFrame([(1, "y", at), (2, "z", None)], schema)
     for backend in ("spark", "rs"):
-        assert_equal_sorted_by(delta_io.read(spark, path, backend=backend), expected, "id")
+        assert_equal_sorted_by(delta_io.open_table(path, backend, spark).read_df(), expected, "id")
 
 
 def test_delta_rs_gives_a_column_mapped_table_a_new_schema_in_one_commit(spark, tmp_path):
@@ -700,12 +704,13 @@ def test_delta_rs_gives_a_column_mapped_table_a_new_schema_in_one_commit(spark, 
     path = str(tmp_path / "t")
     old = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a b", T.TimestampNTZType())])
     at = dt.datetime(2024, 2, 29, 23, 59, 59)
-    delta_io.append(spark, spark.createDataFrame([(1, at), (2, None)], old), path, backend="rs")
+    t = delta_io.open_table(path, "rs", spark)
+    t.append(spark.createDataFrame([(1, at), (2, None)], old))
     before = deltalake.DeltaTable(path).version()
     new = T.StructType([T.StructField("id", T.LongType()), T.StructField("a b", T.StringType()),
                         T.StructField("c", T.DecimalType(5, 1))])
     rows = spark.createDataFrame([(1, "x", Decimal("1.5")), (3, None, None)], new)
-    delta_io.overwrite(spark, rows, path, overwrite_schema=True, backend="rs")
+    t.overwrite(rows, overwrite_schema=True)
     # every version in between has the old schema and rows, and the last one the new: one commit
     seen = []
     for v in range(before, deltalake.DeltaTable(path).version() + 1):
@@ -714,10 +719,10 @@ def test_delta_rs_gives_a_column_mapped_table_a_new_schema_in_one_commit(spark, 
         seen.append((fields, sum(pa.table(snap.get_add_actions(flatten=True)).column("num_records").to_pylist())))
     assert seen[0] == (["id", "a b"], 2) and seen[-1] == (["id", "a b", "c"], 2), seen
     assert all(s in (seen[0], seen[-1]) for s in seen) and seen.index(seen[-1]) == len(seen) - 1, seen
-    assert delta_io.schema(path, spark=spark, backend="rs") == new
-    assert_equal_sorted_by(delta_io.read(spark, path, backend="rs"), rows, "id")
+    assert t.schema() == new
+    assert_equal_sorted_by(t.read_df(), rows, "id")
     require_delta_spark(spark)
-    assert_equal_sorted_by(delta_io.read(spark, path, backend="spark"), rows, "id")
+    assert_equal_sorted_by(delta_io.open_table(path, "spark", spark).read_df(), rows, "id")
     assert spark.sql(f"SELECT id FROM delta.`{path}` WHERE c > 1").collect() == [(1,)]
 
 
@@ -731,8 +736,9 @@ def test_vacuum_removes_files_no_version_names_once_old_enough(spark, tmp_path, 
 
     path = str(tmp_path / "t")
     schema = T.StructType([T.StructField("id", T.LongType())])
-    delta_io.create_if_missing(path, schema, spark=spark, backend=delta_backend)
-    delta_io.append(spark, spark.createDataFrame([(1,), (2,)], schema), path, backend=delta_backend)
+    t = delta_io.open_table(path, delta_backend, spark)
+    t.create(schema)
+    t.append(spark.createDataFrame([(1,), (2,)], schema))
     orphan = Path(path) / "part-00000-staged-by-a-killed-run.c000.snappy.parquet"
     pq.write_table(pa.table({"id": pa.array([9], pa.int64())}), orphan)
     assert vacuum(path, 24, spark=spark, backend=delta_backend) == 0 and orphan.exists()  # (too young)
@@ -740,7 +746,7 @@ def test_vacuum_removes_files_no_version_names_once_old_enough(spark, tmp_path, 
     os.utime(orphan, (old, old))
     assert vacuum(path, 1, spark=spark, backend=delta_backend) == 1
     assert not orphan.exists()
-    assert sorted(r["id"] for r in delta_io.read_rows(spark, path, ["id"], backend=delta_backend)) == [1, 2]
+    assert sorted(r["id"] for r in t.read_rows(["id"])) == [1, 2]
 
 
 @pytest.mark.spark
@@ -753,9 +759,10 @@ def test_tables_checkpoint_as_they_commit(spark, tmp_path, delta_backend):  # no
 
     path = str(tmp_path / "t")
     schema = T.StructType([T.StructField("id", T.LongType())])
-    delta_io.create_if_missing(path, schema, spark=spark, backend=delta_backend)
+    t = delta_io.open_table(path, delta_backend, spark)
+    t.create(schema)
     for i in range(11):
-        delta_io.append_rows(spark, [(i,)], schema, path, backend=delta_backend)
+        t.append_rows([(i,)], schema)
     log = sorted(os.listdir(Path(path) / "_delta_log"))  # (12 versions: delta-rs writes version 9's, delta-spark 10's)
     assert [n for n in log if n.endswith(".checkpoint.parquet")], log
 

@@ -96,7 +96,8 @@ assert delta_spark_available(spark)
 jars = spark.sparkContext.getConf().get("spark.jars", "").split(",")
 assert all(j.startswith("file://" + sys.argv[1]) for j in jars), jars   # Ivy's, not jars/
 spark.range(3).write.format("delta").save(sys.argv[2])
-print(delta_io.read(spark, sys.argv[2], backend="spark").count(), delta_io.history(sys.argv[2], backend="rs")[0].operation)
+print(delta_io.open_table(sys.argv[2], "spark", spark).read_df().count(),
+      delta_io.open_table(sys.argv[2], "rs").history()[0].operation)
 spark.stop()
 """
 

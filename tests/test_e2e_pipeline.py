@@ -356,7 +356,8 @@ def test_corpus_silver_equals_final_state(spark, backend, tmp_path):  # noqa: F8
     bronze.run(spark, cfg)
     # only statements that changed rows are quarantined: not the CREATE of CREATE TABLE ... SELECT,
     # whose rows follow as row events (t_ctas), and nothing else but the statement-format rows
-    reasons = [r["reason"] for r in delta_io.read_arrow(str(warehouse / "_pipeline" / "quarantine")).to_pylist()]
+    quarantine = delta_io.open_table(str(warehouse / "_pipeline" / "quarantine"))
+    reasons = [r["reason"] for r in quarantine.read_arrow().to_pylist()]
     assert not [r for r in reasons if "t_ctas" in r], reasons
     assert all(r.startswith("statement-format change") for r in reasons), reasons
     try:

@@ -55,7 +55,7 @@ from pipelines import faults
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.paths import silver_table_path
-from pipelines.delta_io import deltalake_table_exists, read_arrow
+from pipelines.delta_io import open_table
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "jobs" / "run_pipeline.py"
@@ -92,13 +92,14 @@ def test_points_around_a_real_commit(tmp_path):
     import pyarrow as pa
 
     from pipelines import delta_io
+    from pipelines.delta_io.rs_writes import merge_rs
 
     path = str(tmp_path / "t")
     deltalake.write_deltalake(path, pa.table({"k": pa.array([1], pa.int64())}))
     insert = [delta_io.MergeClause("insert", None, {"k": "s.`k`"})]
 
     def add(k: int):
-        delta_io.merge_rs(path, pa.table({"k": pa.array([k], pa.int64())}), "t.`k` = s.`k`", insert)
+        merge_rs(path, pa.table({"k": pa.array([k], pa.int64())}), "t.`k` = s.`k`", insert)
 
     def keys():
         return sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("k").to_pylist())
@@ -322,9 +323,9 @@ def run_job(config: Path, binlogs: Path, warehouse: Path, *, fault: str | None =
 def _silver_rows(warehouse: Path | str, table: str) -> list[tuple]:
     cols, _order = COMPARE[table]
     path = silver_table_path(str(warehouse), DB, table)
-    if not deltalake_table_exists(path):
+    if not open_table(path, "rs").exists():
         return []
-    data = read_arrow(path)  # (delta-rs, whichever backend wrote it: deletion vectors too)
+    data = open_table(path).read_arrow()  # (delta-rs, whichever backend wrote it: deletion vectors too)
     present = {c.lower(): c for c in data.column_names}
     out = []
     for r in data.to_pylist():
@@ -359,8 +360,8 @@ def check(workload: Workload, warehouse: Path | str) -> Verdict:
     folder, or a URI the process's storage settings reach)."""
     bronze_path = f"{str(warehouse).rstrip('/')}/{BRONZE_TABLE}"
     keys: collections.Counter = collections.Counter()
-    if deltalake_table_exists(bronze_path):
-        data = read_arrow(bronze_path, ["source_file", "event_pos", "row_idx"])
+    if open_table(bronze_path, "rs").exists():
+        data = open_table(bronze_path).read_arrow(["source_file", "event_pos", "row_idx"])
         keys.update(zip(*(data.column(c).to_pylist() for c in ("source_file", "event_pos", "row_idx"))))
     diff = {}
     for table, want in workload.expected.items():

@@ -54,10 +54,10 @@ def test_pyarrow_through_hdfs_native_writes_lists_reads_and_deletes(hdfs):
 def test_delta_rs_tables_on_hdfs_through_delta_io(hdfs):
     _server, root = hdfs
     path = f"{root}/wh/_pipeline/runs"
-    delta_io.append_rows(None, [(1, "a")], "id BIGINT, v STRING", path, txn_app_id="t", txn_version=1, backend="rs")
-    assert not delta_io.append_rows(None, [(1, "a")], "id BIGINT, v STRING", path, txn_app_id="t", txn_version=1,
-                                    backend="rs")
-    assert delta_io.read_arrow(path).to_pylist() == [{"id": 1, "v": "a"}]
+    runs = delta_io.open_table(path, "rs")
+    runs.append_rows([(1, "a")], "id BIGINT, v STRING", delta_io.CommitInfo(txn=("t", 1)))
+    assert not runs.append_rows([(1, "a")], "id BIGINT, v STRING", delta_io.CommitInfo(txn=("t", 1)))
+    assert delta_io.open_table(path).read_arrow().to_pylist() == [{"id": 1, "v": "a"}]
 
 
 def test_staged_bronze_files_committed_and_maintained_on_hdfs(hdfs):
@@ -81,7 +81,7 @@ def test_staged_bronze_files_committed_and_maintained_on_hdfs(hdfs):
     assert upkeep.vacuum(path, 0, backend="rs") == 2
     after = upkeep.storage(path, backend="rs")
     assert (after.files, after.disk_files, after.checkpoints) == (1, 1, 1)
-    assert sorted(r["_seq"] for r in delta_io.read_arrow(path).to_pylist()) == [0, 1]
+    assert sorted(r["_seq"] for r in delta_io.open_table(path).read_arrow().to_pylist()) == [0, 1]
 
 
 def test_bronze_tasks_read_and_survey_an_hdfs_binlog(hdfs):
@@ -121,7 +121,7 @@ def test_sql_and_quarantine_tools_over_an_hdfs_warehouse(hdfs, tmp_path):
     row = {f.name: None for f in delta_io.ddl_schema(state.QUARANTINE_DDL).fields}
     row.update(file="binlog.000001", file_seq=1, offset=tx.begin_pos, error_class="CorruptEvent", decoder_version="0",
                raw=data[tx.begin_pos:tx.end_pos], reason="made up")
-    delta_io.append_rows(None, [tuple(row.values())], state.QUARANTINE_DDL, f"{wh}/_pipeline/quarantine", backend="rs")
+    delta_io.open_table(f"{wh}/_pipeline/quarantine", "rs").append_rows([tuple(row.values())], state.QUARANTINE_DDL)
 
     r = _tool("pipelines.sql", "--config", str(config), "--warehouse", wh, "--engine", "rs", "--format", "csv",
               "SELECT file, \"offset\" FROM _pipeline_quarantine")
@@ -202,7 +202,7 @@ def _local_copy(tmp_path: Path, names: list[str]) -> Path:
 
 
 def _bronze_values(path: str) -> list[tuple]:
-    rows = delta_io.read_arrow(path, ["_seq", "db", "table", "op", "source_file"]).to_pylist()
+    rows = delta_io.open_table(path).read_arrow(["_seq", "db", "table", "op", "source_file"]).to_pylist()
     return sorted((r["_seq"], r["db"], r["table"], r["op"], r["source_file"]) for r in rows)
 
 

@@ -73,7 +73,7 @@ def workload(db: str, table: str, cols, rows) -> str:
 
 
 def silver_rows(path: str, cols) -> list[tuple]:
-    rows = delta_io.read_arrow(path).to_pylist()
+    rows = delta_io.open_table(path).read_arrow().to_pylist()
     return sorted(tuple(None if r[c] is None else str(r[c]) for c, _t in cols) for r in rows)
 
 

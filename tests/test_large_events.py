@@ -89,7 +89,7 @@ def _rows_events(path: Path) -> list[tuple[str, int, int]]:
 
 
 def _bronze_ops(spark, warehouse: Path, db: str, table: str) -> dict:  # noqa: F811
-    df = delta_io.read(spark, str(warehouse / BRONZE_TABLE), columns=["db", "table", "op", "_seq"])
+    df = delta_io.open_table(str(warehouse / BRONZE_TABLE), spark=spark).read_df(columns=["db", "table", "op", "_seq"])
     df = df.where((df["db"] == db) & (df["table"] == table))
     ops = {r["op"]: r["n"] for r in df.groupBy("op").count().withColumnRenamed("count", "n").collect()}
     ops["_distinct_seq"] = df.select("_seq").distinct().count()
@@ -155,7 +155,7 @@ UPDATE blobs SET note = 'updated', b = CONCAT(SUBSTRING(b, 1, 1000000), X'5A5A',
     ops = sorted(op for t, op in zip(changes.column("table").to_pylist(), changes.column("op").to_pylist())
                  if t == "blobs")
     assert ops == ["c", "c", "u"] and len(set(changes.column("_seq").to_pylist())) == changes.num_rows
-    table = delta_io.read_arrow(silver_table_path(warehouse, "big", "blobs"), ["id", "note", "b"])
+    table = delta_io.open_table(silver_table_path(warehouse, "big", "blobs")).read_arrow(["id", "note", "b"])
     got = sorted([str(i), n, str(len(b)), hashlib.sha256(b).hexdigest()]
                  for i, n, b in zip(*(table.column(c).to_pylist() for c in ("id", "note", "b"))))
     assert got == expected
@@ -179,13 +179,13 @@ INSERT INTO narrow SELECT seq, (seq * 7919) % 1000003, IF(seq % 3 = 0, NULL, 'ab
     assert b.status == "ok" and b.quarantined == 0, b.summary()
     assert _bronze_ops(spark, warehouse, "bulk", "narrow") == {"c": TXN_ROWS, "_distinct_seq": TXN_ROWS}
     # the whole transaction is one GTID in bronze
-    gtids = (delta_io.read(spark, str(warehouse / BRONZE_TABLE), columns=["table", "gtid"])
+    gtids = (delta_io.open_table(str(warehouse / BRONZE_TABLE), spark=spark).read_df(columns=["table", "gtid"])
              .where("`table` = 'narrow'").select("gtid").distinct().count())
     assert gtids == 1, files
     s = silver_step.run(spark, cfg)
     assert s.status == "ok" and s.quarantined == 0, s.summary()
 
-    df = delta_io.read(spark, silver_table_path(warehouse, "bulk", "narrow"))
+    df = delta_io.open_table(silver_table_path(warehouse, "bulk", "narrow"), spark=spark).read_df()
     df.createOrReplaceTempView("silver_narrow")
     got = spark.sql("SELECT COUNT(*), SUM(id), SUM(v), COUNT(tag) FROM silver_narrow").first()
     assert [str(x) for x in got] == expected

@@ -73,7 +73,8 @@ def _silver_equals_server(srv, warehouse: Path) -> dict:
 
 
 def _bronze_rows(cfg) -> list[dict]:
-    return sorted(delta_io.read_arrow(cfg.warehouse_path("bronze/binlog_changes")).to_pylist(), key=lambda r: r["_seq"])
+    return sorted(delta_io.open_table(cfg.warehouse_path("bronze/binlog_changes")).read_arrow().to_pylist(),
+                  key=lambda r: r["_seq"])
 
 
 def _age_logs(warehouse: Path, days: float = 2) -> None:
@@ -100,14 +101,14 @@ def test_maintenance_keeps_results_and_runs_stay_exactly_once(spark, server, tmp
     k_path = silver_table_path(str(warehouse), "m", "k")
     bronze_path = cfg.warehouse_path("bronze/binlog_changes")
     marks = {t: silver.read_watermark(silver_table_path(str(warehouse), "m", t)) for t in TABLES}
-    txn = delta_io.last_txn_version(bronze_path, bronze.TXN_APP_ID)
+    txn = delta_io.open_table(bronze_path).last_txn(bronze.TXN_APP_ID)
     k_before, b_before = storage(k_path), storage(bronze_path)
     assert k_before.disk_files >= 2 and k_before.checkpoints == 0  # MERGEs leave old files behind
     assert b_before.files >= 2  # bronze: a small file per run with rows
     assert maintenance.due(spark, cfg)  # two silver runs since none
     wm_path = cfg.pipeline_path(WATERMARKS)
     wm_before = silver_step.read_watermarks(spark, cfg)
-    wm_rows = len(delta_io.read_arrow(wm_path))
+    wm_rows = len(delta_io.open_table(wm_path).read_arrow())
     assert wm_rows > 2 * len(wm_before)  # rows per table (and the read-through mark) per run
 
     _age_logs(warehouse)
@@ -125,7 +126,7 @@ def test_maintenance_keeps_results_and_runs_stay_exactly_once(spark, server, tmp
     assert " ok: " in line and "vacuumed" in line and "kept: every file of the current snapshots" in line, line
     assert f"silver watermarks folded to one row per table ({wm_rows - len(wm_before)} row(s) removed)" in line, line
     assert silver_step.read_watermarks(spark, cfg) == wm_before
-    assert len(delta_io.read_arrow(wm_path)) == len(wm_before)
+    assert len(delta_io.open_table(wm_path).read_arrow()) == len(wm_before)
 
     # nothing a query returns changed
     assert _bronze_rows(cfg) == bronze_before
@@ -140,7 +141,7 @@ def test_maintenance_keeps_results_and_runs_stay_exactly_once(spark, server, tmp
     assert not (Path(bronze_path) / "_delta_log" / "00000000000000000000.json").exists()
     # the pipeline's state is read from the snapshot: it survived log cleanup
     for b in ("rs", "spark") if backend == "spark" else ("rs",):
-        assert delta_io.last_txn_version(bronze_path, bronze.TXN_APP_ID, spark=spark, backend=b) == txn
+        assert delta_io.open_table(bronze_path, b, spark).last_txn(bronze.TXN_APP_ID) == txn
     assert {t: silver.read_watermark(silver_table_path(str(warehouse), "m", t)) for t in TABLES} == marks
     assert not maintenance.due(spark, cfg)
 

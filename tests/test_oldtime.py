@@ -70,7 +70,7 @@ def _copy_closed(srv: MariaDBServer, dest: Path) -> None:
 
 
 def _silver_rows(spark, warehouse: Path) -> list[list]:
-    df = delta_io.read(spark, silver_table_path(str(warehouse), "shop", "old53"))
+    df = delta_io.open_table(silver_table_path(str(warehouse), "shop", "old53"), spark=spark).read_df()
     rows = []
     for r in df.orderBy("id").collect():
         cells = [str(r["id"])]

@@ -86,7 +86,7 @@ def _on_driver(spark, rows, path, backend):
 
 
 def _table(path: str) -> list[dict]:
-    return sorted(delta_io.read_arrow(path).to_pylist(), key=lambda r: r["id"])
+    return sorted(delta_io.open_table(path).read_arrow().to_pylist(), key=lambda r: r["id"])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 4, 5, 6])  # (seed 3 moves no row: every key stays taken)

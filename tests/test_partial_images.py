@@ -61,7 +61,7 @@ def row(values, seq, op, deleted=False):
 
 def assert_table(spark, path, backend, rows, *, scd2=False):
     expected = spark.createDataFrame(rows, silver_table_schema(SPECS, scd2=scd2))
-    assert_df_equality(delta_io.read(spark, path, backend=backend), expected, ignore_row_order=True)
+    assert_df_equality(delta_io.open_table(path, backend, spark).read_df(), expected, ignore_row_order=True)
 
 
 @pytest.fixture()

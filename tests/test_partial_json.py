@@ -124,12 +124,13 @@ def test_silver_holds_the_whole_document(spark, tmp_path, backend):  # noqa: F81
     path = silver_table_path(cfg.warehouse, "db", "t")
 
     def silver() -> dict:
-        return {r["id"]: (r["doc"], r["n"]) for r in delta_io.read_arrow(path).to_pylist() if not r["_deleted"]}
+        return {r["id"]: (r["doc"], r["n"]) for r in delta_io.open_table(path).read_arrow().to_pylist()
+                if not r["_deleted"]}
 
     binlog.write_bytes(eb.binlog_file(FIRST))
     b = bronze.run(spark, cfg)
     assert b.status == "ok" and b.quarantined == 0, b.summary()
-    cells = [c for r in delta_io.read_arrow(cfg.warehouse_path("bronze/binlog_changes")).to_pylist()
+    cells = [c for r in delta_io.open_table(cfg.warehouse_path("bronze/binlog_changes")).read_arrow().to_pylist()
              for c in (r["after"] or []) if c["bin"] == b"binlog-delta:partial-json"]
     assert len(cells) == 4 and '"op": "REPLACE"' in cells[0]["text"]  # bronze keeps the diffs, marked
     s = silver_step.run(spark, cfg)

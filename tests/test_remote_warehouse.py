@@ -50,9 +50,8 @@ def _rows(ddl: str, **values) -> list[tuple]:
 
 def test_sql_rs_engine_lists_and_queries_an_s3_warehouse(s3_wh):
     _server, wh, config = s3_wh
-    delta_io.append_rows(None, [(1, "c"), (2, "u")], "id BIGINT, op STRING", f"{wh}/bronze/binlog_changes",
-                         backend="rs")
-    delta_io.append_rows(None, [(1, "ok")], "id BIGINT, v STRING", f"{wh}/silver/shop/orders", backend="rs")
+    delta_io.open_table(f"{wh}/bronze/binlog_changes", "rs").append_rows([(1, "c"), (2, "u")], "id BIGINT, op STRING")
+    delta_io.open_table(f"{wh}/silver/shop/orders", "rs").append_rows([(1, "ok")], "id BIGINT, v STRING")
 
     listed = _tool("pipelines.sql", "--config", str(config), "--warehouse", wh, "--list")
     assert listed.returncode == 0, listed.stderr
@@ -66,7 +65,7 @@ def test_sql_rs_engine_lists_and_queries_an_s3_warehouse(s3_wh):
 
 def test_sql_in_process_over_s3_uses_the_process_settings(s3_wh):
     _server, wh, _config = s3_wh
-    delta_io.append_rows(None, [(7,)], "n BIGINT", f"{wh}/_pipeline/runs", backend="rs")
+    delta_io.open_table(f"{wh}/_pipeline/runs", "rs").append_rows([(7,)], "n BIGINT")
     assert [t.qualified for t in sql.discover_tables(wh)] == ["_pipeline.runs"]
     assert sql.query("SELECT n FROM _pipeline_runs", wh, engine="rs").to_pylist() == [{"n": 7}]
 
@@ -83,13 +82,15 @@ def test_quarantine_lists_and_redecodes_from_s3(s3_wh):
     bucket = wh.split("/")[2]
     server.client().put_object(Bucket=bucket, Key="binlogs/binlog.000001", Body=data)
     tx = scan(data).transactions[1]
-    delta_io.append_rows(None, _rows(state.QUARANTINE_DDL, file="binlog.000001", file_seq=1, offset=tx.begin_pos,
-                                     reason="binlog.000001: offset 1: made up", error_class="CorruptEvent",
-                                     decoder_version="0", raw=data[tx.begin_pos:tx.end_pos], batch=1),
-                         state.QUARANTINE_DDL, f"{wh}/_pipeline/quarantine", backend="rs")
-    delta_io.append_rows(None, _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=1,
-                                     path=f"s3a://{bucket}/binlogs/binlog.000001", phase="committed"),
-                         state.MANIFEST_DDL, f"{wh}/_pipeline/manifest", backend="rs")
+    delta_io.open_table(f"{wh}/_pipeline/quarantine", "rs").append_rows(
+        _rows(state.QUARANTINE_DDL, file="binlog.000001", file_seq=1, offset=tx.begin_pos,
+              reason="binlog.000001: offset 1: made up", error_class="CorruptEvent",
+              decoder_version="0", raw=data[tx.begin_pos:tx.end_pos], batch=1),
+        state.QUARANTINE_DDL)
+    delta_io.open_table(f"{wh}/_pipeline/manifest", "rs").append_rows(
+        _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=1,
+              path=f"s3a://{bucket}/binlogs/binlog.000001", phase="committed"),
+        state.MANIFEST_DDL)
 
     listed = _tool("pipelines.quarantine", "list", "--config", str(config), "--warehouse", wh)
     assert listed.returncode == 0, listed.stderr
@@ -123,16 +124,18 @@ def test_status_of_an_s3_warehouse(s3_wh):
     for name in ("binlog.000001", "binlog.000002"):
         server.client().put_object(Bucket=bucket, Key=f"binlogs/{name}", Body=SAMPLE.read_bytes())
     seq, ts = seq_key(1, 1234, 0), dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-    delta_io.append_rows(None, _rows(BRONZE_DDL, source_file="binlog.000001", file_seq=1, event_pos=1234, _seq=seq,
-                                     gtid="0-1-7", commit_ts=ts, db="shop", table="orders", op="c"),
-                         BRONZE_DDL, f"{wh}/bronze/binlog_changes", backend="rs")
-    delta_io.append_rows(None, _rows(state.WATERMARKS_DDL, db="shop", table="orders", max_seq=seq, rows=1,
-                                     run_id="r1", updated_at=ts),
-                         state.WATERMARKS_DDL, f"{wh}/_pipeline/silver_watermarks", backend="rs")
-    delta_io.append_rows(None, _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=0, status="done",
-                                     phase="committed", size=SAMPLE.stat().st_size, complete_until=SAMPLE.stat().st_size),
-                         state.MANIFEST_DDL, f"{wh}/_pipeline/manifest", backend="rs")
-    delta_io.append_rows(None, [(1, "ok")], "id BIGINT, v STRING", silver_table_path(wh, "shop", "orders"), backend="rs")
+    delta_io.open_table(f"{wh}/bronze/binlog_changes", "rs").append_rows(
+        _rows(BRONZE_DDL, source_file="binlog.000001", file_seq=1, event_pos=1234, _seq=seq,
+              gtid="0-1-7", commit_ts=ts, db="shop", table="orders", op="c"),
+        BRONZE_DDL)
+    delta_io.open_table(f"{wh}/_pipeline/silver_watermarks", "rs").append_rows(
+        _rows(state.WATERMARKS_DDL, db="shop", table="orders", max_seq=seq, rows=1, run_id="r1", updated_at=ts),
+        state.WATERMARKS_DDL)
+    delta_io.open_table(f"{wh}/_pipeline/manifest", "rs").append_rows(
+        _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=0, status="done",
+              phase="committed", size=SAMPLE.stat().st_size, complete_until=SAMPLE.stat().st_size),
+        state.MANIFEST_DDL)
+    delta_io.open_table(silver_table_path(wh, "shop", "orders"), "rs").append_rows([(1, "ok")], "id BIGINT, v STRING")
 
     r = _tool("pipelines.status", "--config", str(config), "--warehouse", wh, "--input", f"s3a://{bucket}/binlogs",
               "--format", "json")

@@ -138,7 +138,7 @@ def test_an_old_runs_table_gains_the_warnings_column(tmp_path, spark, delta_back
     old_layout = state.RUNS_DDL.rsplit(", warnings BIGINT", 1)[0]
     now = _dt.datetime.now(_dt.timezone.utc)
     old = ("r0", "bronze", now, now, 1, 0, 0, 5, 1, 0, 0, 0, 0, 100, 0.5, 0.0, None, "ok", None)
-    delta_io.append_rows(spark, [old], old_layout, state.path(cfg, state.RUNS), backend=delta_backend)
+    delta_io.open_table(state.path(cfg, state.RUNS), delta_backend, spark).append_rows([old], old_layout)
     state.log_run(spark, cfg, ("r1",) + old[1:] + (2,), True)
     got = {r["run_id"]: r["warnings"] for r in runs(tmp_path / "wh")}
     assert got == {"r0": None, "r1": 2}

@@ -284,19 +284,19 @@ def test_a_column_added_under_an_own_name_then_the_prefix_set(spark, mariadb_fac
              "INSERT INTO own2.t VALUES (1, 10), (2, 20); UPDATE own2.t SET v = 21 WHERE id = 2", tmp_path, backend)
     wh = tmp_path / "wh"
     before = sorted(silver_rows(wh, "own2", "t", server_columns(srv, "own2", "t")))
-    own_before = delta_io.read_arrow(str(wh / "silver" / "own2" / "t"), ["id", "_op", "_seq"]).to_pylist()
+    own_before = delta_io.open_table(str(wh / "silver" / "own2" / "t")).read_arrow(["id", "_op", "_seq"]).to_pylist()
     with pytest.raises(SilverStepError, match=r"silver.table_column_prefix"):
         _one_run(spark, srv, "ALTER TABLE own2.t ADD COLUMN `_op` VARCHAR(3) NOT NULL DEFAULT 'x';"
                  "INSERT INTO own2.t VALUES (3, 30, 'y')", tmp_path, backend)
     path = str(wh / "silver" / "own2" / "t")
-    assert sorted(delta_io.read_arrow(path, ["id", "_op", "_seq"]).to_pylist(), key=str) == \
+    assert sorted(delta_io.open_table(path).read_arrow(["id", "_op", "_seq"]).to_pylist(), key=str) == \
         sorted(own_before, key=str)
     assert sorted(silver_rows(wh, "own2", "t", [c for c in server_columns(srv, "own2", "t")
                                                if c.name != "_op"])) == before
     stats = _one_run(spark, srv, "DO 0", tmp_path, backend, **{"silver.table_column_prefix": {"own2.t": "_cdc_"}})
     assert _silver_equals_server(srv, tmp_path, "own2", "t") == [(1, 10, "x"), (2, 21, "x"), (3, 30, "y")]
-    names = delta_io.schema(path, spark=spark, backend=backend).fieldNames()
+    names = delta_io.open_table(path, backend, spark).schema().fieldNames()
     assert {"_cdc_seq", "_cdc_op", "_cdc_commit_ts", "_cdc_deleted", "_op"} <= set(names), names
     assert "_seq" not in names and stats.status == "ok"
-    seqs = {r["id"]: r["_cdc_seq"] for r in delta_io.read_arrow(path, ["id", "_cdc_seq"]).to_pylist()}
+    seqs = {r["id"]: r["_cdc_seq"] for r in delta_io.open_table(path).read_arrow(["id", "_cdc_seq"]).to_pylist()}
     assert seqs[1] == {r["id"]: r["_seq"] for r in own_before}[1]  # (the renamed column kept its values)

@@ -553,7 +553,7 @@ def _write_ddl(spark, cfg, statements):
 
     rows = [("binlog.000001", 1, pos, f"{1:010d}{pos:013d}{0:09d}", db, q, None, False, None, 1, "r", None)
             for pos, db, q in statements]
-    delta_io.append(spark, spark.createDataFrame(rows, DDL_TABLE_DDL), cfg.pipeline_path("ddl"), backend="rs")
+    delta_io.open_table(cfg.pipeline_path("ddl"), "rs", spark).append(spark.createDataFrame(rows, DDL_TABLE_DDL))
 
 
 def test_history_is_persisted_and_reruns_agree(spark, tmp_path):  # noqa: F811
@@ -576,7 +576,8 @@ def test_history_is_persisted_and_reruns_agree(spark, tmp_path):  # noqa: F811
     assert [(v.table, v.kind) for v in added3] == [("orders", "alter")]
     assert h3.current("shop", "orders").names == ["w", "id", "v"]
     assert h3.current("shop", "customers").names == ["id", "name", "ip", "j", "email"]
-    rows = delta_io.read(spark, cfg.pipeline_path("schema_history"), backend="rs").orderBy("valid_from", "version")
+    history_table = delta_io.open_table(cfg.pipeline_path("schema_history"), "rs", spark)
+    rows = history_table.read_df().orderBy("valid_from", "version")
     got = [(r["table"], r["version"], r["kind"], r["_run_id"]) for r in rows.collect()]
     assert got == [("customers", 0, "seed", "r1"), ("orders", 0, "create", "r1"), ("customers", 1, "alter", "r1"),
                    ("orders", 1, "alter", "r3")]

@@ -15,6 +15,7 @@ from pipelines import delta_io
 from pipelines.delta_io import rs_backend as delta_merging
 from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.delta_io import quote_ident
+from pipelines.delta_io.rs_writes import merge_rs
 from pipelines.silver import (
     SilverSchemaError,
     apply_changes,
@@ -62,7 +63,7 @@ def row(values, seq, op, deleted=False):
 
 
 def read(spark, path, backend):
-    return delta_io.read(spark, path, backend=backend)
+    return delta_io.open_table(path, backend, spark).read_df()
 
 
 def assert_table(spark, path, backend, expected):
@@ -168,18 +169,18 @@ def test_soft_delete_keeps_a_tombstone_and_a_later_insert_revives_it(spark, delt
 def test_rerun_of_the_same_batch_changes_nothing(spark, delta_backend, target):
     batch = changes(spark, [("01", "c", (1, "a"), None), ("02", "u", (2, "a"), (1, "a")), ("03", "c", (3, "c"), None), ("04", "d", None, (3, "c"))])
     first = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
-    version = delta_io.history(target, spark=spark, backend=delta_backend, limit=1)[0].version
+    version = delta_io.open_table(target, delta_backend, spark).history(limit=1)[0].version
     second = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
     assert_table(spark, target, delta_backend, silver(spark, [row((2, "a"), "02", "u")]))
     assert first.committed and not second.committed
     assert (second.skipped_by_watermark, second.watermark) == (4, "04")
-    assert delta_io.history(target, spark=spark, backend=delta_backend, limit=1)[0].version == version
+    assert delta_io.open_table(target, delta_backend, spark).history(limit=1)[0].version == version
 
 
 def test_merge_only_applies_changes_newer_than_the_row(spark, delta_backend, target):
     # A table without a watermark in its commits (e.g. loaded by a snapshot): row _seq guards alone.
-    delta_io.create_if_missing(target, silver_table_schema(SPECS), spark=spark, backend=delta_backend)
-    delta_io.append(spark, silver(spark, [row((1, "new"), "50", "u")]), target, backend=delta_backend)
+    delta_io.open_table(target, delta_backend, spark).create(silver_table_schema(SPECS))
+    delta_io.open_table(target, delta_backend, spark).append(silver(spark, [row((1, "new"), "50", "u")]))
     assert read_watermark(target, spark=spark, backend=delta_backend) is None
     batch = changes(spark, [("10", "u", (1, "old"), (1, "older")), ("11", "c", (2, "b"), None), ("12", "d", None, (1, "old"))])
     stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend=delta_backend)
@@ -206,7 +207,7 @@ def test_transaction_id_skips_a_batch_already_applied(spark, delta_backend, targ
         backend=delta_backend, txn_app_id="silver-job", txn_version=7,
     )
     assert stats.skipped_by_txn and not stats.committed
-    assert delta_io.last_txn_version(target, "silver-job", spark=spark, backend=delta_backend) == 7
+    assert delta_io.open_table(target, delta_backend, spark).last_txn("silver-job") == 7
     assert_table(spark, target, delta_backend, silver(spark, [row((1, "a"), "01", "c")]))
 
 
@@ -501,13 +502,13 @@ def test_big_batch_merges_in_parts_by_key_and_a_crash_between_parts_is_harmless(
     last part records the watermark, so a run that dies after some parts is simply done again."""
     apply_changes(spark, changes(spark, [(f"{i:02d}", "c", (i, "old"), None) for i in range(1, 9)]), SPECS, target,
                   keys=["id"], backend="rs")
-    before = delta_io.history(target, backend="rs", limit=1)[0].version
+    before = delta_io.open_table(target, "rs").history(limit=1)[0].version
     batch = changes(spark, [(f"{10 + i}", "u", (i, "new"), (i, "old")) for i in range(1, 7)]
                     + [("20", "d", None, (7, "old")), ("21", "c", (9, "nine"), None), ("22", "u", (10, "old"), (8, "old"))])
     expected = silver(spark, [row((i, "new"), f"{10 + i}", "u") for i in range(1, 7)]
                       + [row((9, "nine"), "21", "c"), row((10, "old"), "22", "u")])
     monkeypatch.setattr(delta_merging, "MERGE_CHUNK_ROWS", 3)
-    real_merge_rs, calls = delta_io.merge_rs, []
+    real_merge_rs, calls = merge_rs, []
 
     def dies_after_two_parts(*args, **kwargs):
         calls.append(kwargs.get("user_metadata"))
@@ -524,4 +525,4 @@ def test_big_batch_merges_in_parts_by_key_and_a_crash_between_parts_is_harmless(
     stats = apply_changes(spark, batch, SPECS, target, keys=["id"], backend="rs")  # the re-run
     assert_table(spark, target, "rs", expected)
     assert stats.watermark == "22" and read_watermark(target, backend="rs") == "22"
-    assert delta_io.history(target, backend="rs", limit=1)[0].version - before >= 4  # 2 + 4 parts (11 rows / 3)
+    assert delta_io.open_table(target, "rs").history(limit=1)[0].version - before >= 4  # 2 + 4 parts (11 rows / 3)

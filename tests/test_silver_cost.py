@@ -186,9 +186,9 @@ def test_a_run_that_only_inserts_new_rows_appends_them_on_both_backends(spark, d
         if run == 1:
             for t in ("t", "log"):
                 path = silver_table_path(str(wh), db, t)
-                last = delta_io.history(path, backend=delta_backend, spark=spark, limit=1)[0]
+                last = delta_io.open_table(path, delta_backend, spark).history(limit=1)[0]
                 assert (last.operation == "WRITE") == (t in appended), (t, last.operation)
-                newest = max(delta_io.read_arrow(path, ["_seq"]).column("_seq").to_pylist())
+                newest = max(delta_io.open_table(path).read_arrow(["_seq"]).column("_seq").to_pylist())
                 assert read_watermark(path, spark=spark, backend=delta_backend) == newest  # (the commit's own)
             assert dict(inserted=stats.inserted, updated=stats.updated, deleted=stats.deleted) == \
                 dict(inserted=4 if delete_mode == "soft" else 5, updated=1 if delete_mode == "soft" else 0,

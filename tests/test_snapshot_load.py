@@ -235,7 +235,7 @@ def test_dump_then_the_binlogs_after_it(spark, delta_backend, world, tmp_path): 
     assert DeltaTable(bronze_path).version() == version
     _pipeline(spark, cfg)
     _assert_silver_is_the_server(world["state"], wh)
-    ops = {r["op"] for r in delta_io.read_arrow(bronze_path, ["op"]).to_pylist()}
+    ops = {r["op"] for r in delta_io.open_table(bronze_path).read_arrow(["op"]).to_pylist()}
     assert "r" in ops
 
 
@@ -256,7 +256,7 @@ def test_binlogs_applied_first_then_the_dump(spark, delta_backend, world, tmp_pa
 
 
 def _r_rows(wh: Path) -> list:
-    rows = delta_io.read_arrow(str(wh / BRONZE_TABLE), ["db", "table", "op", "after"]).to_pylist()
+    rows = delta_io.open_table(str(wh / BRONZE_TABLE)).read_arrow(["db", "table", "op", "after"]).to_pylist()
     return sorted(repr((r["db"], r["table"], [(c["idx"], c["name"], c["type"], c["text"], c["bin"]) for c in r["after"]]))
                   for r in rows if r["op"] == "r")
 
@@ -314,7 +314,7 @@ def test_a_cut_dump_lands_nothing(spark, delta_backend, world, tmp_path):  # noq
         snapshot_load.run(spark, cfg, [str(cut)])
     assert e.value.file == "cut.sql" and e.value.offset == at - 30, str(e.value)
     assert f"cut.sql: offset {at - 30}" in str(e.value)
-    assert not delta_io.deltalake_table_exists(str(wh / BRONZE_TABLE))
+    assert not delta_io.open_table(str(wh / BRONZE_TABLE), "rs").exists()
     assert not (wh / "_pipeline" / "snapshots").exists()
     staged = [p for p in (wh / BRONZE_TABLE).rglob("*.parquet")] if (wh / BRONZE_TABLE).exists() else []
     assert staged == []
@@ -329,7 +329,7 @@ def test_a_mydumper_folder_with_a_cut_chunk_lands_nothing(spark, world, tmp_path
     with pytest.raises(TruncatedDump, match="nothing of this dump was loaded") as e:
         snapshot_load.run(spark, _cfg(world["kept"], wh, "rs"), [str(folder)])
     assert e.value.file == gz.name, str(e.value)
-    assert not delta_io.deltalake_table_exists(str(wh / BRONZE_TABLE))
+    assert not delta_io.open_table(str(wh / BRONZE_TABLE), "rs").exists()
     assert not (wh / "_pipeline" / "snapshots").exists()
     staged = [p for p in (wh / BRONZE_TABLE).rglob("*.parquet")] if (wh / BRONZE_TABLE).exists() else []
     assert staged == []

@@ -1,7 +1,7 @@
 """Two runs at once without a lock (an object-store lease that expired, a warehouse no lock reaches):
 no write may land on a plan that another run's commit made stale.
 
-* ``delta_io.pinned``: a commit made against the version a writer read, on both backends: it lands
+* ``Table.pinned``: a commit made against the version a writer read, on both backends: it lands
   when nothing came in between and moves the pin; it raises ``StaleRead`` and lands nothing when
   another writer committed first (a MERGE, an overwrite, an append, a create, an ALTER).
 * The silver step: one run stopped just before one of its commits (the ``wait`` fault action)
@@ -41,8 +41,9 @@ def _rows(path: str) -> list[tuple]:
 
 
 def _table(spark, path: str, rows, backend: str) -> None:
-    delta_io.create_if_missing(path, SCHEMA, spark=spark, backend=backend)
-    delta_io.append(spark, spark.createDataFrame(rows, SCHEMA), path, backend=backend)
+    table = delta_io.open_table(path, backend, spark)
+    table.create(SCHEMA)
+    table.append(spark.createDataFrame(rows, SCHEMA))
 
 
 def _other_writer(spark, path: str, rows, backend: str) -> None:
@@ -51,7 +52,8 @@ def _other_writer(spark, path: str, rows, backend: str) -> None:
 
     def body():
         try:
-            delta_io.merge(spark, path, spark.createDataFrame(rows, SCHEMA), "t.`k` = s.`k`", UPSERT, backend=backend)
+            delta_io.open_table(path, backend, spark).merge(spark.createDataFrame(rows, SCHEMA), "t.`k` = s.`k`",
+                                                            UPSERT)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -72,17 +74,17 @@ def backend(request, spark):  # noqa: F811
 def test_pinned_commits_land_in_a_row_and_move_the_pin(spark, tmp_path, backend):  # noqa: F811
     path = str(tmp_path / "t")
     _table(spark, path, [(1, 10)], backend)
-    start = delta_io.version(path, spark=spark, backend=backend)
-    with delta_io.pinned(path, spark=spark, backend=backend) as pin:
+    table = delta_io.open_table(path, backend, spark)
+    start = table.version()
+    with table.pinned() as pin:
         assert pin.version == start
-        delta_io.add_columns(path, [T.StructField("note", T.StringType())], spark=spark, backend=backend)
-        delta_io.merge(spark, path, spark.createDataFrame([(1, 11), (2, 20)], SCHEMA), "t.`k` = s.`k`", UPSERT,
-                       backend=backend)
-        delta_io.overwrite(spark, spark.createDataFrame([(3, 30)], SCHEMA), path, backend=backend,
-                           overwrite_schema=True, user_metadata='{"silver_watermark": "0003"}')
-        assert pin.version == start + 3 == delta_io.version(path, spark=spark, backend=backend)
+        table.add_columns([T.StructField("note", T.StringType())])
+        table.merge(spark.createDataFrame([(1, 11), (2, 20)], SCHEMA), "t.`k` = s.`k`", UPSERT)
+        table.overwrite(spark.createDataFrame([(3, 30)], SCHEMA),
+                        delta_io.CommitInfo(metadata='{"silver_watermark": "0003"}'), overwrite_schema=True)
+        assert pin.version == start + 3 == table.version()
     assert _rows(path) == [(3, 30)]
-    newest = delta_io.history(path, spark=spark, backend=backend, limit=1)[0]
+    newest = table.history(limit=1)[0]
     assert '"silver_watermark": "0003"' in newest.user_metadata
 
 
@@ -91,38 +93,39 @@ def test_pinned_commits_land_in_a_row_and_move_the_pin(spark, tmp_path, backend)
 def test_a_commit_planned_before_another_writers_is_refused(spark, tmp_path, backend, write):  # noqa: F811
     path = str(tmp_path / "t")
     _table(spark, path, [(1, 10), (2, 20)], backend)
-    with delta_io.pinned(path, spark=spark, backend=backend) as pin:
+    table = delta_io.open_table(path, backend, spark)
+    with table.pinned() as pin:
         planned_on = pin.version
         _other_writer(spark, path, [(2, 21), (5, 50)], backend)  # (lands: nothing pinned it)
         after_other = _rows(path)
         mine = spark.createDataFrame([(1, 99)], SCHEMA)
         with pytest.raises(delta_io.StaleRead, match="another writer committed first"):
             if write == "merge":
-                delta_io.merge(spark, path, mine, "t.`k` = s.`k`", UPSERT, backend=backend)
+                table.merge(mine, "t.`k` = s.`k`", UPSERT)
             elif write == "overwrite":  # (the rewrite of an ALTER: the rows it read, written back)
-                delta_io.overwrite(spark, mine, path, backend=backend)
+                table.overwrite(mine)
             elif write == "append":
-                delta_io.append(spark, mine, path, backend=backend, schema_evolution=False)
+                table.append(mine, schema_evolution=False)
             else:
-                delta_io.add_columns(path, [T.StructField("note", T.StringType())], spark=spark, backend=backend)
+                table.add_columns([T.StructField("note", T.StringType())])
         assert pin.version == planned_on
     assert _rows(path) == after_other == [(1, 10), (2, 21), (5, 50)]
-    assert delta_io.version(path, spark=spark, backend=backend) == planned_on + 1
+    assert table.version() == planned_on + 1
 
 
 @pytest.mark.spark
 def test_a_table_planned_as_new_is_not_written_into_once_another_made_it(spark, tmp_path, backend):  # noqa: F811
     path = str(tmp_path / "t")
-    with delta_io.pinned(path, spark=spark, backend=backend) as pin:
-        assert pin.version is None and not delta_io.table_exists(path, spark=spark, backend=backend)
+    table = delta_io.open_table(path, backend, spark)
+    with table.pinned() as pin:
+        assert pin.version is None and not table.exists()
         made = threading.Thread(target=lambda: _table(spark, path, [(7, 70)], backend))
         made.start()
         made.join()
         with pytest.raises(delta_io.StaleRead):
-            delta_io.create_with_rows(path, SCHEMA, [(1, 10)], user_metadata='{"silver_watermark": "1"}', spark=spark,
-                                      backend=backend)
+            table.create_with_rows(SCHEMA, [(1, 10)], delta_io.CommitInfo(metadata='{"silver_watermark": "1"}'))
         with pytest.raises(delta_io.StaleRead):
-            delta_io.create_if_missing(path, SCHEMA, spark=spark, backend=backend)
+            table.create(SCHEMA)
     assert _rows(path) == [(7, 70)]
 
 
@@ -133,23 +136,22 @@ def test_delta_spark_skips_a_pinned_commit_another_pinned_writer_made_first(spar
     require_delta_spark(spark)
     path = str(tmp_path / "t")
     _table(spark, path, [(1, 10)], "spark")
-    with delta_io.pinned(path, spark=spark, backend="spark") as pin:
+    table = delta_io.open_table(path, "spark", spark)
+    with table.pinned() as pin:
         first_done = threading.Event()
 
         def other():
-            with delta_io.pinned(path, spark=spark, backend="spark"):
-                delta_io.merge(spark, path, spark.createDataFrame([(1, 11)], SCHEMA), "t.`k` = s.`k`", UPSERT,
-                               backend="spark")
+            with table.pinned():
+                table.merge(spark.createDataFrame([(1, 11)], SCHEMA), "t.`k` = s.`k`", UPSERT)
             first_done.set()
 
         t = threading.Thread(target=other)
         t.start()
         t.join()
         assert first_done.is_set()
-        assert delta_io.last_txn_version(path, delta_io.PIN_APP_ID, spark=spark, backend="spark") == pin.version + 1
+        assert table.last_txn(delta_io.PIN_APP_ID) == pin.version + 1
         with pytest.raises(delta_io.StaleRead):
-            delta_io.merge(spark, path, spark.createDataFrame([(1, 99)], SCHEMA), "t.`k` = s.`k`", UPSERT,
-                           backend="spark")
+            table.merge(spark.createDataFrame([(1, 99)], SCHEMA), "t.`k` = s.`k`", UPSERT)
     assert _rows(path) == [(1, 11)]
 
 

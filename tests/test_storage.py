@@ -178,15 +178,15 @@ def test_delta_rs_tables_on_s3a_through_delta_io(s3):
 
     _server, bucket, _settings = s3
     path = f"s3a://{bucket}/wh/_pipeline/runs"
-    assert not delta_io.deltalake_table_exists(path)
-    delta_io.append_rows(None, [(1, "a"), (2, "b")], "id BIGINT, v STRING", path, txn_app_id="t", txn_version=1,
-                         backend="rs")
-    assert not delta_io.append_rows(None, [(1, "a")], "id BIGINT, v STRING", path, txn_app_id="t", txn_version=1,
-                                    backend="rs")  # (the transaction id, read on S3: not twice)
-    assert delta_io.deltalake_table_exists(path)
-    assert sorted(delta_io.read_arrow(path).to_pylist(), key=lambda r: r["id"]) == [
+    runs = delta_io.open_table(path, "rs")
+    assert not runs.exists()
+    runs.append_rows([(1, "a"), (2, "b")], "id BIGINT, v STRING", delta_io.CommitInfo(txn=("t", 1)))
+    assert not runs.append_rows([(1, "a")], "id BIGINT, v STRING",
+                                delta_io.CommitInfo(txn=("t", 1)))  # (the transaction id, read on S3: not twice)
+    assert runs.exists()
+    assert sorted(runs.read_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
-    assert delta_io.last_txn_version(path, "t", backend="rs") == 1
+    assert runs.last_txn("t") == 1
 
 
 def test_staged_parquet_committed_and_maintained_on_s3(s3):
@@ -205,7 +205,7 @@ def test_staged_parquet_committed_and_maintained_on_s3(s3):
         stager.add((part, "c"))
         files += stager.close()
     assert delta_io.commit_staged(path, files, struct, txn_app_id="bronze", txn_version=1)
-    assert sorted(r["_seq"] for r in delta_io.read_arrow(path).to_pylist()) == [0, 1, 2]
+    assert sorted(r["_seq"] for r in delta_io.open_table(path).read_arrow().to_pylist()) == [0, 1, 2]
     assert find_tables(wh) == [path]
     before = upkeep.storage(path, backend="rs")
     assert (before.files, before.disk_files, before.log_files) == (3, 3, 2)  # (create, then append)
@@ -214,7 +214,7 @@ def test_staged_parquet_committed_and_maintained_on_s3(s3):
     assert upkeep.vacuum(path, 0, backend="rs") == 3
     after = upkeep.storage(path, backend="rs")
     assert (after.files, after.disk_files, after.checkpoints) == (1, 1, 1)
-    assert sorted(r["_seq"] for r in delta_io.read_arrow(path).to_pylist()) == [0, 1, 2]
+    assert sorted(r["_seq"] for r in delta_io.open_table(path).read_arrow().to_pylist()) == [0, 1, 2]
 
 
 def test_rs_scan_reads_remote_files_through_pyarrow(s3):
@@ -222,8 +222,8 @@ def test_rs_scan_reads_remote_files_through_pyarrow(s3):
 
     _server, bucket, _settings = s3
     path = f"s3a://{bucket}/wh/bronze/binlog_changes"
-    delta_io.append_rows(None, [(1, "x"), (5, "y")], "_seq BIGINT, db STRING", path, backend="rs")
-    scan = delta_io.open_scan(path, above=("_seq", 0))
+    delta_io.open_table(path, "rs").append_rows([(1, "x"), (5, "y")], "_seq BIGINT, db STRING")
+    scan = delta_io.open_table(path).scan_arrow(above=("_seq", 0))
     assert scan.leaves(["_seq", "db"]).to_pylist() == [{"_seq": 1, "db": "x"}, {"_seq": 5, "db": "y"}]
 
 

@@ -182,10 +182,11 @@ def test_small_batches_on_the_driver_give_the_table_apply_changes_gives(spark, t
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
-    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    read = lambda p: spark.createDataFrame(delta_io.open_table(p).read_arrow().to_pylist(),  # noqa: E731
+                                           delta_io.open_table(p, "rs").schema())
     assert_df_equality(read(by_driver), read(by_spark), ignore_row_order=True)
     assert silver.read_watermark(by_driver, backend="rs") == "012"
-    ids = sorted(r["id"] for r in delta_io.read_arrow(by_driver, ["id"]).to_pylist())
+    ids = sorted(r["id"] for r in delta_io.open_table(by_driver).read_arrow(["id"]).to_pylist())
     assert ids == ([1, 2, 3, 4, 5, 20, 99] if delete_mode == "soft" else [4, 5, 20])  # soft: tombstones stay
 
 
@@ -215,9 +216,11 @@ def test_keyless_batches_on_the_driver_give_the_table_apply_changes_gives(spark,
         fields = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "missing_deletes",
                   "zero_dates_nulled", "watermark", "committed")
         assert {f: getattr(got, f) for f in fields} == {f: getattr(expected, f) for f in fields}
-    read = lambda p: spark.createDataFrame(delta_io.read_arrow(p).to_pylist(), delta_io.schema(p, backend="rs"))  # noqa: E731
+    read = lambda p: spark.createDataFrame(delta_io.open_table(p).read_arrow().to_pylist(),  # noqa: E731
+                                           delta_io.open_table(p, "rs").schema())
     assert_df_equality(read(by_driver), read(by_spark), ignore_row_order=True)
-    live = sorted((r["id"], r["name"]) for r in delta_io.read_arrow(by_driver).to_pylist() if not r["_deleted"])
+    live = sorted((r["id"], r["name"]) for r in delta_io.open_table(by_driver).read_arrow().to_pylist()
+                  if not r["_deleted"])
     assert live == [(2, "b2"), (3, "c")]
 
 
@@ -226,7 +229,7 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
     rows = _bronze_rows([("001", "c", None, _img(1, "a", amount="1e3"))])  # not the decoder's decimal text
     with pytest.raises(NotCanonical):
         apply_small(spark, path, rows, SPECS, ["id"])
-    assert not delta_io.table_exists(path, backend="rs")
+    assert not delta_io.open_table(path, "rs").exists()
 
 
 def test_eligible_for_small_batches():

@@ -126,15 +126,16 @@ def test_the_pipeline_lands_everything_with_the_bytes(spark, binlogs, tmp_path, 
     s = silver_step.run(spark, cfg)
     assert s.status == "ok", s.summary()
     # bronze: the text with replacements, the exact bytes beside it
-    cells = [c for r in delta_io.read_arrow(cfg.warehouse_path("bronze/binlog_changes")).to_pylist()
+    cells = [c for r in delta_io.open_table(cfg.warehouse_path("bronze/binlog_changes")).read_arrow().to_pylist()
              for c in (r["after"] or []) if c["bin"] == CP1251]
     assert len(cells) == 3 and all(c["text"] == REPLACED for c in cells)  # two inserts, the update
-    ddl = delta_io.read_arrow(cfg.pipeline_path("ddl")).to_pylist()
+    ddl = delta_io.open_table(cfg.pipeline_path("ddl")).read_arrow().to_pylist()
     raws = [r for r in ddl if r["query_raw"] is not None]
     assert raws and all(CP1251 in r["query_raw"] and REPLACED in r["query"] for r in raws)
     assert any(r["query"].startswith("CREATE TABLE") for r in raws)  # the DDL still made a schema
     # silver: the text as it could be read, the rows all there
-    posts = {r["id"]: r for r in delta_io.read_arrow(silver_table_path(cfg.warehouse, "w", "posts")).to_pylist()}
+    posts = {r["id"]: r
+             for r in delta_io.open_table(silver_table_path(cfg.warehouse, "w", "posts")).read_arrow().to_pylist()}
     assert (posts[1]["title"], posts[1]["note"]) == (REPLACED, "changed")
     assert (posts[2]["title"], posts[2]["note"]) == ("plain", REPLACED)
     # a re-run changes nothing

@@ -48,7 +48,8 @@ def _bronze_struct():
 
 
 def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):
-    _delta().append(spark, df, path, txn_app_id=app_id, txn_version=version, backend=cfg.delta.backend)
+    d = _delta()
+    d.open_table(path, cfg.delta.backend, spark).append(df, d.CommitInfo.of(app_id, version))
 
 
 def append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: str, app_id: str | None = None,
@@ -61,7 +62,7 @@ def append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: s
 
 
 def last_txn(spark, cfg: PipelineConfig, path: str) -> int:
-    v = _delta().last_txn_version(path, TXN_APP_ID, spark=spark, backend=cfg.delta.backend)
+    v = _delta().open_table(path, cfg.delta.backend, spark).last_txn(TXN_APP_ID)
     return -1 if v is None else int(v)
 
 

@@ -246,14 +246,14 @@ def _schema_history(spark, cfg: PipelineConfig):
 def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     ship_package(spark)
     history = _schema_history(spark, cfg)
-    bronze_path, d = cfg.warehouse_path(BRONZE_TABLE), _delta()
-    if d.table_exists(bronze_path, spark=spark, backend=cfg.delta.backend):
+    bronze = _delta().open_table(cfg.warehouse_path(BRONZE_TABLE), cfg.delta.backend, spark)
+    if bronze.exists():
         # a bronze table from an older version gains the columns added since (e.g. _shape); its
         # old rows have NULL there, and silver computes what they lack
-        have = {n.lower() for n in d.schema(bronze_path, spark=spark, backend=cfg.delta.backend).fieldNames()}
+        have = {n.lower() for n in bronze.schema().fieldNames()}
         new = [f for f in _bronze_struct().fields if f.name.lower() not in have]
         if new:
-            d.add_columns(bronze_path, new, spark=spark, backend=cfg.delta.backend)
+            bronze.add_columns(new)
     files, others = list_folder(spark, cfg.input)
     stats.files_ignored = len(others)
     if not files:

@@ -1,9 +1,16 @@
 """The one package that touches Delta tables, behind one small interface with two backends.
 
+A caller opens a table once, ``t = open_table(path, backend, spark)``, and reads, writes and keeps it
+through the :class:`Table` (``exists``, ``schema``, ``read_df``, ``read_rows``, ``read_arrow``,
+``scan_arrow``, ``create``, ``append``, ``merge``, ``overwrite``, ``compact``, ``vacuum``, ...); what a
+commit records beside its rows (a transaction id, silver's watermark) is one :class:`CommitInfo`.
+Whatever differs between the backends is behind it: no caller branches on a backend's name, it
+asks what the backend declares (``t.backend.on_driver``, ``t.backend.deletion_vectors``).
+
 * ``"spark"``: delta-spark on the JVM (clusters; locally when ``DELTA_JARS`` names the jars).
 * ``"rs"``: delta-rs (the ``deltalake`` package) on the driver, with Arrow between it and Spark.
   Reads are Spark Parquet reads of the files delta-rs lists; MERGE sources and small appends pass
-  through the driver as Arrow (rows the driver already holds, :func:`append_rows`, without a Spark
+  through the driver as Arrow (rows the driver already holds, :meth:`Table.append_rows`, without a Spark
   job); big appends (bronze) are staged: Spark tasks write the Parquet files
   into the table folder (:class:`ParquetStager`) and the driver commits them (:func:`commit_staged`).
 * ``"auto"``: ``"spark"`` on a cluster whose classpath has delta-spark
@@ -15,7 +22,7 @@ Arrow ``timestamp[us, tz=UTC]``; ``TimestampNTZType`` <-> ``timestamp_ntz`` <-> 
 decimals keep precision and scale; bytes stay bytes; nested arrays of structs are kept.
 
 MERGE logic lives in :mod:`pipelines.silver`; this module only offers the MERGE primitive
-(:func:`merge`, with :func:`merge_spark` and :func:`merge_rs`).  Predicates and expressions
+(:meth:`Table.merge`: delta-spark's ``merge_spark`` or delta-rs's ``merge_rs``).  Predicates and expressions
 handed to it are SQL text that both Spark SQL and delta-rs (DataFusion) parse the same way;
 quote every column name with :func:`quote_ident` (source column names come from the binlog and
 may contain spaces, dots, quotes, backticks, emoji or SQL keywords).
@@ -38,7 +45,7 @@ check two racing creating writes against each other.
 
 Modules (each imports only those above it; :func:`~pipelines.delta_io.backend.backend_for` finds the
 backends in a table this ``__init__`` fills once it has imported them; callers use the names
-re-exported here):
+re-exported here, and reach a table only through :func:`open_table`):
 
 * ``backend``       which backend a call uses, the backend interface (``DeltaBackend``, ``backend_for``),
   errors, identifier quoting, a URI's Arrow filesystem; imports no other module of the package
@@ -72,6 +79,8 @@ re-exported here):
   chunks, upkeep), calling ``rs_tables`` and ``rs_writes``; imports the modules above but the ``spark_`` ones
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
   ``arrow``, ``backend``, ``commits``, ``rs_tables``, ``rs_writes``
+* ``table``         :func:`open_table`, :class:`Table` and :class:`CommitInfo`: the face the pipeline
+  uses, each method one of the operations above with the table's path, session and backend; imports them
 """
 from __future__ import annotations
 
@@ -84,21 +93,11 @@ from pipelines.delta_io.arrow import (
 )
 from pipelines.delta_io.features import DELETION_VECTORS
 from pipelines.delta_io.pins import PIN_APP_ID, StaleRead
-from pipelines.delta_io.reads import (
-    Commit, history, nothing_above, pinned, read, read_rows, schema, table_exists, version,
-)
-from pipelines.delta_io.commits import (
-    COMMIT_ATTEMPTS, check_txn, conflict_retries, is_commit_conflict, last_txn_version,
-)
-from pipelines.delta_io.writes import (
-    add_columns, append, append_rows, append_with_rows, create_if_missing, create_with_rows, overwrite, overwrite_rows,
-)
-from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult, merge, merge_rows
-from pipelines.delta_io.upkeep import set_properties
-from pipelines.delta_io.spark_commits import commit_session, spark_delta_log, spark_snapshot
-from pipelines.delta_io.spark_writes import merge_spark
-from pipelines.delta_io.rs_tables import count_rows, deltalake_table_exists, exit_process, read_arrow, read_arrow_in
-from pipelines.delta_io.rs_writes import merge_rs
+from pipelines.delta_io.reads import Commit
+from pipelines.delta_io.commits import COMMIT_ATTEMPTS, conflict_retries, is_commit_conflict
+from pipelines.delta_io.merging import MergeClause, MergeKind, MergeResult
+from pipelines.delta_io.upkeep import Storage
+from pipelines.delta_io.rs_tables import exit_process
 from pipelines.delta_io.rs_scan import RsScan as Scan
 from pipelines.delta_io import rs_backend, spark_backend
 from pipelines.delta_io.backend import register
@@ -107,23 +106,17 @@ from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
     prepare_staging,
 )
+from pipelines.delta_io.table import CommitInfo, Table, open_table
 
 register(spark_backend.BACKEND)
 register(rs_backend.BACKEND)
 
-open_scan = Scan.open  # a table's rows read by pyarrow, row group by row group (None: its files alone do not give them)
-
 __all__ = [
-    "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "DELTA_LOG", "DeltaBackend", "DeltaIOError",
-    "MERGE_CHUNK_ROWS",
-    "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager", "StaleRead", "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS",
-    "StagedFile", "add_columns", "append", "append_rows", "append_with_rows",
-    "arrow_schema_to_spark", "arrow_to_spark", "count_rows",
-    "backend_for", "named", "DELETION_VECTORS", "Scan", "open_scan",
-    "check_txn", "commit_session", "commit_staged", "conflict_retries", "create_if_missing",
-    "create_with_rows", "ddl_schema", "delta_schema_to_spark", "deltalake_table_exists", "discard_staged", "exit_process",
-    "history", "is_commit_conflict", "last_txn_version", "merge", "merge_rows", "merge_rs", "merge_spark", "nothing_above",
-    "overwrite", "overwrite_rows", "pinned", "prepare_staging", "qualified", "quote_ident", "read", "read_arrow", "read_arrow_in",
-    "read_rows", "resolve_backend", "rows_to_arrow", "schema", "set_properties", "spark_delta_log", "spark_field_to_arrow",
-    "spark_schema_to_arrow", "spark_snapshot", "spark_to_arrow", "spark_type_to_arrow", "table_exists", "version",
+    "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "CommitInfo", "DELETION_VECTORS", "DELTA_LOG", "DeltaBackend",
+    "DeltaIOError", "MERGE_CHUNK_ROWS", "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager",
+    "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS", "Scan", "StagedFile", "StaleRead", "Storage", "Table",
+    "arrow_schema_to_spark", "arrow_to_spark", "backend_for", "commit_staged", "conflict_retries", "ddl_schema",
+    "delta_schema_to_spark", "discard_staged", "exit_process", "is_commit_conflict", "named", "open_table",
+    "prepare_staging", "qualified", "quote_ident", "resolve_backend", "rows_to_arrow", "spark_field_to_arrow",
+    "spark_schema_to_arrow", "spark_to_arrow", "spark_type_to_arrow",
 ]

@@ -5,7 +5,7 @@ no Spark job for a run whose segments all take the driver's paths.
   shape, op and segment, from narrow columns and the images' ``idx`` leaves only;
 * :func:`fetch`: the rows of the small segments, as :func:`pipelines.silver.driver.fetch` gives them.
 
-Both read the rows Spark's read of bronze gives the silver step (:func:`~pipelines.delta_io.open_scan`
+Both read the rows Spark's read of bronze gives the silver step (:meth:`~pipelines.delta_io.Table.scan_arrow`
 with the same ``above``): the files with a row ingested since the last finished run, and of
 them the rows above their table's watermark. They return None where Spark's path must do it
 (rows of an older bronze without ``_shape``; files a plain scan cannot read).

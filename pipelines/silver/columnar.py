@@ -388,7 +388,7 @@ def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[C
     else:
         with _arrow_refusals():  # (the parts' events grouped again, joined with the stored keys)
             latest = folded[0] if len(folded) == 1 else latest_per_key(pa.concat_tables(folded), t)
-            stored = delta_io.read_arrow(path, [*t.keys, t.own.seq]) if t.exists else None
+            stored = delta_io.open_table(path, "rs").read_arrow([*t.keys, t.own.seq]) if t.exists else None
             source, counts = classify(latest, t, stored, delete_mode)
     return write(spark, t, source, counts, new_mark=mark, changes=fresh, skipped=total - fresh,
                  zeros=zeros, delete_mode=delete_mode, backend="rs", properties=properties)

@@ -263,9 +263,10 @@ def _read_wanted(spark: SparkSession | None, path: str, columns: Sequence[str], 
     """The table's ``columns`` (all of them: delta-rs, read whole to the driver; delta-spark: only
     the rows whose ``match`` columns hold one of the ``wanted`` tuples, a semi join with them as a
     broadcast local relation, one Spark job), for the caller to test against ``wanted``."""
-    if delta_io.named(backend).on_driver:
-        return delta_io.read_arrow(path, list(columns))
-    table = delta_io.read(spark, path, backend="spark").select(*[F.col(quote_ident(c)) for c in columns])
+    stored = delta_io.open_table(path, backend, spark)
+    if stored.backend.on_driver:
+        return stored.read_arrow(list(columns))
+    table = stored.read_df().select(*[F.col(quote_ident(c)) for c in columns])
     probe = spark.createDataFrame([tuple(w) for w in wanted],
                                   T.StructType([T.StructField(f"_w{i}", types[m].dataType) for i, m in enumerate(match)]))
     on = [F.col(quote_ident(m)).eqNullSafe(probe[f"_w{i}"]) for i, m in enumerate(match)]
@@ -295,7 +296,7 @@ def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: se
     """``[(identity values, _seq)]`` of silver's live rows (not soft-deleted) whose values are in ``wanted``."""
     if not wanted:
         return []
-    current = delta_io.schema(path, spark=spark, backend=backend)
+    current = delta_io.open_table(path, backend, spark).schema()
     have = set(current.fieldNames())  # (a column the batch adds: NULL in silver)
     stored = [n for n in identity if n in have]
     at = [identity.index(n) for n in stored]
@@ -319,7 +320,7 @@ def _stored_rows(path: str, t: "Target", wanted: set, *, spark=None, backend: st
     does not have yet: NULL)."""
     if not wanted:
         return {}
-    current = delta_io.schema(path, spark=spark, backend=backend)
+    current = delta_io.open_table(path, backend, spark).schema()
     have = set(current.fieldNames())
     names = [n for n in t.values.fieldNames() if n in have]
     table = _read_wanted(spark, path, [*names, t.own.deleted], t.keys, wanted, current, backend)

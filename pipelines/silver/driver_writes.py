@@ -49,10 +49,10 @@ def target_of(spark: SparkSession | None, path: str, specs: Sequence[ColumnSpec]
               column_prefix: str | None, backend: str) -> Target:
     """The :class:`Target` of a segment of ``path`` with ``specs`` and ``keys`` (spec names; None or
     empty: a keyless table). Reads the table's schema and watermark; writes nothing."""
-    io = dict(spark=spark, backend=backend)
+    table = delta_io.open_table(path, backend, spark)
     keys = resolve_keys(list(keys), specs) if keys else None
-    exists = delta_io.table_exists(path, **io)
-    current = delta_io.schema(path, **io) if exists else None
+    exists = table.exists()
+    current = table.schema() if exists else None
     own = own_columns_of(current.fieldNames(), column_prefix) if current is not None else \
         OwnColumns(column_prefix or DEFAULT_PREFIX)
     check_reserved([s.name for s in specs], own)
@@ -62,7 +62,7 @@ def target_of(spark: SparkSession | None, path: str, specs: Sequence[ColumnSpec]
     spec_at = {s.name: i for i, s in enumerate(specs)}
     return Target(path=path, exists=exists, own=own, target=target, to_add=to_add,
                   keys=None if keys is None else [silver_name[k] for k in keys],
-                  watermark=read_watermark(path, **io) if exists else None, values=values,
+                  watermark=read_watermark(path, spark=spark, backend=backend) if exists else None, values=values,
                   value_idx=[spec_at.get(names.get(f.name)) for f in values.fields],
                   key_spec=None if keys is None else [spec_at[k] for k in keys])
 
@@ -75,13 +75,13 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
     change above the watermark) into ``t``'s table, its columns added first, in one commit that
     records ``new_mark`` as the watermark (a new table: created with its rows). ``counts`` None:
     delta-spark's MERGE metrics count them."""
-    path, io = t.path, dict(spark=spark, backend=backend)
-    added = delta_io.add_columns(path, t.to_add, **io) if t.exists and t.to_add else []
+    path, table = t.path, delta_io.open_table(t.path, backend, spark)
+    added = table.add_columns(t.to_add) if t.exists and t.to_add else []
     base = dict(changes=changes, skipped_by_watermark=skipped, zero_dates_nulled=zeros,
                 columns_added=tuple(added), backend=backend, table_path=path)
     if source is None:
         if not t.exists:
-            delta_io.create_if_missing(path, t.target, properties=properties, **io)
+            table.create(t.target, properties)
         return ApplyStats(watermark=t.watermark, **base)
 
     schema, own, target = t.source_schema, t.own, t.target
@@ -91,13 +91,13 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
     else:
         on, clauses = key_on(t.keys), keyed_clauses(target.fieldNames(), delete_mode, own)
     arrow = source if isinstance(source, pa.Table) else delta_io.rows_to_arrow(source, schema)
+    commit = delta_io.CommitInfo(metadata=watermark_metadata(new_mark))
     if not t.exists:  # a new table: created with its rows, one commit (what the MERGE would insert)
         first = arrow.select(target.fieldNames())
-        made = delta_io.create_with_rows(path, target, first, user_metadata=watermark_metadata(new_mark),
-                                         properties=properties, **io)
+        made = table.create_with_rows(target, first, commit, properties)
         if made:
             return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
-        delta_io.create_if_missing(path, target, properties=properties, **io)
+        table.create(target, properties)
         # an empty table: nothing matches, so only the insert clause can act (delta-spark then
         # takes its insert-only MERGE, a join fewer)
         clauses = [c for c in clauses if c.kind == "insert"]
@@ -106,11 +106,10 @@ def write(spark: SparkSession | None, t: Target, source: list[tuple] | pa.Table 
         # appended, in one commit with the watermark, without the MERGE's read of the stored rows
         # (an append-only log's cost then follows its new rows, not the rows it holds)
         rows = arrow.select(target.fieldNames())
-        delta_io.append_with_rows(path, target, rows, user_metadata=watermark_metadata(new_mark), **io)
+        table.append_with_rows(target, rows, commit)
         return ApplyStats(watermark=new_mark, committed=True, **counts, **base)
     # (no source row: the commit still moves the watermark, as apply_changes's MERGE does)
-    done = delta_io.merge_rows(path, arrow, on, clauses, source_schema=schema, user_metadata=watermark_metadata(new_mark),
-                               **io)
+    done = table.merge_rows(arrow, on, clauses, commit, source_schema=schema)
     if counts is None:  # (delta-spark's MERGE metrics)
         counts = {"inserted": done.inserted, "updated": done.updated, "deleted": done.deleted,
                   "unchanged": arrow.num_rows - done.inserted - done.updated - done.deleted}

@@ -227,7 +227,7 @@ class SilverRun:
     def _applied_past(self, path: str, end: str) -> bool:
         """True when the table's watermark is at or past ``end``: a later segment of it was applied
         (by another run, whose commits this run's plan did not see), so this one is done."""
-        exists = delta_io.table_exists(path, spark=self.spark, backend=self.backend)
+        exists = delta_io.open_table(path, self.backend, self.spark).exists()
         mark = read_watermark(path, spark=self.spark, backend=self.backend) if exists else None
         return mark is not None and mark >= end
 
@@ -260,7 +260,7 @@ class SilverRun:
 
     def run_segment(self, seg: SegmentPlan) -> None:
         """Apply one segment, planned from the silver table as it is and committed only on that
-        version (:func:`delta_io.pinned`): when another run commits to the table first, the plan
+        version (:meth:`delta_io.Table.pinned`): when another run commits to the table first, the plan
         is stale; the segment is planned again from the table as that run left it (its watermark
         then says what is still to do), up to :data:`REPLANS` times."""
         path = silver_table_path(self.cfg.warehouse, seg.db, seg.table)
@@ -271,7 +271,7 @@ class SilverRun:
             self._gain_properties(path)
         for attempt in range(1, REPLANS + 1):
             try:
-                with delta_io.pinned(path, spark=self.spark, backend=self.backend):
+                with delta_io.open_table(path, self.backend, self.spark).pinned():
                     return self._run_segment(seg, path, first, info)
             except delta_io.StaleRead as e:
                 if attempt == REPLANS:
@@ -288,8 +288,9 @@ class SilverRun:
         commit claims no watermark (``read_watermark`` passes over it to the last one): a watermark
         read first could be older than another run's MERGE landing in between."""
         wanted = silver_properties.to_gain(self.cfg.silver)
-        if wanted and delta_io.table_exists(path, spark=self.spark, backend=self.backend):
-            delta_io.set_properties(path, wanted, spark=self.spark, backend=self.backend)
+        table = delta_io.open_table(path, self.backend, self.spark)
+        if wanted and table.exists():
+            table.set_properties(wanted)
 
     def _run_segment(self, seg: SegmentPlan, path: str, first: bool, info: dict) -> None:
         spark, cfg, history, stats = self.spark, self.cfg, self.history, self.stats

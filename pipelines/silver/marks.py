@@ -78,11 +78,10 @@ def late_since(spark, cfg: PipelineConfig, since: _dt.datetime) -> _dt.datetime:
     keeps them apart). Its rows would otherwise stay behind the read-through mark for good. Found
     in ``_pipeline/manifest``: a batch's committed row says when it was written (``committed_at``)
     and when its rows were stamped (``processed_at``)."""
-    path = state.path(cfg, state.MANIFEST)  # (delta-rs reads it on either backend: no Spark job)
-    if not delta_io.deltalake_table_exists(path) or \
-            "committed_at" not in delta_io.schema(path, backend="rs").fieldNames():  # (a warehouse from before)
+    manifest = delta_io.open_table(state.path(cfg, state.MANIFEST), "rs")  # (delta-rs reads it on either backend)
+    if not manifest.exists() or "committed_at" not in manifest.schema().fieldNames():  # (a warehouse from before)
         return since
-    return earliest_late(delta_io.read_arrow(path, ["phase", "processed_at", "committed_at"]).to_pylist(), since)
+    return earliest_late(manifest.read_arrow(["phase", "processed_at", "committed_at"]).to_pylist(), since)
 
 
 def earliest_late(rows, since: _dt.datetime) -> _dt.datetime:

@@ -2,7 +2,7 @@
 
 This module owns MERGE.  The "which change wins" logic is written once, as Spark
 ``DataFrame -> DataFrame`` transforms; only the final write differs per backend
-(:func:`pipelines.delta_io.merge`: delta-spark ``DeltaTable.merge`` or delta-rs ``merge``, with the
+(:meth:`pipelines.delta_io.Table.merge`: delta-spark ``DeltaTable.merge`` or delta-rs ``merge``, with the
 same ON predicate and WHEN clauses), so both backends produce the same table.
 
 The ``changes_df`` contract (one source table per call; :func:`changes_from_bronze` builds it)
@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -283,10 +283,11 @@ def read_watermark(
     >>> read_watermark(str(tmp_path / "silver/shop/orders"))  # doctest: +SKIP
     '00000000010000000000001234000000002'
     """
-    if not delta_io.table_exists(path, spark=spark, backend=backend):
+    table = delta_io.open_table(path, backend, spark)
+    if not table.exists():
         return None
     for limit in (1, 50, None):  # (most often the last commit has it: silver's own MERGE)
-        commits = delta_io.history(path, spark=spark, backend=backend, limit=limit)
+        commits = table.history(limit)
         for commit in commits:
             if not commit.user_metadata:
                 continue
@@ -327,20 +328,21 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     (2, 1, 0)
     """
     keys = _checked_arguments(changes_df, specs, keys, delete_mode, scd2)
-    which = delta_io.resolve_backend(spark, backend)
     path = str(target_path)
-    current, own = _table_now(spark, path, which, column_prefix)
+    table = delta_io.open_table(path, backend, spark)
+    which = table.backend.name
+    current, own = _table_now(table, column_prefix)
     check_reserved([s.name for s in specs], own)
     _check_changes(changes_df, specs, keys, scd2)
 
-    delta_io.check_txn(txn_app_id, txn_version)
+    txn = delta_io.CommitInfo.of(txn_app_id, txn_version)
     if txn_app_id is not None:
-        last = delta_io.last_txn_version(path, txn_app_id, spark=spark, backend=which)
+        last = table.last_txn(txn_app_id)
         if last is not None and last >= txn_version:
             return ApplyStats(skipped_by_txn=True, backend=which, table_path=path,
                               watermark=read_watermark(path, spark=spark, backend=which))
 
-    target, names, added = _evolved(spark, path, which, current, specs, scd2, own, properties)
+    target, names, added = _evolved(table, current, specs, scd2, own, properties)
     # Source names are the specs'; silver may spell a column in another case (MySQL renames).
     silver_name = {spec: silver for silver, spec in names.items()}
     keys = None if keys is None else [silver_name[k] for k in keys]
@@ -364,17 +366,16 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     changes = _fresh_changes(marked, overview, keys)
     # the table as it is now (after its schema evolved), for the plans to join with: with delta-rs
     # it was listed on the driver, so the plans broadcast it
-    table, small = delta_io.read(spark, path, backend=which), delta_io.named(which).on_driver
+    stored, small = table.read_df(), table.backend.on_driver
     if scd2:
-        plan = plan_scd2(changes, keys, target, names, table, small, delete_mode, own)
+        plan = plan_scd2(changes, keys, target, names, stored, small, delete_mode, own)
     elif keys is not None:
-        plan = _plan_keyed(changes, keys, target, names, table, small, delete_mode, own)
+        plan = _plan_keyed(changes, keys, target, names, stored, small, delete_mode, own)
     else:
         identity = [silver for silver in target.fieldNames() if silver in names]
-        plan = _plan_keyless(changes, target, names, identity, table, small, delete_mode, own)
+        plan = _plan_keyless(changes, target, names, identity, stored, small, delete_mode, own)
     new_mark = overview["max_seq"]
-    _merge_plan(spark, path, plan, which, txn_app_id, txn_version, new_mark,
-                split_by=keys if not scd2 else None)
+    _merge_plan(table, plan, replace(txn, metadata=watermark_metadata(new_mark)), split_by=keys if not scd2 else None)
     counts = plan.counts
     return ApplyStats(inserted=counts.get("inserted", 0), updated=counts.get("updated", 0),
                       deleted=counts.get("deleted", 0), unchanged=counts.get("unchanged", 0),
@@ -398,38 +399,35 @@ def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) ->
     return keys
 
 
-def _table_now(spark, path: str, which: str, column_prefix: str | None) -> tuple:
+def _table_now(table: delta_io.Table, column_prefix: str | None) -> tuple:
     """``(schema, own columns)`` of the silver table (schema None: no table yet, whose own columns
     take ``column_prefix``; an existing table's are found by their names)."""
-    if not delta_io.table_exists(path, spark=spark, backend=which):
+    if not table.exists():
         return None, OwnColumns(column_prefix or DEFAULT_PREFIX)
-    current = delta_io.schema(path, spark=spark, backend=which)
+    current = table.schema()
     return current, own_columns_of(current.fieldNames(), column_prefix)
 
 
-def _evolved(spark, path: str, which: str, current, specs, scd2: bool, own: OwnColumns,
+def _evolved(table: delta_io.Table, current, specs, scd2: bool, own: OwnColumns,
              properties: dict[str, str] | None) -> tuple:
     """``(target, names, added)``: the table created (with ``properties``) or its schema evolved to
     hold ``specs``; the silver schema, silver's name of each source column, the columns added."""
     target, to_add, names = plan_schema(current, specs, scd2, own)
     added: list[str] = []
     if current is None:
-        delta_io.create_if_missing(path, target, spark=spark, backend=which, properties=properties)
+        table.create(target, properties)
     elif to_add:
-        added = delta_io.add_columns(path, to_add, spark=spark, backend=which)
+        added = table.add_columns(to_add)
     return target, names, added
 
 
-def _merge_plan(spark, path: str, plan, which: str, txn_app_id: str | None, txn_version: int | None,
-                new_mark: str, *, split_by: list[str] | None) -> None:
-    """MERGE a plan's source with its clauses, stamping the new watermark; ``split_by``: a keyed
-    (not SCD2) table's keys, by whose hash delta-rs MERGEs a big batch in parts."""
+def _merge_plan(table: delta_io.Table, plan, commit: delta_io.CommitInfo, *, split_by: list[str] | None) -> None:
+    """MERGE a plan's source with its clauses, in a commit that stamps the new watermark; ``split_by``:
+    a keyed (not SCD2) table's keys, by whose hash delta-rs MERGEs a big batch in parts."""
     try:
-        delta_io.merge(spark, path, plan.source, plan.on, plan.clauses, backend=which, txn_app_id=txn_app_id,
-                       txn_version=txn_version, user_metadata=watermark_metadata(new_mark),
-                       source_schema=plan.source_schema, split_by=split_by,
-                       source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
-                                    if split_by is not None else None))
+        table.merge(plan.source, plan.on, plan.clauses, commit, source_schema=plan.source_schema, split_by=split_by,
+                    source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
+                                 if split_by is not None else None))
     finally:
         plan.cached.unpersist()
 

@@ -34,9 +34,10 @@ def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolut
     What it writes records ``seg.start`` as the table's watermark: a run that reads the table
     afterwards knows these events are done."""
     backend = cfg.delta.backend
-    done = watermark_metadata(seg.start)
+    table = delta_io.open_table(path, backend, spark)
+    done = delta_io.CommitInfo(metadata=watermark_metadata(seg.start))
     kinds = {e.kind for e in seg.events}
-    exists = delta_io.table_exists(path, spark=spark, backend=backend)
+    exists = table.exists()
     mark = read_watermark(path, spark=spark, backend=backend) if exists else None
     if mark is not None and mark >= seg.start:
         return None  # silver already holds changes from after these events: done in an earlier run
@@ -44,14 +45,13 @@ def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolut
     copy_from = next((e for e in seg.events if e.kind == RENAME_FROM), None)
     if copy_from is not None and copy_from.peer_db is not None:
         source = silver_table_path(cfg.warehouse, copy_from.peer_db, copy_from.peer_table)
-        if delta_io.table_exists(source, spark=spark, backend=backend):
-            rows = delta_io.read(spark, source, backend=backend)
+        peer = delta_io.open_table(source, backend, spark)
+        if peer.exists():
+            rows = peer.read_df()
             if not exists:  # created as silver creates its tables: column mapping for names that
                 # need it (a space, a comma), deletion vectors on delta-spark; then the rows
-                delta_io.create_if_missing(path, rows.schema, spark=spark, backend=backend,
-                                           properties=silver_properties.for_new_table(
-                                               cfg.silver, delta_io.resolve_backend(spark, cfg.delta.backend)))
-            delta_io.overwrite(spark, rows, path, overwrite_schema=exists, backend=backend, user_metadata=done)
+                table.create(rows.schema, silver_properties.for_new_table(cfg.silver, table.backend.name))
+            table.overwrite(rows, done, overwrite_schema=exists)
             return "copy"
     if CREATE in kinds:
         specs = resolution.specs if resolution is not None and resolution.specs else _ddl_specs(version)
@@ -60,26 +60,23 @@ def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolut
             # empty table as empty, created as apply_changes creates one (deletion vectors)
             schema = silver_table_schema(specs, scd2=scd2, own=OwnColumns(cfg.silver.prefix_for(seg.db, seg.table)))
             if not exists:
-                delta_io.create_if_missing(path, schema, spark=spark, backend=backend,
-                                           properties=silver_properties.for_new_table(
-                                               cfg.silver, delta_io.resolve_backend(spark, cfg.delta.backend)))
+                table.create(schema, silver_properties.for_new_table(cfg.silver, table.backend.name))
                 return "create"
-            current = delta_io.schema(path, spark=spark, backend=backend)
+            current = table.schema()
             # (the same schema, e.g. the CREATE again after a crash: not reshaped, which delta-rs
             # cannot do to a table with column mapping)
-            delta_io.overwrite(spark, spark.createDataFrame([], schema), path, backend=backend,
-                               overwrite_schema=_shape_of(current) != _shape_of(schema), user_metadata=done)
+            table.overwrite(spark.createDataFrame([], schema), done,
+                            overwrite_schema=_shape_of(current) != _shape_of(schema))
             return "reset"
         if not exists:
             return None  # apply_changes creates it with the first rows
     if exists and kinds & _RESETS:
-        empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
-        delta_io.overwrite(spark, empty, path, backend=backend, user_metadata=done)
+        table.overwrite(spark.createDataFrame([], table.schema()), done)
         return "reset"
     alters = [e for e in seg.events if e.kind == ALTER]
     if exists and alters:
         before = history.schema_before(seg.db, seg.table, seg.start)
-        if _alter_silver(spark, cfg, path, before, alters[-1], done):
+        if _alter_silver(spark, cfg, table, before, alters[-1], done):
             return "alter"
     return None
 
@@ -88,14 +85,13 @@ def give_own_columns_their_prefix(spark, cfg: PipelineConfig, seg, path: str) ->
     """Rename an existing silver table's own columns to the prefix the configuration gives the
     table, when they have another (the setting came after the table: a source column took one of
     their names). One rewrite of the table, once."""
-    backend = cfg.delta.backend
-    if not delta_io.table_exists(path, spark=spark, backend=backend):
+    table = delta_io.open_table(path, cfg.delta.backend, spark)
+    if not table.exists():
         return
-    current = delta_io.schema(path, spark=spark, backend=backend)
-    renames = prefix_renames(current.fieldNames(), cfg.silver.prefix_for(seg.db, seg.table))
+    renames = prefix_renames(table.schema().fieldNames(), cfg.silver.prefix_for(seg.db, seg.table))
     if renames:
-        df = delta_io.read(spark, path, backend=backend).withColumnsRenamed(renames).localCheckpoint(eager=True)
-        delta_io.overwrite(spark, df, path, overwrite_schema=True, backend=backend)
+        df = table.read_df().withColumnsRenamed(renames).localCheckpoint(eager=True)
+        table.overwrite(df, overwrite_schema=True)
 
 
 def _shape_of(schema: T.StructType) -> list[tuple]:
@@ -104,8 +100,8 @@ def _shape_of(schema: T.StructType) -> list[tuple]:
     return [(f.name, f.dataType) for f in schema.fields]
 
 
-def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: SchemaVersion,
-                  user_metadata: str | None = None) -> bool:
+def _alter_silver(spark, cfg: PipelineConfig, table: delta_io.Table, before, version: SchemaVersion,
+                  commit: delta_io.CommitInfo) -> bool:
     """What ``ALTER TABLE`` did to the rows the server already had, done to silver too (the
     server logs none of it): a renamed column keeps its values under the new name; an added
     column gets its DEFAULT (MySQL's implicit default when NOT NULL without one; expression
@@ -116,8 +112,7 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
     new = version.schema
     if before is None or new is None:
         return False
-    backend = cfg.delta.backend
-    current = delta_io.schema(path, spark=spark, backend=backend)
+    current = table.schema()
     # a source column under one of silver's own names: an error that names the setting, before
     # the ALTER's DEFAULT is written over silver's own column of that name
     check_reserved([c.name for c in new.columns],
@@ -160,11 +155,10 @@ def _alter_silver(spark, cfg: PipelineConfig, path: str, before, version: Schema
             changed = True
     if not changed:
         return False
-    df = delta_io.read(spark, path, backend=backend).select(*cols).localCheckpoint(eager=True)
+    df = table.read_df().select(*cols).localCheckpoint(eager=True)
     # (only values changed, e.g. a column added again: the schema stays, which delta-rs can also
     # write to a table with column mapping; it cannot change such a table's schema)
-    delta_io.overwrite(spark, df, path, overwrite_schema=_shape_of(df.schema) != _shape_of(current), backend=backend,
-                       user_metadata=user_metadata)
+    table.overwrite(df, commit, overwrite_schema=_shape_of(df.schema) != _shape_of(current))
     return True
 
 
@@ -213,20 +207,18 @@ def retype(spark, cfg: PipelineConfig, path: str, specs) -> list[str]:
     rows without logging them). Returns ``["col: old -> new", ...]``."""
     from pipelines.schema import typemap
 
-    backend = cfg.delta.backend
-    if not delta_io.table_exists(path, spark=spark, backend=backend):
+    table = delta_io.open_table(path, cfg.delta.backend, spark)
+    if not table.exists():
         return []
-    current = delta_io.schema(path, spark=spark, backend=backend)
+    current = table.schema()
     wanted = {f.name.lower(): f.dataType for f in typemap.silver_schema(specs).fields}
     changed = [f for f in current.fields if f.name.lower() in wanted and wanted[f.name.lower()] != f.dataType]
     if not changed:
         return []
     new_types = {f.name: wanted[f.name.lower()] for f in changed}
-    df = delta_io.read(spark, path, backend=backend)
     cols = [F.col(delta_io.quote_ident(f.name)).try_cast(new_types[f.name]).alias(f.name) if f.name in new_types
             else F.col(delta_io.quote_ident(f.name)) for f in current.fields]
-    delta_io.overwrite(spark, df.select(*cols).localCheckpoint(eager=True), path, overwrite_schema=True,
-                       backend=backend)
+    table.overwrite(table.read_df().select(*cols).localCheckpoint(eager=True), overwrite_schema=True)
     return [f"{f.name}: {f.dataType.simpleString()} -> {new_types[f.name].simpleString()}" for f in changed]
 
 

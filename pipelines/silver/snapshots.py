@@ -113,12 +113,11 @@ def follow_renames(history: SchemaHistory, rebuild: dict[tuple[str, str], str]) 
 def rewind(spark, cfg: PipelineConfig, path: str, mark: str) -> bool:
     """Empty the silver table at ``path`` and record ``mark`` as how far it was applied, when it
     records more (a run went past the snapshot); True when it was rewritten."""
-    backend = cfg.delta.backend
-    if not delta_io.table_exists(path, spark=spark, backend=backend):
+    table = delta_io.open_table(path, cfg.delta.backend, spark)
+    if not table.exists():
         return False
-    have = read_watermark(path, spark=spark, backend=backend)
+    have = read_watermark(path, spark=spark, backend=cfg.delta.backend)
     if have is not None and have <= mark:
         return False
-    empty = spark.createDataFrame([], delta_io.schema(path, spark=spark, backend=backend))
-    delta_io.overwrite(spark, empty, path, backend=backend, user_metadata=watermark_metadata(mark))
+    table.overwrite(spark.createDataFrame([], table.schema()), delta_io.CommitInfo(metadata=watermark_metadata(mark)))
     return True

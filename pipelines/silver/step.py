@@ -164,15 +164,13 @@ def _bronze_shapes(spark: SparkSession, cfg: PipelineConfig, history, marks: dic
     """``(bronze, shape_rows, written, segmented, scan)``: bronze above the marks, its rows counted
     per table, segment and shape, the shape columns bronze wrote, the tables cut into segments, and
     delta-rs's scan of it (None on Spark's path); all empty when bronze has nothing new."""
-    backend = cfg.delta.backend
-    bronze_path = cfg.warehouse_path(BRONZE_TABLE)
-    has_new = delta_io.table_exists(bronze_path, spark=spark, backend=backend) and not (
-        since is not None and delta_io.nothing_above(spark, bronze_path, "_ingested_at", since, backend=backend))
+    table = delta_io.open_table(cfg.warehouse_path(BRONZE_TABLE), cfg.delta.backend, spark)
+    above = None if since is None else ("_ingested_at", since)
+    has_new = table.exists() and not (above is not None and table.nothing_above(*above))
     if not has_new:  # (nothing new: no Spark job at all, only the schema events)
         return None, [], frozenset(), set(), None
     # only what was ingested since the last run that finished (the files before are not read)
-    bronze = delta_io.read(spark, bronze_path, backend=backend,
-                           above=None if since is None else ("_ingested_at", since))
+    bronze = table.read_df(above=above)
     bronze = above_marks(bronze, marks)
     xa = state.read_frame(spark, cfg, state.XA)
     # Not cached: the aggregate reads only narrow columns and the images' idx/name/type fields
@@ -185,8 +183,7 @@ def _bronze_shapes(spark: SparkSession, cfg: PipelineConfig, history, marks: dic
     segmented = {(db, table) for db, table, _, _ in cuts}
     # delta-rs: bronze's rows read on the driver by delta-rs and Arrow (no Spark job for the
     # segments the driver's paths take); not with rolled-back XA branches, which only Spark's read drops
-    scan = delta_io.open_scan(bronze_path, above=None if since is None else ("_ingested_at", since)) \
-        if delta_io.backend_for(spark, backend).on_driver and xa is None else None
+    scan = table.scan_arrow(above) if table.backend.on_driver and xa is None else None
     counted = bronze_scan.shape_rows(scan, marks, cuts) if scan is not None else None
     shape_rows, written = counted if counted is not None else \
         shape_rows_of(with_segment(bronze, cuts), by=(SEG,))

@@ -31,9 +31,10 @@ def locate(cfg: PipelineConfig, pos: SnapshotPosition, name: str) -> SnapshotPos
     first: tuple[int, int, str] | None = None
     for path, columns in ((cfg.warehouse_path(BRONZE_TABLE), ["gtid", "file_seq", "event_pos", "source_file"]),
                           (state.path(cfg, state.DDL), ["gtid", "file_seq", "pos", "file"])):
-        if not delta_io.deltalake_table_exists(path):
+        table = delta_io.open_table(path, "rs")
+        if not table.exists():
             continue
-        t = delta_io.read_arrow(path, columns).filter(pc.is_valid(pc.field("gtid")))
+        t = table.read_arrow(columns).filter(pc.is_valid(pc.field("gtid")))
         if t.num_rows == 0:
             continue
         key = pc.add(pc.multiply(t.column(1).cast(pa.int64()), 1 << 40), t.column(2).cast(pa.int64()))

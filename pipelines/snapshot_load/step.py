@@ -370,7 +370,7 @@ def _write(spark, cfg: PipelineConfig, plan: DumpPlan, stats: LoadStats, ddl: li
         delta_io.commit_staged(bronze_path, files, delta_io.ddl_schema(BRONZE_DDL), txn_app_id=app, txn_version=0)
     elif row_rdd is not None:
         df = spark.createDataFrame(row_rdd, BRONZE_DDL)
-        delta_io.append(spark, df, bronze_path, txn_app_id=app, txn_version=0, backend=cfg.delta.backend)
+        delta_io.open_table(bronze_path, cfg.delta.backend, spark).append(df, delta_io.CommitInfo(txn=(app, 0)))
     if ddl:
         state.append(spark, cfg, state.DDL, [r[:12] for r in ddl], app_id=app, version=0)
     rebuild_history(spark, cfg, stats.run_id)
