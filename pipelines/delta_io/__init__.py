@@ -64,13 +64,15 @@ re-exported here, and reach a table only through :func:`open_table`):
 * ``merging``       ``MergeClause``, ``MergeResult``, :func:`merge`: then the backend; imports ``backend``
 * ``upkeep``        compaction, checkpoints, log retention, VACUUM (the backend's), storage figures;
   imports ``backend``
+* ``rs_tables``     delta-rs tables opened (at a pinned version, or the latest) and read on the driver:
+  :func:`read_arrow`, :func:`read_arrow_in`, :func:`count_rows`, history; imports ``arrow``, ``features``,
+  ``pins``, ``reads``
 * ``spark_commits`` what a delta-spark commit carries and is checked against: its session settings
   (:func:`commit_session`), log and snapshot through the JVM, pinned commits' checks; imports
   ``backend``, ``pins``
 * ``spark_writes``  delta-spark's :func:`merge_spark` and the driver's rows' writes; imports the modules above
-* ``spark_backend`` ``SparkBackend``: every delta-spark half, feature enabling; imports the modules above
-* ``rs_tables``     delta-rs tables opened (at a pinned version) and read on the driver: :func:`read_arrow`,
-  :func:`read_arrow_in`, :func:`count_rows`; imports ``arrow``, ``features``, ``pins``
+* ``spark_backend`` ``SparkBackend``: every delta-spark half, feature enabling; what the driver reads or writes itself goes to
+  delta-rs; imports the modules above
 * ``rs_writes``     delta-rs commits: commit properties, creating, appending Arrow rows,
   :func:`merge_rs` and the driver's rows' writes; imports the modules above but the ``spark_`` ones
 * ``rs_reshape``    a column-mapped table's new schema written as staged rows and one overwrite commit,

@@ -30,7 +30,7 @@ from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, table_exists
 from pipelines.delta_io.rs_reshape import add_columns_rs_elsewhere, rs_needs_spark_to_add, reshape_rs
 from pipelines.delta_io.rs_tables import (
-    rs_files_above, rs_options, rs_query, rs_table, deltalake_table_exists, read_arrow,
+    rs_files_above, rs_history, rs_latest, rs_options, rs_query, rs_table, deltalake_table_exists, read_arrow,
 )
 from pipelines.delta_io.rs_writes import (
     append_rs, rs_commit_properties, rs_create, rs_create_mode, rs_created_meanwhile,
@@ -92,10 +92,7 @@ class RsBackend:
         return strip_mapping_metadata(delta_schema_to_spark(rs_table(path).schema().to_json()))
 
     def version(self, spark: SparkSession | None, path: str) -> int:
-        import deltalake
-
-        # (the latest, whatever this thread pinned: what a pin is checked against)
-        return int(deltalake.DeltaTable(str(path), storage_options=rs_options(path)).version())
+        return int(rs_latest(path).version())
 
     def read(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
              above: tuple[str, object] | None, keep: Column | None) -> DataFrame:
@@ -133,17 +130,7 @@ class RsBackend:
         return [Row(**r) for r in table.to_pylist()]
 
     def history(self, spark: SparkSession | None, path: str, limit: int | None) -> list[Commit]:
-        entries = rs_table(path).history(limit)
-        return [
-            Commit(
-                version=int(e["version"]),
-                timestamp_ms=int(e.get("timestamp", 0)),
-                operation=str(e.get("operation", "")),
-                parameters={k: str(v) for k, v in (e.get("operationParameters") or {}).items()},
-                user_metadata=e.get("userMetadata"),
-            )
-            for e in sorted(entries, key=lambda e: -int(e["version"]))
-        ]
+        return rs_history(rs_table(path), limit)
 
     # -- commits
 

@@ -1,5 +1,5 @@
 """Opening and reading delta-rs tables (the ``deltalake`` package) on the driver: a table at the
-version this thread pinned, its storage options, its files above a value, its rows as Arrow
+version this thread pinned (or its latest), its storage options, its history, its files above a value, its rows as Arrow
 (:func:`read_arrow`, :func:`read_arrow_in`, :func:`count_rows`, through delta-rs's query engine when
 needed). No commits (:mod:`~pipelines.delta_io.rs_writes`) and no Spark reads
 (:class:`~pipelines.delta_io.rs_backend.RsBackend`)."""
@@ -16,6 +16,7 @@ from pipelines import storage
 from pipelines.delta_io.arrow import delta_schema_to_spark
 from pipelines.delta_io import pins
 from pipelines.delta_io.features import uses_column_mapping
+from pipelines.delta_io.reads import Commit
 
 
 def rs_options(path: str) -> dict[str, str] | None:
@@ -34,6 +35,27 @@ def rs_table(path: str):
     if pin.version is None:  # (pinned as missing: whoever reads it now reads another writer's table)
         raise pin.stale("read", "the table was created meanwhile")
     return deltalake.DeltaTable(str(path), version=pin.version, storage_options=rs_options(path))
+
+
+def rs_latest(path: str):
+    """The table at its latest version, whatever this thread pinned (what a pin is checked against)."""
+    import deltalake
+
+    return deltalake.DeltaTable(str(path), storage_options=rs_options(path))
+
+
+def rs_history(dt, limit: int | None) -> list[Commit]:
+    """The commits of the delta-rs table ``dt``, newest first (``limit`` of them)."""
+    return [
+        Commit(
+            version=int(e["version"]),
+            timestamp_ms=int(e.get("timestamp", 0)),
+            operation=str(e.get("operation", "")),
+            parameters={k: str(v) for k, v in (e.get("operationParameters") or {}).items()},
+            user_metadata=e.get("userMetadata"),
+        )
+        for e in sorted(dt.history(limit), key=lambda e: -int(e["version"]))
+    ]
 
 
 def rs_arrow_filesystem(dt):

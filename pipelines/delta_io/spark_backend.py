@@ -17,21 +17,22 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.delta_io.arrow import check_columns
-from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
+from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, named, quote_ident
 from pipelines.delta_io.commits import commit_retried, txn_recorded
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
     strip_mapping_metadata, uses_column_mapping,
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult
-from pipelines.delta_io.reads import Commit, read, schema, table_exists
+from pipelines.delta_io.reads import Commit, schema, table_exists
+from pipelines.delta_io.rs_tables import rs_history, rs_latest
 from pipelines.delta_io.spark_commits import (
-    SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile, pinned_writer, spark_log_txn_version,
+    SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile, pinned_writer,
     commit_session, spark_delta_log, spark_snapshot,
 )
 from pipelines.delta_io.spark_writes import append_with_rows_spark, create_with_rows_spark, merge_spark
 from pipelines.delta_io.upkeep import storage
-from pipelines.delta_io.writes import new_fields, add_columns, append, create_if_missing, overwrite
+from pipelines.delta_io.writes import new_fields, add_columns, create_if_missing
 
 
 _SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -114,44 +115,28 @@ class SparkBackend:
             df = df.select(*[F.col(quote_ident(c)) for c in columns])
         return df
 
+    # What the driver reads or writes itself goes by delta-rs, without a Spark job: the statistics
+    # of a table's files, a small table's rows, the history and transaction ids in its log, and the
+    # few rows of the _pipeline tables (manifest, run log, watermarks...). Through delta-spark each
+    # of these was a snapshot or a commit of 0.5-2.5 s of driver time for a handful of rows (bronze's
+    # bookkeeping alone took 17 s of a 28 s run of the samples); both libraries read and write the
+    # same protocol, and commit a version only where none exists (on S3: pipelines/log_store.py).
+    # Bronze's batches, silver's tables (deletion vectors) and every DataFrame stay with delta-spark.
+
     def nothing_above(self, spark: SparkSession, path: str, column: str, value) -> bool:
-        return False
+        return named("rs").nothing_above(spark, path, column, value)
 
     def read_rows(self, spark: SparkSession, path: str, columns: Sequence[str] | None,
                   above: tuple[str, object] | None) -> list:
-        return read(spark, path, columns, backend="spark", above=above).collect()
+        return named("rs").read_rows(spark, path, columns, above)
 
     def history(self, spark: SparkSession, path: str, limit: int | None) -> list[Commit]:
-        from delta.tables import DeltaTable
-
-        rows = (
-            DeltaTable.forPath(spark, str(path))
-            .history(limit)
-            .select(
-                "version",
-                F.unix_millis("timestamp").alias("timestamp_ms"),
-                "operation",
-                "operationParameters",
-                "userMetadata",
-            )
-            .orderBy(F.col("version").desc())
-            .collect()
-        )
-        return [
-            Commit(
-                version=int(r["version"]),
-                timestamp_ms=int(r["timestamp_ms"]),
-                operation=r["operation"],
-                parameters=dict(r["operationParameters"] or {}),
-                user_metadata=r["userMetadata"],
-            )
-            for r in rows
-        ]
+        return rs_history(rs_latest(path), limit)  # (the latest, as delta-spark reads it, pinned or not)
 
     # -- commits
 
     def last_txn_version(self, spark: SparkSession, path: str, app_id: str) -> int | None:
-        return spark_log_txn_version(spark, path, app_id)
+        return rs_latest(path).transaction_version(app_id)
 
     # -- writes
 
@@ -216,8 +201,7 @@ class SparkBackend:
 
     def append_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str,
                     txn_app_id: str | None, txn_version: int | None, schema_evolution: bool) -> bool:
-        return append(spark, spark.createDataFrame(list(rows), struct), path, txn_app_id=txn_app_id,
-                      txn_version=txn_version, schema_evolution=schema_evolution, backend=self.name)
+        return named("rs").append_rows(spark, rows, struct, path, txn_app_id, txn_version, schema_evolution)
 
     def overwrite(self, spark: SparkSession, df: DataFrame, path: str, overwrite_schema: bool,
                   user_metadata: str | None = None) -> None:
@@ -240,7 +224,7 @@ class SparkBackend:
         commit_retried("overwrite", path, attempt)
 
     def overwrite_rows(self, spark: SparkSession, rows: Sequence[tuple], struct: T.StructType, path: str) -> None:
-        overwrite(spark, spark.createDataFrame(list(rows), struct), path, backend="spark")
+        named("rs").overwrite_rows(spark, rows, struct, path)
 
     # -- merging
 
