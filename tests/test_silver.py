@@ -510,11 +510,11 @@ def test_big_batch_merges_in_parts_by_key_and_a_crash_between_parts_is_harmless(
     monkeypatch.setattr(delta_merging, "MERGE_CHUNK_ROWS", 3)
     real_merge_rs, calls = merge_rs, []
 
-    def dies_after_two_parts(*args, **kwargs):
-        calls.append(kwargs.get("user_metadata"))
+    def dies_after_two_parts(path, source, on, clauses, commit):
+        calls.append(commit.metadata)
         if len(calls) == 3:
             raise RuntimeError("killed between parts")
-        return real_merge_rs(*args, **kwargs)
+        return real_merge_rs(path, source, on, clauses, commit)
 
     monkeypatch.setattr(delta_merging, "merge_rs", dies_after_two_parts)
     with pytest.raises(RuntimeError, match="between parts"):

@@ -57,7 +57,8 @@ re-exported here, and reach a table only through :func:`open_table`):
   :class:`StaleRead`): plain values and a context variable; imports ``backend``
 * ``reads``         existence, schema, DataFrames, small tables' rows, history, versions and pins:
   checks, then the backend; imports ``backend``, ``pins``
-* ``commits``       transaction ids, the retried commit with its fault points
+* ``commits``       :class:`CommitInfo` (what a commit records beside its rows), transaction ids, the
+  retried commit with its fault points
   (:func:`~pipelines.delta_io.commits.commit_retried`); imports ``backend``, ``reads``
 * ``writes``        create, add columns, append, append rows, overwrite: checks, column checks, retried
   commits, then the backend; imports the above
@@ -81,7 +82,7 @@ re-exported here, and reach a table only through :func:`open_table`):
   chunks, upkeep), calling ``rs_tables`` and ``rs_writes``; imports the modules above but the ``spark_`` ones
 * ``staging``       big delta-rs appends: Parquet written by tasks, committed by the driver; imports
   ``arrow``, ``backend``, ``commits``, ``rs_tables``, ``rs_writes``
-* ``table``         :func:`open_table`, :class:`Table` and :class:`CommitInfo`: the face the pipeline
+* ``table``         :func:`open_table` and :class:`Table`: the face the pipeline
   uses, each method one of the operations above with the table's path, session and backend; imports them
 """
 from __future__ import annotations
@@ -108,7 +109,8 @@ from pipelines.delta_io.staging import (
     ParquetStager, STAGED_BATCH_ROWS, STAGED_FILE_ROWS, StagedFile, commit_staged, discard_staged,
     prepare_staging,
 )
-from pipelines.delta_io.table import CommitInfo, Table, open_table
+from pipelines.delta_io.commits import CommitInfo
+from pipelines.delta_io.table import Table, open_table
 
 register(spark_backend.BACKEND)
 register(rs_backend.BACKEND)

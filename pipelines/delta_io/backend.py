@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql import types as T
 
+    from pipelines.delta_io.commits import CommitInfo
     from pipelines.delta_io.merging import MergeClause, MergeResult
     from pipelines.delta_io.reads import Commit
 
@@ -160,9 +161,8 @@ class DeltaBackend(Protocol):
                        path: str) -> None: ...
 
     # merging (pipelines.delta_io.merging)
-    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
-              source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
-              user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
+    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause],
+              commit: CommitInfo, *, source_schema: T.StructType | None, split_by: Sequence[str] | None,
               source_rows: int | None, local_source: bool = False) -> MergeResult: ...
 
     # the driver's rows (pipelines.delta_io.writes / merging): Arrow or tuples in the schema's order
@@ -173,7 +173,7 @@ class DeltaBackend(Protocol):
                          user_metadata: str | None) -> bool: ...
 
     def merge_rows(self, spark: SparkSession | None, path: str, source: pa.Table, source_schema: T.StructType | None,
-                   on: str, clauses: Sequence[MergeClause], user_metadata: str | None) -> MergeResult: ...
+                   on: str, clauses: Sequence[MergeClause], commit: CommitInfo) -> MergeResult: ...
 
     # upkeep (pipelines.delta_io.upkeep)
     def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:

@@ -1,4 +1,5 @@
-"""What every commit shares: transaction ids (checked, looked up in the backend's snapshot) and
+"""What every commit shares: what it records beside its rows (:class:`CommitInfo`), transaction ids
+(checked, looked up in the backend's snapshot) and
 :func:`commit_retried`: fault points and the retry of a commit that lost a race with another writer. The
 backends' own commit details (delta-spark's session settings, delta-rs's commit properties) are
 in :mod:`~pipelines.delta_io.spark_commits` and :mod:`~pipelines.delta_io.rs_writes`."""
@@ -8,6 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
@@ -50,6 +52,49 @@ def last_txn_version(
     if not table_exists(path, spark=spark, backend=backend):
         return None
     return backend_for(spark, backend).last_txn_version(spark, path, app_id)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit records beside its rows.
+
+    ``txn``: the transaction id ``(app id, version)``; a commit whose id the table already holds
+    (that version or a later one of the app) is skipped, so a re-run lands nothing twice.
+    ``metadata``: the commit's user metadata, text a reader finds in the table's history (silver
+    records its watermark there).
+
+    >>> CommitInfo(txn=("loader", -1))
+    Traceback (most recent call last):
+    ...
+    ValueError: txn_version must be an int >= 0, got -1
+    """
+
+    txn: tuple[str, int] | None = None
+    metadata: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.txn is not None:
+            check_txn(*self.txn)
+
+    @classmethod
+    def of(cls, app_id: str | None, version: int | None, metadata: str | None = None) -> CommitInfo:
+        """From a transaction id's two parts, both given or both None (one alone is refused).
+
+        >>> CommitInfo.of(None, None).txn is None, CommitInfo.of("loader", 3).txn
+        (True, ('loader', 3))
+        """
+        return cls(None if app_id is None and version is None else (app_id, version), metadata)
+
+    @property
+    def app_id(self) -> str | None:
+        return None if self.txn is None else self.txn[0]
+
+    @property
+    def version(self) -> int | None:
+        return None if self.txn is None else self.txn[1]
+
+
+NO_COMMIT_INFO = CommitInfo()
 
 
 R = TypeVar("R")

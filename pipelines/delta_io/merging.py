@@ -13,6 +13,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pipelines.delta_io.backend import backend_for
+from pipelines.delta_io.commits import NO_COMMIT_INFO, CommitInfo
+
+SOURCE_ALIAS, TARGET_ALIAS = "s", "t"  # what ``on`` and the clauses call the source and the table
 
 
 MergeKind = Literal["update", "delete", "insert"]
@@ -22,8 +25,8 @@ MergeKind = Literal["update", "delete", "insert"]
 class MergeClause:
     """One WHEN clause: ``update`` and ``delete`` act on matched rows, ``insert`` on unmatched ones.
 
-    ``condition`` and the values of ``assignments`` are SQL text over the aliases (default ``s``
-    for the source, ``t`` for the target); the keys of ``assignments`` are raw target column names
+    ``condition`` and the values of ``assignments`` are SQL text over the aliases (``s`` for the
+    source, ``t`` for the target: :data:`SOURCE_ALIAS`, :data:`TARGET_ALIAS`); the keys of ``assignments`` are raw target column names
     (quoted here).
 
     >>> MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}).kind
@@ -66,13 +69,9 @@ def merge(
     source: DataFrame,
     on: str,
     clauses: Sequence[MergeClause],
+    commit: CommitInfo = NO_COMMIT_INFO,
     *,
     backend: str = "auto",
-    source_alias: str = "s",
-    target_alias: str = "t",
-    txn_app_id: str | None = None,
-    txn_version: int | None = None,
-    user_metadata: str | None = None,
     source_schema: T.StructType | None = None,
     split_by: Sequence[str] | None = None,
     source_rows: int | None = None,
@@ -85,7 +84,7 @@ def merge(
     :data:`~pipelines.delta_io.rs_backend.MERGE_CHUNK_ROWS` rows (``source_rows``, when the caller
     knows it) is MERGEd in parts that split it by a hash of the ``split_by`` columns (the MERGE key:
     a key's rows stay in one part), so the driver holds one part at a time. The parts are separate commits and only the
-    last carries ``user_metadata`` and the transaction id: the clauses must be idempotent (silver's
+    last carries ``commit`` (its metadata and transaction id): the clauses must be idempotent (silver's
     apply a change only when it is newer than the row), so that a run that dies between parts
     can simply be done again. ``local_source``: the source is rows the driver holds (delta-spark
     then reads it as it is, without copying it first).
@@ -94,20 +93,16 @@ def merge(
     ...       [MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}),
     ...        MergeClause("insert", None, {"id": "s.`id`", "v": "s.`v`"})])  # doctest: +SKIP
     """
-    return backend_for(spark, backend).merge(
-        spark, path, source, on, clauses,
-        source_alias=source_alias, target_alias=target_alias,
-        txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
-        source_schema=source_schema, split_by=split_by, source_rows=source_rows, local_source=local_source,
-    )
+    return backend_for(spark, backend).merge(spark, path, source, on, clauses, commit, source_schema=source_schema,
+                                             split_by=split_by, source_rows=source_rows, local_source=local_source)
 
 
-def merge_rows(path: str, source: pa.Table, on: str, clauses: Sequence[MergeClause], *,
-               spark: SparkSession | None = None, backend: str = "auto", source_schema: T.StructType | None = None,
-               user_metadata: str | None = None) -> MergeResult:
+def merge_rows(path: str, source: pa.Table, on: str, clauses: Sequence[MergeClause],
+               commit: CommitInfo = NO_COMMIT_INFO, *, spark: SparkSession | None = None, backend: str = "auto",
+               source_schema: T.StructType | None = None) -> MergeResult:
     """MERGE the driver's ``source`` rows (Arrow; ``source_schema``: their Spark types, default
     Arrow's) into the table at ``path``:
     delta-rs from Arrow, no Spark job; delta-spark from a local relation. Alias ``s`` for the
     source, ``t`` for the table, in ``on`` and ``clauses``."""
     check_merge(on, clauses)
-    return backend_for(spark, backend).merge_rows(spark, path, source, source_schema, on, clauses, user_metadata)
+    return backend_for(spark, backend).merge_rows(spark, path, source, source_schema, on, clauses, commit)

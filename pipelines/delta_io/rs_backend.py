@@ -24,7 +24,7 @@ from pipelines.delta_io.arrow import (
     check_columns, delta_field_json, arrow_to_spark, delta_schema_to_spark, rows_to_arrow, spark_to_arrow,
 )
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, DeltaIOError, quote_ident
-from pipelines.delta_io.commits import commit_retried, txn_recorded
+from pipelines.delta_io.commits import NO_COMMIT_INFO, CommitInfo, commit_retried, txn_recorded
 from pipelines.delta_io.features import DELETION_VECTORS, physical_names, strip_mapping_metadata, uses_column_mapping
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, table_exists
@@ -205,9 +205,8 @@ class RsBackend:
 
     # -- merging
 
-    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
-              source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
-              user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
+    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause],
+              commit: CommitInfo, *, source_schema: T.StructType | None, split_by: Sequence[str] | None,
               source_rows: int | None, local_source: bool = False) -> MergeResult:
         """The source to the driver as Arrow, in parts of at most :data:`MERGE_CHUNK_ROWS` rows
         split by a hash of ``split_by`` (see :func:`pipelines.delta_io.merging.merge`)."""
@@ -215,23 +214,15 @@ class RsBackend:
         if split_by and source_rows is not None and source_rows > MERGE_CHUNK_ROWS:
             parts = -(-source_rows // MERGE_CHUNK_ROWS)
         if parts == 1:
-            return merge_rs(
-                path, spark_to_arrow(source, source_schema), on, clauses,
-                source_alias=source_alias, target_alias=target_alias,
-                txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
-            )
-        if txn_app_id is not None and txn_recorded(path, txn_app_id, txn_version, spark, "rs"):
+            return merge_rs(path, spark_to_arrow(source, source_schema), on, clauses, commit)
+        if commit.txn is not None and txn_recorded(path, commit.app_id, commit.version, spark, "rs"):
             return MergeResult(0, 0, 0, "rs")
         bucket = F.pmod(F.xxhash64(*[F.col(quote_ident(c)) for c in split_by]), F.lit(parts))
         totals = [0, 0, 0]
         for part in range(parts):
             last = part == parts - 1
-            r = merge_rs(
-                path, spark_to_arrow(source.where(bucket == part), source_schema), on, clauses,
-                source_alias=source_alias, target_alias=target_alias,
-                txn_app_id=txn_app_id if last else None, txn_version=txn_version if last else None,
-                user_metadata=user_metadata if last else None,
-            )
+            r = merge_rs(path, spark_to_arrow(source.where(bucket == part), source_schema), on, clauses,
+                         commit if last else NO_COMMIT_INFO)
             totals = [totals[0] + r.inserted, totals[1] + r.updated, totals[2] + r.deleted]
         return MergeResult(*totals, backend="rs")
 
@@ -244,8 +235,8 @@ class RsBackend:
         return append_with_rows_rs(path, table_schema, rows, user_metadata=user_metadata)
 
     def merge_rows(self, spark: SparkSession | None, path: str, source: pa.Table, source_schema: T.StructType | None,
-                   on: str, clauses: Sequence[MergeClause], user_metadata: str | None) -> MergeResult:
-        return merge_rs(path, source, on, clauses, user_metadata=user_metadata)
+                   on: str, clauses: Sequence[MergeClause], commit: CommitInfo) -> MergeResult:
+        return merge_rs(path, source, on, clauses, commit)
 
     # -- upkeep
 

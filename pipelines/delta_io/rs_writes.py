@@ -14,11 +14,11 @@ from pyspark.sql import types as T
 from pipelines.delta_io.arrow import fit_columns, arrow_schema_to_spark, as_arrow
 from pipelines.delta_io import pins
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
-from pipelines.delta_io.commits import commit_retried, check_txn
+from pipelines.delta_io.commits import NO_COMMIT_INFO, CommitInfo, commit_retried
 from pipelines.delta_io.features import (
     create_properties, needs_column_mapping, strip_mapping_metadata, uses_column_mapping,
 )
-from pipelines.delta_io.merging import MergeClause, MergeResult, check_merge
+from pipelines.delta_io.merging import SOURCE_ALIAS, TARGET_ALIAS, MergeClause, MergeResult, check_merge
 from pipelines.delta_io.reads import schema, table_exists
 from pipelines.delta_io.rs_tables import rs_options, rs_table, deltalake_table_exists
 from pipelines.delta_io.writes import new_fields, add_columns
@@ -232,12 +232,7 @@ def merge_rs(
     source: pa.Table,
     on: str,
     clauses: Sequence[MergeClause],
-    *,
-    source_alias: str = "s",
-    target_alias: str = "t",
-    txn_app_id: str | None = None,
-    txn_version: int | None = None,
-    user_metadata: str | None = None,
+    commit: CommitInfo = NO_COMMIT_INFO,
 ) -> MergeResult:
     """MERGE an Arrow table into the Delta table at ``path`` with delta-rs.
 
@@ -247,7 +242,7 @@ def merge_rs(
     if source is None:
         raise ValueError("'source' in merge cannot be None")
     check_merge(on, clauses)
-    check_txn(txn_app_id, txn_version)
+    txn_app_id, txn_version, user_metadata = commit.app_id, commit.version, commit.metadata
 
     rs_ensure_mapping_feature(path)
 
@@ -258,8 +253,8 @@ def merge_rs(
         builder = target.merge(
             source,
             on,
-            source_alias=source_alias,
-            target_alias=target_alias,
+            source_alias=SOURCE_ALIAS,
+            target_alias=TARGET_ALIAS,
             commit_properties=rs_commit_properties(txn_app_id, txn_version, user_metadata, path),
         )
         for clause in clauses:

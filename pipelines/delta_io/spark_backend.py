@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from pipelines.delta_io.arrow import check_columns
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, named, quote_ident
-from pipelines.delta_io.commits import commit_retried, txn_recorded
+from pipelines.delta_io.commits import CommitInfo, commit_retried, txn_recorded
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
     strip_mapping_metadata, uses_column_mapping,
@@ -228,16 +228,10 @@ class SparkBackend:
 
     # -- merging
 
-    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause], *,
-              source_alias: str, target_alias: str, txn_app_id: str | None, txn_version: int | None,
-              user_metadata: str | None, source_schema: T.StructType | None, split_by: Sequence[str] | None,
+    def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause],
+              commit: CommitInfo, *, source_schema: T.StructType | None, split_by: Sequence[str] | None,
               source_rows: int | None, local_source: bool = False) -> MergeResult:
-        return merge_spark(
-            spark, path, source, on, clauses,
-            source_alias=source_alias, target_alias=target_alias,
-            txn_app_id=txn_app_id, txn_version=txn_version, user_metadata=user_metadata,
-            local_source=local_source,
-        )
+        return merge_spark(spark, path, source, on, clauses, commit, local_source=local_source)
 
     def create_with_rows(self, spark: SparkSession, path: str, table_schema: T.StructType, rows,
                          user_metadata: str | None, properties: Mapping[str, str] | None) -> bool:
@@ -249,10 +243,10 @@ class SparkBackend:
         return append_with_rows_spark(spark, path, table_schema, rows, user_metadata=user_metadata)
 
     def merge_rows(self, spark: SparkSession, path: str, source: pa.Table, source_schema: T.StructType | None,
-                   on: str, clauses: Sequence[MergeClause], user_metadata: str | None) -> MergeResult:
+                   on: str, clauses: Sequence[MergeClause], commit: CommitInfo) -> MergeResult:
         # (a local relation: the rows are the driver's; delta-spark's MERGE metrics count them)
-        return merge_spark(spark, path, spark.createDataFrame(source, schema=source_schema), on, clauses,
-                           user_metadata=user_metadata, local_source=True)
+        return merge_spark(spark, path, spark.createDataFrame(source, schema=source_schema), on, clauses, commit,
+                           local_source=True)
 
     # -- upkeep
 

@@ -13,9 +13,9 @@ from pyspark.sql import types as T
 from pipelines.delta_io import pins
 from pipelines.delta_io.arrow import as_arrow
 from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, quote_ident
-from pipelines.delta_io.commits import commit_retried, txn_recorded, check_txn
+from pipelines.delta_io.commits import NO_COMMIT_INFO, CommitInfo, commit_retried, txn_recorded
 from pipelines.delta_io.features import create_properties, strip_mapping_metadata
-from pipelines.delta_io.merging import MergeClause, MergeResult, check_merge
+from pipelines.delta_io.merging import SOURCE_ALIAS, TARGET_ALIAS, MergeClause, MergeResult, check_merge
 from pipelines.delta_io.spark_commits import (
     SPARK_TXN_APP_ID, SPARK_TXN_VERSION, SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile,
     pin_txn, pinned_writer, commit_session, spark_snapshot,
@@ -94,12 +94,8 @@ def merge_spark(
     source: DataFrame,
     on: str,
     clauses: Sequence[MergeClause],
+    commit: CommitInfo = NO_COMMIT_INFO,
     *,
-    source_alias: str = "s",
-    target_alias: str = "t",
-    txn_app_id: str | None = None,
-    txn_version: int | None = None,
-    user_metadata: str | None = None,
     local_source: bool = False,
 ) -> MergeResult:
     """MERGE a Spark DataFrame into the Delta table at ``path`` with delta-spark.
@@ -122,7 +118,7 @@ def merge_spark(
     if source is None:
         raise ValueError("'source' in merge cannot be None")
     check_merge(on, clauses)
-    check_txn(txn_app_id, txn_version)
+    txn_app_id, txn_version, user_metadata = commit.app_id, commit.version, commit.metadata
     from delta.tables import DeltaTable
 
     settings = {
@@ -145,8 +141,8 @@ def merge_spark(
             settings[_SPARK_MERGE_PERSISTENT_DVS] = "false"
         builder = (
             DeltaTable.forPath(commit_session(spark, settings), str(path))
-            .alias(target_alias)
-            .merge(source.alias(source_alias), on)
+            .alias(TARGET_ALIAS)
+            .merge(source.alias(SOURCE_ALIAS), on)
         )
         metrics = _with_clauses(builder, clauses).execute()
         pin_after(spark, path, pin, "merge", guarded=True)

@@ -17,59 +17,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pipelines.delta_io import commits, merging, pins, reads, rs_tables, upkeep, writes
+from pipelines.delta_io.commits import NO_COMMIT_INFO, CommitInfo
 from pipelines.delta_io.backend import DeltaBackend, backend_for
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.rs_scan import RsScan
 
 
-@dataclass(frozen=True)
-class CommitInfo:
-    """What a commit records beside its rows.
-
-    ``txn``: the transaction id ``(app id, version)``; a commit whose id the table already holds
-    (that version or a later one of the app) is skipped, so a re-run lands nothing twice.
-    ``metadata``: the commit's user metadata, text a reader finds in the table's history (silver
-    records its watermark there).
-
-    >>> CommitInfo(txn=("loader", -1))
-    Traceback (most recent call last):
-    ...
-    ValueError: txn_version must be an int >= 0, got -1
-    """
-
-    txn: tuple[str, int] | None = None
-    metadata: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.txn is not None:
-            commits.check_txn(*self.txn)
-
-    @classmethod
-    def of(cls, app_id: str | None, version: int | None, metadata: str | None = None) -> CommitInfo:
-        """From a transaction id's two parts, both given or both None (one alone is refused).
-
-        >>> CommitInfo.of(None, None).txn is None, CommitInfo.of("loader", 3).txn
-        (True, ('loader', 3))
-        """
-        return cls(None if app_id is None and version is None else (app_id, version), metadata)
-
-    @property
-    def app_id(self) -> str | None:
-        return None if self.txn is None else self.txn[0]
-
-    @property
-    def version(self) -> int | None:
-        return None if self.txn is None else self.txn[1]
-
-
-NO_COMMIT_INFO = CommitInfo()
 
 
 class Table:
@@ -194,16 +152,15 @@ class Table:
               *, source_schema: T.StructType | None = None, split_by: Sequence[str] | None = None,
               source_rows: int | None = None, local_source: bool = False) -> MergeResult:
         """MERGE ``source`` (alias ``s``) into the table (alias ``t``): :func:`pipelines.delta_io.merging.merge`."""
-        return merging.merge(self.spark, self.path, source, on, clauses, backend=self.backend.name,
-                             txn_app_id=commit.app_id, txn_version=commit.version, user_metadata=commit.metadata,
+        return merging.merge(self.spark, self.path, source, on, clauses, commit, backend=self.backend.name,
                              source_schema=source_schema, split_by=split_by, source_rows=source_rows,
                              local_source=local_source)
 
     def merge_rows(self, source: pa.Table, on: str, clauses: Sequence[MergeClause],
                    commit: CommitInfo = NO_COMMIT_INFO, *, source_schema: T.StructType | None = None) -> MergeResult:
         """MERGE rows the driver holds (Arrow) into the table: delta-rs without a Spark job."""
-        return merging.merge_rows(self.path, source, on, clauses, spark=self.spark, backend=self.backend.name,
-                                  source_schema=source_schema, user_metadata=commit.metadata)
+        return merging.merge_rows(self.path, source, on, clauses, commit, spark=self.spark, backend=self.backend.name,
+                                  source_schema=source_schema)
 
     # -- upkeep
 
