@@ -1,6 +1,6 @@
 """``binlog_changes(content BINARY, path STRING)``: the decoder as a Spark SQL function. It takes
 one whole binlog file's bytes (what Spark's ``binaryFile`` source gives) and returns its row
-changes as an array of structs shaped like bronze's rows (:data:`pipelines.bronze.schema.BRONZE_COLUMNS`
+changes as an array of structs shaped like bronze's rows (:data:`pipelines.bronze.schema.BRONZE_LAYOUT`
 without the run's own ``_run_id``/``_ingested_at``), so SQL over raw files needs no pipeline run
 and no Delta::
 
@@ -24,13 +24,12 @@ from pipelines.errors import PipelineError
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.txindex import scan
 from pipelines.bronze.decode import WorkRange, decode_range
-from pipelines.bronze.schema import BRONZE_COLUMNS
+from pipelines.bronze.schema import BRONZE_LAYOUT
 
 UDF_NAME = "binlog_changes"
 _RUN_FIELDS = ("_run_id", "_ingested_at")  # what a pipeline run adds; a query over files has none
-FIELDS = [(n, t) for n, t in BRONZE_COLUMNS if n not in _RUN_FIELDS]
-_KEEP = [i for i, (n, _t) in enumerate(BRONZE_COLUMNS) if n not in _RUN_FIELDS]
-RESULT_DDL = "ARRAY<STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in FIELDS) + ">>"
+FIELDS = [n for n in BRONZE_LAYOUT.names if n not in _RUN_FIELDS]
+_KEEP = [i for i, n in enumerate(BRONZE_LAYOUT.names) if n not in _RUN_FIELDS]
 _NUMBERED = re.compile(r"\.(\d+)$")
 
 
@@ -86,4 +85,9 @@ def register(spark) -> None:
     """Register ``binlog_changes`` on ``spark`` (any session: it needs no Delta)."""
     from pyspark.sql import functions as F
 
-    spark.udf.register(UDF_NAME, F.udf(file_changes, RESULT_DDL))
+    from pyspark.sql import types as T
+
+    from pipelines.delta_io import struct_of
+
+    row = T.StructType([f for f in struct_of(BRONZE_LAYOUT).fields if f.name not in _RUN_FIELDS])
+    spark.udf.register(UDF_NAME, F.udf(file_changes, T.ArrayType(row)))

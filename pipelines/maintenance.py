@@ -89,7 +89,7 @@ class MaintenanceStats:
         return text
 
     def run_row(self) -> tuple:
-        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_DDL`; ``files`` counts the tables,
+        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_LAYOUT`; ``files`` counts the tables,
         ``bytes`` what VACUUM freed)."""
         freed = sum(max(u.before.disk_bytes - u.after.disk_bytes, 0) for u in self.tables)
         end = self.started_at + _dt.timedelta(seconds=self.seconds)

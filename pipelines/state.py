@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+import pyarrow as pa
+
 from pipelines import delta_io
 from pipelines.config import PipelineConfig
 from pipelines.logs import get_logger
@@ -37,87 +39,92 @@ MANIFEST, QUARANTINE, DDL, XA, RUNS = "manifest", "quarantine", "ddl", "xa", "ru
 SCHEMA_HISTORY, WATERMARKS = "schema_history", "silver_watermarks"
 SNAPSHOTS = "snapshots"
 
-MANIFEST_DDL = (
-    "name STRING, file_seq BIGINT, path STRING, size BIGINT, mtime BIGINT, start_pos BIGINT, "
-    "complete_until BIGINT, sha256 STRING, status STRING, phase STRING, batch BIGINT, events BIGINT, "
-    "rows BIGINT, error STRING, error_class STRING, error_offset BIGINT, run_id STRING, processed_at TIMESTAMP, "
+_S, _I64, _I32, _TS = pa.string(), pa.int64(), pa.int32(), pa.timestamp("us", tz="UTC")
+
+MANIFEST_LAYOUT = pa.schema([
+    ("name", _S), ("file_seq", _I64), ("path", _S), ("size", _I64), ("mtime", _I64), ("start_pos", _I64),
+    ("complete_until", _I64), ("sha256", _S), ("status", _S), ("phase", _S), ("batch", _I64), ("events", _I64),
+    ("rows", _I64), ("error", _S), ("error_class", _S), ("error_offset", _I64), ("run_id", _S), ("processed_at", _TS),
     # what the next file is checked against (see "Sequence integrity"); unknown events skipped on purpose
-    "flavor STRING, gtid_start STRING, gtid_end STRING, rotate_to STRING, ignorable_skipped BIGINT, "
+    ("flavor", _S), ("gtid_start", _S), ("gtid_end", _S), ("rotate_to", _S), ("ignorable_skipped", _I64),
     # when a batch's committed row was written, right after its bronze commit (processed_at: the
     # run's start, its rows' _ingested_at): silver finds batches that landed after it read bronze
-    "committed_at TIMESTAMP, "
+    ("committed_at", _TS),
     # the server that wrote the file (its FORMAT_DESCRIPTION): a later file of another server is
     # said in a warning (NULL in rows of older versions, and of a redone batch)
-    "server_version STRING, server_id BIGINT"
-)
+    ("server_version", _S), ("server_id", _I64),
+])
 
-QUARANTINE_DDL = (
-    "file STRING, file_seq BIGINT, offset BIGINT, reason STRING, error_class STRING, "
-    "decoder_version STRING, raw BINARY, batch BIGINT, run_id STRING, ts TIMESTAMP"
-)
+QUARANTINE_LAYOUT = pa.schema([
+    ("file", _S), ("file_seq", _I64), ("offset", _I64), ("reason", _S), ("error_class", _S),
+    ("decoder_version", _S), ("raw", pa.binary()), ("batch", _I64), ("run_id", _S), ("ts", _TS),
+])
 
-DDL_TABLE_DDL = (  # query_raw: the exact bytes, when they are not valid in the statement's charset
-    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, db STRING, query STRING, "
-    "commit_ts TIMESTAMP, in_group BOOLEAN, gtid STRING, server_id BIGINT, _run_id STRING, query_raw BINARY"
-)
+DDL_TABLE_LAYOUT = pa.schema([  # query_raw: the exact bytes, when they are not valid in the statement's charset
+    ("file", _S), ("file_seq", _I64), ("pos", _I64), ("_seq", _S), ("db", _S), ("query", _S),
+    ("commit_ts", _TS), ("in_group", pa.bool_()), ("gtid", _S), ("server_id", _I64), ("_run_id", _S),
+    ("query_raw", pa.binary()),
+])
 
-XA_DDL = (
-    "file STRING, file_seq BIGINT, pos BIGINT, _seq STRING, kind STRING, xa_xid STRING, gtid STRING, "
-    "commit_ts TIMESTAMP, _run_id STRING"
-)
+XA_LAYOUT = pa.schema([
+    ("file", _S), ("file_seq", _I64), ("pos", _I64), ("_seq", _S), ("kind", _S), ("xa_xid", _S), ("gtid", _S),
+    ("commit_ts", _TS), ("_run_id", _S),
+])
 
-RUNS_DDL = (
-    "run_id STRING, step STRING, started_at TIMESTAMP, ended_at TIMESTAMP, files BIGINT, "
-    "files_skipped BIGINT, files_ignored BIGINT, events BIGINT, rows_c BIGINT, rows_u BIGINT, "
-    "rows_d BIGINT, statements BIGINT, quarantined BIGINT, bytes BIGINT, seconds DOUBLE, "
-    "mb_per_s DOUBLE, zero_dates BIGINT, status STRING, error STRING, "
+RUNS_LAYOUT = pa.schema([
+    ("run_id", _S), ("step", _S), ("started_at", _TS), ("ended_at", _TS), ("files", _I64),
+    ("files_skipped", _I64), ("files_ignored", _I64), ("events", _I64), ("rows_c", _I64), ("rows_u", _I64),
+    ("rows_d", _I64), ("statements", _I64), ("quarantined", _I64), ("bytes", _I64), ("seconds", pa.float64()),
+    ("mb_per_s", pa.float64()), ("zero_dates", _I64), ("status", _S), ("error", _S),
     # the run's warning: lines (what it did not do: docs/errors.md); NULL in rows of older versions,
     # whose tables gain the column with the first run that writes it (schema evolution on append)
-    "warnings BIGINT"
-)
+    ("warnings", _I64),
+])
 
 # a schema version (pipelines.schema.store turns versions into these rows and back)
-COLUMN_DEF_DDL = (
-    "name STRING, type STRING, length INT, decimals INT, unsigned BOOLEAN, nullable BOOLEAN, charset STRING, "
-    "`values` ARRAY<STRING>, generated STRING, invisible BOOLEAN, `default` STRING"
-)
+COLUMN_DEF = pa.struct([
+    ("name", _S), ("type", _S), ("length", _I32), ("decimals", _I32), ("unsigned", pa.bool_()),
+    ("nullable", pa.bool_()), ("charset", _S), ("values", pa.list_(_S)), ("generated", _S),
+    ("invisible", pa.bool_()), ("default", _S),
+])
 
+SCHEMA_HISTORY_LAYOUT = pa.schema([
+    ("db", _S),
+    ("table", _S),  # "" for database-level entries (kinds database, drop_database, unparsed)
+    ("valid_from", _S),  # the statement's _seq; "" for seeds (valid from the start)
+    ("version", _I32),  # per table, 0, 1, 2...: orders versions that share a valid_from
+    ("kind", _S),  # create | alter | drop | truncate | rename_to | rename_from | seed | unparsed | ...
+    ("columns", pa.list_(COLUMN_DEF)),  # NULL when the table is gone or unknown
+    ("primary_key", pa.list_(_S)),
+    ("unique_keys", pa.list_(pa.struct([("name", _S), ("columns", pa.list_(_S))]))),
+    ("table_charset", _S),
+    ("peer_db", _S),  # renames: the other name
+    ("peer_table", _S),
+    ("renamed_columns", pa.list_(pa.struct([("old", _S), ("new", _S)]))),  # ALTER: columns renamed by it
+    ("statement", _S),  # the DDL text (seed: the SHOW CREATE TABLE text)
+    ("reason", _S),  # why an `unparsed` statement could not be applied
+    ("source_file", _S),  # binlog file (seed: the seed file)
+    ("pos", _I64),
+    ("_run_id", _S),
+    ("recorded_at", _TS),
+])
 
-SCHEMA_HISTORY_COLUMNS: list[tuple[str, str]] = [
-    ("db", "STRING"),
-    ("table", "STRING"),  # "" for database-level entries (kinds database, drop_database, unparsed)
-    ("valid_from", "STRING"),  # the statement's _seq; "" for seeds (valid from the start)
-    ("version", "INT"),  # per table, 0, 1, 2...: orders versions that share a valid_from
-    ("kind", "STRING"),  # create | alter | drop | truncate | rename_to | rename_from | seed | unparsed | ...
-    ("columns", f"ARRAY<STRUCT<{COLUMN_DEF_DDL}>>"),  # NULL when the table is gone or unknown
-    ("primary_key", "ARRAY<STRING>"),
-    ("unique_keys", "ARRAY<STRUCT<name STRING, columns ARRAY<STRING>>>"),
-    ("table_charset", "STRING"),
-    ("peer_db", "STRING"),  # renames: the other name
-    ("peer_table", "STRING"),
-    ("renamed_columns", "ARRAY<STRUCT<old: STRING, new: STRING>>"),  # ALTER: columns renamed by it
-    ("statement", "STRING"),  # the DDL text (seed: the SHOW CREATE TABLE text)
-    ("reason", "STRING"),  # why an `unparsed` statement could not be applied
-    ("source_file", "STRING"),  # binlog file (seed: the seed file)
-    ("pos", "BIGINT"),
-    ("_run_id", "STRING"),
-    ("recorded_at", "TIMESTAMP"),
-]
-
-
-SCHEMA_HISTORY_DDL = ", ".join(f"`{n}` {t}" for n, t in SCHEMA_HISTORY_COLUMNS)
 # the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.marks)
 READ_THROUGH_DB = ""  # no source database has an empty name: the db of silver's read-through marks
-WATERMARKS_DDL = "db STRING, `table` STRING, max_seq STRING, rows BIGINT, run_id STRING, updated_at TIMESTAMP"
+WATERMARKS_LAYOUT = pa.schema([("db", _S), ("table", _S), ("max_seq", _S), ("rows", _I64), ("run_id", _S),
+                               ("updated_at", _TS)])
 
 # the dumps the snapshot load landed (pipelines.snapshot_load): a ``pending`` row (db and table NULL)
 # before its writes, then ``committed`` rows, one per table it loaded (``_seq``: the snapshot's
 # start, where its CREATE TABLE sits; ``rows``: its rows) and one for the dump (db and table NULL)
-SNAPSHOTS_DDL = ("dump_id STRING, dump STRING, phase STRING, db STRING, `table` STRING, _seq STRING, "
-                 "position STRING, rows BIGINT, run_id STRING, loaded_at TIMESTAMP")
+SNAPSHOTS_LAYOUT = pa.schema([("dump_id", _S), ("dump", _S), ("phase", _S), ("db", _S), ("table", _S), ("_seq", _S),
+                              ("position", _S), ("rows", _I64), ("run_id", _S), ("loaded_at", _TS)])
 
-LAYOUTS = {MANIFEST: MANIFEST_DDL, QUARANTINE: QUARANTINE_DDL, DDL: DDL_TABLE_DDL, XA: XA_DDL, RUNS: RUNS_DDL,
-           SCHEMA_HISTORY: SCHEMA_HISTORY_DDL, WATERMARKS: WATERMARKS_DDL, SNAPSHOTS: SNAPSHOTS_DDL}
+# Each table's layout: its columns as Arrow types (delta_io.arrow_schema_to_spark: the Spark schema).
+# Rows are tuples in this order; a column only ever joins at the end (an older table gains it on append).
+LAYOUTS = {MANIFEST: MANIFEST_LAYOUT, QUARANTINE: QUARANTINE_LAYOUT, DDL: DDL_TABLE_LAYOUT, XA: XA_LAYOUT,
+           RUNS: RUNS_LAYOUT, SCHEMA_HISTORY: SCHEMA_HISTORY_LAYOUT, WATERMARKS: WATERMARKS_LAYOUT,
+           SNAPSHOTS: SNAPSHOTS_LAYOUT}
 
 
 def path(cfg: PipelineConfig, table: str) -> str:
@@ -210,7 +217,7 @@ def logged_run(spark, cfg: PipelineConfig, stats, *, ended: Callable = _ended_no
         log_run(spark, cfg, stats.run_row() + (len(getattr(stats, "warnings", ())),), stats.status == "ok")
 
 
-def append_at(spark, cfg: PipelineConfig, layout: str, table_path: str, rows: Sequence[tuple], *,
+def append_at(spark, cfg: PipelineConfig, layout: pa.Schema, table_path: str, rows: Sequence[tuple], *,
               app_id: str | None = None, version: int | None = None) -> bool:
     """:func:`append` by layout and path (bronze's batch commit names them as it writes them)."""
     commit = delta_io.CommitInfo.of(app_id, version)
@@ -280,6 +287,5 @@ def fold_watermarks(spark, cfg: PipelineConfig, *, backend: str | None = None) -
     latest = latest_watermark_rows(rows)
     if len(rows) <= 2 * len(latest):
         return 0
-    names = [f.name for f in delta_io.ddl_schema(WATERMARKS_DDL).fields]
-    t.overwrite_rows([tuple(r[n] for n in names) for r in latest], WATERMARKS_DDL)
+    t.overwrite_rows([tuple(r[n] for n in WATERMARKS_LAYOUT.names) for r in latest], WATERMARKS_LAYOUT)
     return len(rows) - len(latest)

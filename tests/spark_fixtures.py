@@ -17,6 +17,18 @@ from pipelines.spark_session import build_session, delta_spark_available
 SPARK_SKIP_REASON = "delta-spark jars not on the classpath: run make setup (it fetches them into jars/)"
 
 
+def _image_ddl() -> str:
+    import pyarrow as pa
+
+    from pipelines.bronze.schema import IMAGE
+    from pipelines.delta_io import struct_of
+
+    return struct_of(pa.schema([("image", IMAGE)]))["image"].dataType.simpleString()
+
+
+IMAGE_DDL = _image_ddl()  # a bronze image's type in Spark's DDL: for test DataFrames built from text
+
+
 def in_ci() -> bool:
     """True under CI (``CI=true``), where a delta-spark test that cannot run is a failure."""
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

@@ -337,7 +337,7 @@ def test_quarantine_list_at_scale_groups_and_limits(tmp_path):
              b"--", 0, "r1", now) for k in range(1, 26)]
     rows.append(("binlog.000030", 30, 900, "silver: shop.t _seq 00000000300000000000900000000000: no such column",
                  "SchemaMismatch", DECODER_VERSION, None, None, "r2", now))
-    delta_io.open_table(str(wh / "_pipeline" / "quarantine"), "rs").append_rows(rows, state.QUARANTINE_DDL)
+    delta_io.open_table(str(wh / "_pipeline" / "quarantine"), "rs").append_rows(rows, state.QUARANTINE_LAYOUT)
 
     lines = _stdout(quarantine.main, ["list", "--warehouse", str(wh)]).splitlines()
     assert lines[0] == "NotABinlog\tbinlog\t25 row(s)"

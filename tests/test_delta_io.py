@@ -242,10 +242,10 @@ def test_append_with_transaction_id_is_idempotent(spark, delta_backend, tmp_path
 
 
 def _pipeline_table_rows():
-    """(DDL, rows) of every small table the jobs append from the driver, with real values."""
+    """(layout, rows) of every small table the jobs append from the driver, with real values."""
     from pipelines.schema import SchemaHistory, versions_to_rows
-    from pipelines.state import (DDL_TABLE_DDL, MANIFEST_DDL, QUARANTINE_DDL, RUNS_DDL, SCHEMA_HISTORY_DDL,
-                                 WATERMARKS_DDL, XA_DDL)
+    from pipelines.state import (DDL_TABLE_LAYOUT, MANIFEST_LAYOUT, QUARANTINE_LAYOUT, RUNS_LAYOUT,
+                                 SCHEMA_HISTORY_LAYOUT, WATERMARKS_LAYOUT, XA_LAYOUT)
 
     now = dt.datetime(2026, 11, 24, 6, 30, 1, 250000, tzinfo=UTC)
     history = SchemaHistory()
@@ -256,67 +256,98 @@ def _pipeline_table_rows():
     versions = history.all_versions()
     assert any(v.renamed for v in versions) and any(v.schema is None for v in versions)
     return [
-        (MANIFEST_DDL, [("bin.000001", 1, "/in/bin.000001", 4096, 1700000000, 4, 4096, "ab" * 32, "done", "committed",
+        (MANIFEST_LAYOUT, [("bin.000001", 1, "/in/bin.000001", 4096, 1700000000, 4, 4096, "ab" * 32, "done", "committed",
                          3, 10, 20, None, None, None, "r1", now, "mariadb", "0-1-1", "0-1-9", None, 0, now,
                          "10.11.19-MariaDB-log", 1),
                         ("bin.000002", 2, "/in/bin.000002", 10, 1, 4, None, None, "quarantined", "pending",
                          3, 0, 0, "bad magic", "NotABinlog", 0, "r1", now, None, None, None, None, 2, None,
                          None, None)]),
-        (QUARANTINE_DDL, [("bin.000002", 2, 0, "bad magic", "NotABinlog", "1.0", b"\xfe\x00", 3, "r1", now)]),
-        (DDL_TABLE_DDL, [("bin.000001", 1, 120, "0000000001-0000000120-000000", "d", "CREATE TABLE t (a INT)",
+        (QUARANTINE_LAYOUT, [("bin.000002", 2, 0, "bad magic", "NotABinlog", "1.0", b"\xfe\x00", 3, "r1", now)]),
+        (DDL_TABLE_LAYOUT, [("bin.000001", 1, 120, "0000000001-0000000120-000000", "d", "CREATE TABLE t (a INT)",
                           now, False, "0-1-5", 1, "r1", None),
                          ("bin.000001", 1, 160, "0000000001-0000000160-000000", "d", "INSERT INTO t VALUES ('\ufffd')",
                           now, True, "0-1-6", 1, "r1", b"INSERT INTO t VALUES ('\xff')")]),
-        (XA_DDL, [("bin.000001", 1, 300, "0000000001-0000000300-000000", "prepare", "X'6162',X'',1", None, None, "r1")]),
-        (RUNS_DDL, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None, 2)]),
-        (WATERMARKS_DDL, [("we`ird", "😀", "0000000001-0000000300-000000", 12, "r1", now)]),
-        (SCHEMA_HISTORY_DDL, versions_to_rows(versions, {}, "r1", now)),
+        (XA_LAYOUT, [("bin.000001", 1, 300, "0000000001-0000000300-000000", "prepare", "X'6162',X'',1", None, None, "r1")]),
+        (RUNS_LAYOUT, [("r1", "bronze", now, now, 2, 0, 1, 121, 6250, 2000, 1000, 3, 1, 700000, 1.5, 0.47, 0, "ok", None, 2)]),
+        (WATERMARKS_LAYOUT, [("we`ird", "😀", "0000000001-0000000300-000000", 12, "r1", now)]),
+        (SCHEMA_HISTORY_LAYOUT, versions_to_rows(versions, {}, "r1", now)),
     ]
 
 
-def test_ddl_of_our_tables_parses_here_as_spark_parses_it(spark):  # noqa: F811
-    """ddl_schema parses our tables' column lists in Python (no JVM call) into what Spark's
-    parser gives, and hands anything else to Spark's parser."""
-    from pyspark.sql.types import _parse_datatype_string
+def test_our_tables_layouts_are_the_tables_they_always_were():
+    """The Arrow layouts of our tables, as Spark schemas, are what their first DDL declared: an
+    existing warehouse's tables take the rows of this version without a schema change."""
+    from pipelines import state
+    from pipelines.bronze.schema import BRONZE_LAYOUT
 
-    from pipelines.bronze.schema import BRONZE_DDL
-    from pipelines.delta_io.arrow import parsed_here
-
-    ddls = [BRONZE_DDL, *(ddl for ddl, _ in _pipeline_table_rows()),
-            "`we``ird` STRING, m MAP<STRING, ARRAY<DECIMAL(38, 9)>>, s STRUCT<a: INT, `b c` TIMESTAMP_NTZ>",
-            "a tinyint, b smallint, c float, d date, e boolean, f long, g integer, h binary, i double"]
-    for ddl in ddls:
-        assert parsed_here(ddl) == _parse_datatype_string(ddl), ddl
-        assert delta_io.ddl_schema(ddl) == _parse_datatype_string(ddl), ddl
-    for other in ("a STRING NOT NULL", "a STRING COMMENT 'x'", "a VARCHAR(3)", "a INTERVAL DAY", "a STRING,"):
-        assert parsed_here(other) is None, other
-        if other != "a STRING,":
-            assert delta_io.ddl_schema(other) == _parse_datatype_string(other), other
+    declared = {
+        "ddl": ("struct<file:string,file_seq:bigint,pos:bigint,_seq:string,db:string,query:string,"
+               "commit_ts:timestamp,in_group:boolean,gtid:string,server_id:bigint,_run_id:string,"
+               "query_raw:binary>"),
+        "manifest": ("struct<name:string,file_seq:bigint,path:string,size:bigint,mtime:bigint,start_pos:bigint,"
+               "complete_until:bigint,sha256:string,status:string,phase:string,batch:bigint,events:bigint,"
+               "rows:bigint,error:string,error_class:string,error_offset:bigint,run_id:string,"
+               "processed_at:timestamp,flavor:string,gtid_start:string,gtid_end:string,rotate_to:string,"
+               "ignorable_skipped:bigint,committed_at:timestamp,server_version:string,server_id:bigint>"),
+        "quarantine": ("struct<file:string,file_seq:bigint,offset:bigint,reason:string,error_class:string,"
+               "decoder_version:string,raw:binary,batch:bigint,run_id:string,ts:timestamp>"),
+        "runs": ("struct<run_id:string,step:string,started_at:timestamp,ended_at:timestamp,files:bigint,"
+               "files_skipped:bigint,files_ignored:bigint,events:bigint,rows_c:bigint,rows_u:bigint,"
+               "rows_d:bigint,statements:bigint,quarantined:bigint,bytes:bigint,seconds:double,"
+               "mb_per_s:double,zero_dates:bigint,status:string,error:string,warnings:bigint>"),
+        "schema_history": ("struct<db:string,table:string,valid_from:string,version:int,kind:string,"
+               "columns:array<struct<name:string,type:string,length:int,decimals:int,unsigned:boolean,"
+               "nullable:boolean,charset:string,values:array<string>,generated:string,invisible:boolean,"
+               "default:string>>,primary_key:array<string>,unique_keys:array<struct<name:string,"
+               "columns:array<string>>>,table_charset:string,peer_db:string,peer_table:string,"
+               "renamed_columns:array<struct<old:string,new:string>>,statement:string,reason:string,"
+               "source_file:string,pos:bigint,_run_id:string,recorded_at:timestamp>"),
+        "silver_watermarks": "struct<db:string,table:string,max_seq:string,rows:bigint,run_id:string,updated_at:timestamp>",
+        "snapshots": ("struct<dump_id:string,dump:string,phase:string,db:string,table:string,_seq:string,"
+               "position:string,rows:bigint,run_id:string,loaded_at:timestamp>"),
+        "xa": ("struct<file:string,file_seq:bigint,pos:bigint,_seq:string,kind:string,xa_xid:string,"
+               "gtid:string,commit_ts:timestamp,_run_id:string>"),
+        "bronze": ("struct<source_file:string,file_seq:bigint,event_pos:bigint,row_idx:int,_seq:string,"
+               "server_id:bigint,gtid:string,xid:decimal(20,0),commit_ts:timestamp,event_ts:timestamp,"
+               "db:string,table:string,op:string,before:array<struct<idx:int,name:string,type:string,"
+               "text:string,bin:binary>>,after:array<struct<idx:int,name:string,type:string,text:string,"
+               "bin:binary>>,pk:array<struct<idx:int,name:string,type:string,text:string,bin:binary>>,"
+               "decoder_version:string,_run_id:string,_ingested_at:timestamp,_shape:string,_zero_dates:int>"),
+    }
+    layouts = {**state.LAYOUTS, "bronze": BRONZE_LAYOUT}
+    assert sorted(layouts) == sorted(declared)
+    for name, layout in layouts.items():
+        assert delta_io.struct_of(layout).simpleString() == declared[name], name
+    spark_schema = delta_io.struct_of(BRONZE_LAYOUT)
+    assert delta_io.struct_of(spark_schema) is spark_schema
+    with pytest.raises(DeltaIOError, match="a table layout is an Arrow or a Spark schema"):
+        delta_io.struct_of("a STRING")
 
 
 def test_rows_to_arrow_gives_what_spark_gives(spark):
     # The driver's small tables skip Spark with delta-rs: their Arrow must be the Spark path's.
-    for ddl, rows in _pipeline_table_rows():
-        schema = delta_io.ddl_schema(ddl)
+    for layout, rows in _pipeline_table_rows():
+        schema = delta_io.struct_of(layout)
         expected = delta_io.spark_to_arrow(spark.createDataFrame(rows, schema))
         actual = delta_io.rows_to_arrow(rows, schema)
-        assert actual.schema == expected.schema, ddl
-        assert actual.to_pylist() == expected.to_pylist(), ddl
+        assert actual.schema == expected.schema, layout
+        assert actual.to_pylist() == expected.to_pylist(), layout
 
 
 def test_append_rows_lands_the_rows_of_each_pipeline_table(spark, delta_backend, tmp_path):
-    for i, (ddl, rows) in enumerate(_pipeline_table_rows()):
+    for i, (layout, rows) in enumerate(_pipeline_table_rows()):
         t = delta_io.open_table(str(tmp_path / f"t{i}"), delta_backend, spark)
-        assert t.append_rows(rows, ddl, delta_io.CommitInfo(txn=("job", 1)))
-        assert not t.append_rows(rows, ddl, delta_io.CommitInfo(txn=("job", 1)))
-        expected = spark.createDataFrame(rows, ddl)
+        assert t.append_rows(rows, layout, delta_io.CommitInfo(txn=("job", 1)))
+        assert not t.append_rows(rows, layout, delta_io.CommitInfo(txn=("job", 1)))
+        expected = spark.createDataFrame(rows, delta_io.struct_of(layout))
         actual = t.read_df()
         assert actual.count() == len(rows)
         assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_rows_to_arrow_rejects_what_spark_rejects():
-    schema = delta_io.ddl_schema("id BIGINT, ts TIMESTAMP, pair STRUCT<a: STRING, b: STRING>")
+    schema = delta_io.struct_of(pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")),
+                                           ("pair", pa.struct([("a", pa.string()), ("b", pa.string())]))]))
     with pytest.raises(DeltaIOError, match="row 0 has 2 value"):
         delta_io.rows_to_arrow([(1, None)], schema)
     with pytest.raises(DeltaIOError, match="'ts': timestamp 2026-01-01 00:00:00 has no time zone"):

@@ -67,7 +67,7 @@ def test_staged_bronze_files_committed_and_maintained_on_hdfs(hdfs):
     _server, root = hdfs
     wh = f"{root}/wh"
     path = f"{wh}/bronze/binlog_changes"
-    struct = delta_io.ddl_schema("_seq BIGINT, op STRING")
+    struct = delta_io.struct_of(pa.schema([("_seq", pa.int64()), ("op", pa.string())]))
     schema = delta_io.prepare_staging(path, struct)
     files = []
     for part in range(2):
@@ -118,10 +118,10 @@ def test_sql_and_quarantine_tools_over_an_hdfs_warehouse(hdfs, tmp_path):
     config.write_text("input: binlogs\nwarehouse: wh\n")
     data = (SAMPLES / "binlog.000001").read_bytes()
     tx = scan(data).transactions[1]
-    row = {f.name: None for f in delta_io.ddl_schema(state.QUARANTINE_DDL).fields}
+    row = {name: None for name in state.QUARANTINE_LAYOUT.names}
     row.update(file="binlog.000001", file_seq=1, offset=tx.begin_pos, error_class="CorruptEvent", decoder_version="0",
                raw=data[tx.begin_pos:tx.end_pos], reason="made up")
-    delta_io.open_table(f"{wh}/_pipeline/quarantine", "rs").append_rows([tuple(row.values())], state.QUARANTINE_DDL)
+    delta_io.open_table(f"{wh}/_pipeline/quarantine", "rs").append_rows([tuple(row.values())], state.QUARANTINE_LAYOUT)
 
     r = _tool("pipelines.sql", "--config", str(config), "--warehouse", wh, "--engine", "rs", "--format", "csv",
               "SELECT file, \"offset\" FROM _pipeline_quarantine")

@@ -10,10 +10,9 @@ import datetime as dt
 import random
 
 import pytest
-from spark_fixtures import delta_backend, spark  # noqa: F401
+from spark_fixtures import IMAGE_DDL, delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
-from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.schema.typemap import ColumnSpec
 from pipelines.silver import apply_changes, changes_from_bronze
 from pipelines.silver.driver_fold import apply_small
@@ -72,8 +71,7 @@ def workload(seed: int, n: int) -> list[tuple]:
 
 def _with_spark(spark, rows, path, backend):
     df = spark.createDataFrame(
-        rows, f"_seq STRING, op STRING, commit_ts TIMESTAMP, after ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>, "
-              f"before ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>")
+        rows, f"_seq STRING, op STRING, commit_ts TIMESTAMP, after {IMAGE_DDL}, before {IMAGE_DDL}")
     return apply_changes(spark, changes_from_bronze(df, SPECS, DEFAULTS), SPECS, path, keys=["id"], backend=backend)
 
 

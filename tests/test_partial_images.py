@@ -9,10 +9,9 @@ import pytest
 from pyspark.sql import functions as F
 from chispa import assert_df_equality
 from pyspark.sql import types as T
-from spark_fixtures import delta_backend, spark  # noqa: F401
+from spark_fixtures import IMAGE_DDL, delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
-from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.silver.columns import PRESENT
 from pipelines.silver import (
     apply_changes,
@@ -133,7 +132,7 @@ def test_changes_from_bronze_flags_columns_and_gives_inserts_their_defaults(spar
          ("02", "u", [(1, "a", "LONG", "31", None)], [(0, "id", "LONG", "3", None)]),
          ("03", "u", [(0, "id", "LONG", "3", None), (1, "a", "LONG", "1", None), (2, "b", "VARCHAR", "q", None)],
           [(0, "id", "LONG", "3", None), (1, "a", "LONG", "31", None), (2, "b", "VARCHAR", "dflt", None)])],
-        f"_seq STRING, op STRING, after ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>, before ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>",
+        f"_seq STRING, op STRING, after {IMAGE_DDL}, before {IMAGE_DDL}",
     ).selectExpr("*", "CAST(NULL AS TIMESTAMP) AS commit_ts")
     actual = changes_from_bronze(bronze, SPECS, {"b": "dflt"}).selectExpr(
         "_seq", "after.id", "after.a", "after.b", "_present.a AS pa", "_present.b AS pb")

@@ -43,9 +43,9 @@ def _tool(module: str, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=180)
 
 
-def _rows(ddl: str, **values) -> list[tuple]:
-    """One row of a ``_pipeline`` table's layout: the named columns, None elsewhere."""
-    return [tuple(values.get(f.name) for f in delta_io.ddl_schema(ddl).fields)]
+def _rows(layout, **values) -> list[tuple]:
+    """One row of a table's layout: the named columns, None elsewhere."""
+    return [tuple(values.get(name) for name in layout.names)]
 
 
 def test_sql_rs_engine_lists_and_queries_an_s3_warehouse(s3_wh):
@@ -83,14 +83,14 @@ def test_quarantine_lists_and_redecodes_from_s3(s3_wh):
     server.client().put_object(Bucket=bucket, Key="binlogs/binlog.000001", Body=data)
     tx = scan(data).transactions[1]
     delta_io.open_table(f"{wh}/_pipeline/quarantine", "rs").append_rows(
-        _rows(state.QUARANTINE_DDL, file="binlog.000001", file_seq=1, offset=tx.begin_pos,
+        _rows(state.QUARANTINE_LAYOUT, file="binlog.000001", file_seq=1, offset=tx.begin_pos,
               reason="binlog.000001: offset 1: made up", error_class="CorruptEvent",
               decoder_version="0", raw=data[tx.begin_pos:tx.end_pos], batch=1),
-        state.QUARANTINE_DDL)
+        state.QUARANTINE_LAYOUT)
     delta_io.open_table(f"{wh}/_pipeline/manifest", "rs").append_rows(
-        _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=1,
+        _rows(state.MANIFEST_LAYOUT, name="binlog.000001", file_seq=1, batch=1,
               path=f"s3a://{bucket}/binlogs/binlog.000001", phase="committed"),
-        state.MANIFEST_DDL)
+        state.MANIFEST_LAYOUT)
 
     listed = _tool("pipelines.quarantine", "list", "--config", str(config), "--warehouse", wh)
     assert listed.returncode == 0, listed.stderr
@@ -116,7 +116,7 @@ def test_status_of_an_s3_warehouse(s3_wh):
     import datetime as dt
     import json
 
-    from pipelines.bronze.schema import BRONZE_DDL, seq_key
+    from pipelines.bronze.schema import BRONZE_LAYOUT, seq_key
     from pipelines.paths import silver_table_path
 
     server, wh, config = s3_wh
@@ -125,16 +125,16 @@ def test_status_of_an_s3_warehouse(s3_wh):
         server.client().put_object(Bucket=bucket, Key=f"binlogs/{name}", Body=SAMPLE.read_bytes())
     seq, ts = seq_key(1, 1234, 0), dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
     delta_io.open_table(f"{wh}/bronze/binlog_changes", "rs").append_rows(
-        _rows(BRONZE_DDL, source_file="binlog.000001", file_seq=1, event_pos=1234, _seq=seq,
+        _rows(BRONZE_LAYOUT, source_file="binlog.000001", file_seq=1, event_pos=1234, _seq=seq,
               gtid="0-1-7", commit_ts=ts, db="shop", table="orders", op="c"),
-        BRONZE_DDL)
+        BRONZE_LAYOUT)
     delta_io.open_table(f"{wh}/_pipeline/silver_watermarks", "rs").append_rows(
-        _rows(state.WATERMARKS_DDL, db="shop", table="orders", max_seq=seq, rows=1, run_id="r1", updated_at=ts),
-        state.WATERMARKS_DDL)
+        _rows(state.WATERMARKS_LAYOUT, db="shop", table="orders", max_seq=seq, rows=1, run_id="r1", updated_at=ts),
+        state.WATERMARKS_LAYOUT)
     delta_io.open_table(f"{wh}/_pipeline/manifest", "rs").append_rows(
-        _rows(state.MANIFEST_DDL, name="binlog.000001", file_seq=1, batch=0, status="done",
+        _rows(state.MANIFEST_LAYOUT, name="binlog.000001", file_seq=1, batch=0, status="done",
               phase="committed", size=SAMPLE.stat().st_size, complete_until=SAMPLE.stat().st_size),
-        state.MANIFEST_DDL)
+        state.MANIFEST_LAYOUT)
     delta_io.open_table(silver_table_path(wh, "shop", "orders"), "rs").append_rows([(1, "ok")], "id BIGINT, v STRING")
 
     r = _tool("pipelines.status", "--config", str(config), "--warehouse", wh, "--input", f"s3a://{bucket}/binlogs",

@@ -135,7 +135,7 @@ def test_statement_format_changes_name_the_server_setting(tmp_path, corpus_dir):
 def test_an_old_runs_table_gains_the_warnings_column(tmp_path, spark, delta_backend):
     cfg = load_config(None, {"input": str(tmp_path / "in"), "warehouse": str(tmp_path / "wh"),
                              "delta.backend": delta_backend})
-    old_layout = state.RUNS_DDL.rsplit(", warnings BIGINT", 1)[0]
+    old_layout = state.RUNS_LAYOUT.remove(state.RUNS_LAYOUT.get_field_index("warnings"))
     now = _dt.datetime.now(_dt.timezone.utc)
     old = ("r0", "bronze", now, now, 1, 0, 0, 5, 1, 0, 0, 0, 0, 100, 0.5, 0.0, None, "ok", None)
     delta_io.open_table(state.path(cfg, state.RUNS), delta_backend, spark).append_rows([old], old_layout)

@@ -549,11 +549,12 @@ def _cfg(tmp_path, **extra):
 
 def _write_ddl(spark, cfg, statements):
     from pipelines import delta_io
-    from pipelines.state import DDL_TABLE_DDL
+    from pipelines.state import DDL_TABLE_LAYOUT
 
     rows = [("binlog.000001", 1, pos, f"{1:010d}{pos:013d}{0:09d}", db, q, None, False, None, 1, "r", None)
             for pos, db, q in statements]
-    delta_io.open_table(cfg.pipeline_path("ddl"), "rs", spark).append(spark.createDataFrame(rows, DDL_TABLE_DDL))
+    delta_io.open_table(cfg.pipeline_path("ddl"), "rs", spark).append(
+        spark.createDataFrame(rows, delta_io.struct_of(DDL_TABLE_LAYOUT)))
 
 
 def test_history_is_persisted_and_reruns_agree(spark, tmp_path):  # noqa: F811

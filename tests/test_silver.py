@@ -9,11 +9,10 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from spark_fixtures import delta_backend, spark  # noqa: F401
+from spark_fixtures import IMAGE_DDL, delta_backend, spark  # noqa: F401
 
 from pipelines import delta_io
 from pipelines.delta_io import rs_backend as delta_merging
-from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.delta_io import quote_ident
 from pipelines.delta_io.rs_writes import merge_rs
 from pipelines.silver import (
@@ -354,7 +353,7 @@ BIG = "-" + "9" * 35 + "." + "9" * 30
 
 
 def _bronze(spark, rows):
-    ddl = f"_seq STRING, op STRING, commit_ts TIMESTAMP, after ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>, before ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"
+    ddl = f"_seq STRING, op STRING, commit_ts TIMESTAMP, after {IMAGE_DDL}, before {IMAGE_DDL}"
     return spark.createDataFrame(rows, ddl)
 
 

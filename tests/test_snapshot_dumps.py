@@ -363,13 +363,13 @@ def test_bronze_rows_built_column_wise_are_the_row_by_row_rows(source, tmp_path,
     import pyarrow.parquet as pq
 
     from pipelines import delta_io
-    from pipelines.bronze.schema import BRONZE_DDL
+    from pipelines.bronze.schema import BRONZE_LAYOUT
     from pipelines.snapshot_load.tasks import load_range
 
     srv, _expected = source
     path = oracle.dump(srv, tmp_path / "dump.sql", *options)
     table = tmp_path / "bronze"
-    schema = delta_io.prepare_staging(str(table), delta_io.ddl_schema(BRONZE_DDL))
+    schema = delta_io.prepare_staging(str(table), delta_io.struct_of(BRONZE_LAYOUT))
     w = _load_work(path, str(table), schema)
     files = [f for kind, rec in load_range(w) if kind == "files" for f in rec]
     got = pa.concat_tables([pq.read_table(table / f.path) for f in files]).to_pylist()

@@ -197,7 +197,7 @@ def test_staged_parquet_committed_and_maintained_on_s3(s3):
     _server, bucket, settings = s3
     wh = f"s3a://{bucket}/wh"
     path = f"{wh}/bronze/binlog_changes"
-    struct = delta_io.ddl_schema("_seq BIGINT, op STRING")
+    struct = delta_io.struct_of(pa.schema([("_seq", pa.int64()), ("op", pa.string())]))
     schema = delta_io.prepare_staging(path, struct)
     files = []
     for part in range(3):  # three tasks' files, written with the settings a task gets

@@ -7,9 +7,8 @@ from decimal import Decimal
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
-from spark_fixtures import spark  # noqa: F401
+from spark_fixtures import IMAGE_DDL, spark  # noqa: F401
 
-from pipelines.bronze.schema import COLUMN_VALUE_DDL
 from pipelines.schema.typemap import (
     ColumnSpec,
     UnsupportedColumnType,
@@ -18,7 +17,6 @@ from pipelines.schema.typemap import (
     typed_columns,
 )
 
-IMAGE_DDL = f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"
 BRONZE_DDL = f"_seq STRING, op STRING, after {IMAGE_DDL}, before {IMAGE_DDL}"
 UTC = dt.timezone.utc
 

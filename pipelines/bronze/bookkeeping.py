@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError
 from pipelines.bronze.rows import _ts
-from pipelines.bronze.schema import BRONZE_DDL, seq_key
+from pipelines.bronze.schema import BRONZE_LAYOUT, seq_key
 from pipelines.config import PipelineConfig
 from pipelines.logs import get_logger
 
@@ -42,9 +42,9 @@ def _delta():
 
 
 def _bronze_struct():
-    from pipelines.delta_io import ddl_schema
+    from pipelines.delta_io import struct_of
 
-    return ddl_schema(BRONZE_DDL)
+    return struct_of(BRONZE_LAYOUT)
 
 
 def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):

@@ -11,7 +11,7 @@ from pipelines.bronze.decode import (
     StageTarget, TemporalPrecision, WorkRange, decode_partition, stage_partition, whole_file_partition,
 )
 from pipelines.bronze.plan import FilePlan
-from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, DECODER_VERSION
+from pipelines.bronze.schema import BRONZE_TABLE, DECODER_VERSION
 from pipelines.bronze.bookkeeping import (
     PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
     BronzeStats, _append, append_rows, _bronze_struct, _delta, manifest_rows, xa_rows,
@@ -129,15 +129,15 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
 
     # a. write-ahead manifest rows (not when this run lost its remote warehouse lock)
     check_held()
-    append_rows(spark, cfg, manifest_rows(plans, batch, "pending", run_id, now), state.MANIFEST_DDL,
+    append_rows(spark, cfg, manifest_rows(plans, batch, "pending", run_id, now), state.MANIFEST_LAYOUT,
                  state.path(cfg, state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
         _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
     elif target is not None:
         d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
-    for rows, ddl, table in ((stmts, state.DDL_TABLE_DDL, state.DDL), (xa_rows(plans, run_id), state.XA_DDL, state.XA),
-                             (quar_rows, state.QUARANTINE_DDL, state.QUARANTINE)):
+    for rows, ddl, table in ((stmts, state.DDL_TABLE_LAYOUT, state.DDL), (xa_rows(plans, run_id), state.XA_LAYOUT, state.XA),
+                             (quar_rows, state.QUARANTINE_LAYOUT, state.QUARANTINE)):
         if rows:
             append_rows(spark, cfg, rows, ddl, state.path(cfg, table), TXN_APP_ID, batch)
     # c. the batch is done
@@ -147,7 +147,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
         stats.rows[op] += n
     committed_at = _dt.datetime.now(_dt.timezone.utc)  # (after the appends: silver.marks.late_since)
     append_rows(spark, cfg, manifest_rows(plans, batch, "committed", run_id, now, rows_by_file, committed_at),
-                 state.MANIFEST_DDL, state.path(cfg, state.MANIFEST), TXN_APP_ID, batch)
+                 state.MANIFEST_LAYOUT, state.path(cfg, state.MANIFEST), TXN_APP_ID, batch)
     _count_batch(stats, cfg, plans, stmts, quar_rows)
 
 
@@ -279,7 +279,7 @@ def _bronze_rows(spark, rdd, cuts: dict[str, int], skips: dict, op_counts: Count
         cut_names = set(cuts)
         op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
                          .map(lambda r: (r[1][0], r[1][12])).countByValue())
-    return spark.createDataFrame(rows.map(lambda r: r[1]), BRONZE_DDL)
+    return spark.createDataFrame(rows.map(lambda r: r[1]), _bronze_struct())
 
 
 def _count_batch(stats: BronzeStats, cfg: PipelineConfig, plans: list[FilePlan], stmts: list,

@@ -117,7 +117,7 @@ _basename = functools.lru_cache(maxsize=256)(os.path.basename)
 
 
 def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, ingested_at) -> tuple:
-    """One bronze row (in ``BRONZE_COLUMNS`` order) of one row change."""
+    """One bronze row (in ``BRONZE_LAYOUT`` order) of one row change."""
     before = layout.image(ch.columns_before, ch.before)
     after = layout.image(ch.columns_after, ch.after)
     pk = None
@@ -142,7 +142,7 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
 
 def snapshot_row(layout: _TableLayout, cols, values, *, source_file: str, file_seq: int, event_pos: int,
                  row_idx: int, seq: str, db: str, table: str, run_id: str, ingested_at) -> tuple:
-    """One bronze row (in ``BRONZE_COLUMNS`` order) of a row read from a snapshot (op ``r``): its
+    """One bronze row (in ``BRONZE_LAYOUT`` order) of a row read from a snapshot (op ``r``): its
     after image of the dumped ``values`` of columns ``cols``, keyed at ``seq``
     (:func:`pipelines.bronze.schema.snapshot_seq`); no transaction, no before image."""
     after = layout.image(cols, values)

@@ -24,6 +24,8 @@ turns into NULL, so silver keeps their count without reading the images again.
 """
 from __future__ import annotations
 
+import pyarrow as pa
+
 BRONZE_TABLE = "bronze/binlog_changes"
 DECODER_VERSION = "0.1.0"
 
@@ -32,33 +34,37 @@ DECODER_VERSION = "0.1.0"
 PARTIAL_JSON_MARK = b"binlog-delta:partial-json"
 
 # Column form of one image: one struct per column present in the image.
-COLUMN_VALUE_DDL = "idx INT, name STRING, type STRING, text STRING, bin BINARY"
+COLUMN_VALUE = pa.struct([("idx", pa.int32()), ("name", pa.string()), ("type", pa.string()), ("text", pa.string()),
+                          ("bin", pa.binary())])
+IMAGE = pa.list_(COLUMN_VALUE)
+_TS = pa.timestamp("us", tz="UTC")
 
-BRONZE_COLUMNS: list[tuple[str, str]] = [
-    ("source_file", "STRING"),  # base name, e.g. binlog.000042
-    ("file_seq", "BIGINT"),  # numeric suffix of the file name
-    ("event_pos", "BIGINT"),  # start offset of the rows event (outer event when in a payload)
-    ("row_idx", "INT"),  # index of the row change within that event
-    ("_seq", "STRING"),  # sortable total-order key
-    ("server_id", "BIGINT"),
-    ("gtid", "STRING"),  # MySQL uuid[:tag]:gno or MariaDB domain-server-seq
-    ("xid", "DECIMAL(20,0)"),
-    ("commit_ts", "TIMESTAMP"),  # commit event timestamp (UTC)
-    ("event_ts", "TIMESTAMP"),  # rows event timestamp (UTC)
-    ("db", "STRING"),
-    ("table", "STRING"),
-    ("op", "STRING"),  # c | u | d | r (a snapshot's row: OPS)
-    ("before", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),
-    ("after", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),
-    ("pk", f"ARRAY<STRUCT<{COLUMN_VALUE_DDL}>>"),  # key values (after image, or before for deletes)
-    ("decoder_version", "STRING"),
-    ("_run_id", "STRING"),
-    ("_ingested_at", "TIMESTAMP"),
-    ("_shape", "STRING"),  # shape_text of the logged columns of both images (silver groups by it)
-    ("_zero_dates", "INT"),  # zero/invalid temporal values in both images (silver nulls them)
-]
+# bronze's layout: its columns as Arrow types (pipelines.delta_io.struct_of: the Spark schema); rows
+# are tuples in this order
+BRONZE_LAYOUT = pa.schema([
+    ("source_file", pa.string()),  # base name, e.g. binlog.000042
+    ("file_seq", pa.int64()),  # numeric suffix of the file name
+    ("event_pos", pa.int64()),  # start offset of the rows event (outer event when in a payload)
+    ("row_idx", pa.int32()),  # index of the row change within that event
+    ("_seq", pa.string()),  # sortable total-order key
+    ("server_id", pa.int64()),
+    ("gtid", pa.string()),  # MySQL uuid[:tag]:gno or MariaDB domain-server-seq
+    ("xid", pa.decimal128(20, 0)),
+    ("commit_ts", _TS),  # commit event timestamp (UTC)
+    ("event_ts", _TS),  # rows event timestamp (UTC)
+    ("db", pa.string()),
+    ("table", pa.string()),
+    ("op", pa.string()),  # c | u | d | r (a snapshot's row: OPS)
+    ("before", IMAGE),
+    ("after", IMAGE),
+    ("pk", IMAGE),  # key values (after image, or before for deletes)
+    ("decoder_version", pa.string()),
+    ("_run_id", pa.string()),
+    ("_ingested_at", _TS),
+    ("_shape", pa.string()),  # shape_text of the logged columns of both images (silver groups by it)
+    ("_zero_dates", pa.int32()),  # zero/invalid temporal values in both images (silver nulls them)
+])
 
-BRONZE_DDL = ", ".join(f"`{n}` {t}" for n, t in BRONZE_COLUMNS)
 # Columns added after the first release: NULL in the rows an older version wrote.
 WRITTEN_LATER = ("_shape", "_zero_dates")
 

@@ -172,8 +172,8 @@ Decisions
   landing them is not automatic.
 
 Tables (all Delta, written through :mod:`pipelines.delta_io`): their layouts are in
-:mod:`pipelines.state` (``MANIFEST_DDL``, ``QUARANTINE_DDL``, ``DDL_TABLE_DDL``, ``XA_DDL``,
-``RUNS_DDL``).
+:mod:`pipelines.state` (``MANIFEST_LAYOUT``, ``QUARANTINE_LAYOUT``, ``DDL_TABLE_LAYOUT``, ``XA_LAYOUT``,
+``RUNS_LAYOUT``).
 """
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ from pipelines.delta_io.backend import (
     BACKENDS, Backend, DELTA_LOG, DeltaBackend, DeltaIOError, backend_for, named, qualified, quote_ident, resolve_backend,
 )
 from pipelines.delta_io.arrow import (
-    arrow_schema_to_spark, arrow_to_spark, ddl_schema, delta_schema_to_spark, rows_to_arrow,
+    arrow_schema_to_spark, arrow_to_spark, delta_schema_to_spark, rows_to_arrow, struct_of,
     spark_field_to_arrow, spark_schema_to_arrow, spark_to_arrow, spark_type_to_arrow,
 )
 from pipelines.delta_io.features import DELETION_VECTORS
@@ -119,8 +119,8 @@ __all__ = [
     "BACKENDS", "Backend", "COMMIT_ATTEMPTS", "Commit", "CommitInfo", "DELETION_VECTORS", "DELTA_LOG", "DeltaBackend",
     "DeltaIOError", "MERGE_CHUNK_ROWS", "MergeClause", "MergeKind", "MergeResult", "PIN_APP_ID", "ParquetStager",
     "STAGED_BATCH_ROWS", "STAGED_FILE_ROWS", "Scan", "StagedFile", "StaleRead", "Storage", "Table",
-    "arrow_schema_to_spark", "arrow_to_spark", "backend_for", "commit_staged", "conflict_retries", "ddl_schema",
+    "arrow_schema_to_spark", "arrow_to_spark", "backend_for", "commit_staged", "conflict_retries",
     "delta_schema_to_spark", "discard_staged", "exit_process", "is_commit_conflict", "named", "open_table",
     "prepare_staging", "qualified", "quote_ident", "resolve_backend", "rows_to_arrow", "spark_field_to_arrow",
-    "spark_schema_to_arrow", "spark_to_arrow", "spark_type_to_arrow",
+    "spark_schema_to_arrow", "spark_to_arrow", "spark_type_to_arrow", "struct_of",
 ]

@@ -1,12 +1,11 @@
-"""Types across the Arrow hop between Spark and delta-rs: Spark schemas to Arrow and back, DDL strings
-to schemas, the driver's rows to Arrow tables, kept exact (timestamps with and without time zone,
+"""Types across the Arrow hop between Spark and delta-rs: Spark schemas to Arrow and back, our tables'
+Arrow layouts as Spark schemas, the driver's rows to Arrow tables, kept exact (timestamps with and without time zone,
 decimals, bytes, nested arrays of structs)."""
 from __future__ import annotations
 
 import datetime as _dt
 import functools
 import json
-import re
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
@@ -155,97 +154,23 @@ def spark_to_arrow(df: DataFrame, schema: T.StructType | None = None) -> pa.Tabl
     return pa.Table.from_arrays(columns, schema=target)
 
 
-_DDL_ATOMS = {"STRING": T.StringType(), "BIGINT": T.LongType(), "LONG": T.LongType(), "INT": T.IntegerType(),
-              "INTEGER": T.IntegerType(), "SMALLINT": T.ShortType(), "TINYINT": T.ByteType(),
-              "BOOLEAN": T.BooleanType(), "DOUBLE": T.DoubleType(), "FLOAT": T.FloatType(), "BINARY": T.BinaryType(),
-              "DATE": T.DateType(), "TIMESTAMP": T.TimestampType(), "TIMESTAMP_NTZ": T.TimestampNTZType()}
-_DDL_TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
-
-
-class _DdlParser:
-    """The column lists our tables are declared with (``name TYPE, ...``: the types of
-    :data:`_DDL_ATOMS`, ``DECIMAL(p,s)``, ``ARRAY<..>``, ``STRUCT<name TYPE, ..>``,
-    ``MAP<.., ..>``), parsed as Spark parses them; anything else raises ValueError."""
-
-    def __init__(self, text: str) -> None:
-        self.tokens, at = [], 0
-        while at < len(text.rstrip()):
-            m = _DDL_TOKEN.match(text, at)
-            if m is None:
-                raise ValueError(f"unexpected text at {at}")
-            self.tokens.append(m.group(1))
-            at = m.end()
-        self.at = 0
-
-    def take(self, want: str | None = None) -> str:
-        if self.at >= len(self.tokens) or (want is not None and self.tokens[self.at] != want):
-            raise ValueError(f"expected {want or 'more'} at token {self.at}")
-        self.at += 1
-        return self.tokens[self.at - 1]
-
-    def fields(self, end: str | None) -> T.StructType:
-        out = []
-        while True:
-            name = self.take()
-            name = name[1:-1].replace("``", "`") if name.startswith("`") else name
-            if end is not None and self.tokens[self.at:self.at + 1] == [":"]:
-                self.take(":")
-            out.append(T.StructField(name, self.type()))
-            if self.at == len(self.tokens) or self.tokens[self.at] == end:
-                return T.StructType(out)
-            self.take(",")
-
-    def type(self) -> T.DataType:
-        word = self.take().upper()
-        if word in _DDL_ATOMS:
-            return _DDL_ATOMS[word]
-        if word == "DECIMAL":
-            self.take("(")
-            precision = int(self.take())
-            self.take(",")
-            scale = int(self.take())
-            self.take(")")
-            return T.DecimalType(precision, scale)
-        if word in ("ARRAY", "STRUCT", "MAP"):
-            self.take("<")
-            if word == "ARRAY":
-                out = T.ArrayType(self.type())
-            elif word == "MAP":
-                key = self.type()
-                self.take(",")
-                out = T.MapType(key, self.type())
-            else:
-                out = self.fields(">")
-            self.take(">")
-            return out
-        raise ValueError(f"type {word}")
-
-
-def parsed_here(ddl: str) -> T.StructType | None:
-    """``ddl`` parsed by :class:`_DdlParser`; None when it holds more than that parser knows."""
-    try:
-        parser = _DdlParser(ddl)
-        parsed = parser.fields(None)
-    except (ValueError, IndexError):
-        return None
-    return parsed if parser.at == len(parser.tokens) else None
-
-
 @functools.lru_cache(maxsize=64)
-def ddl_schema(ddl: str) -> T.StructType:
-    """A DDL string (``"a STRING, b BIGINT"``) as a Spark schema: parsed here for the forms our
-    tables use (:class:`_DdlParser`; Spark's parser runs on the JVM and took 0.3 s for bronze's in a
-    new process), by Spark's own parser for any other.
+def _struct_of_layout(layout: pa.Schema) -> T.StructType:
+    return arrow_schema_to_spark(layout)
 
-    >>> ddl_schema("a STRING, `b c` BIGINT")
+
+def struct_of(layout: pa.Schema | T.StructType) -> T.StructType:
+    """A table's layout as a Spark schema: our tables are declared as Arrow schemas (a zoned
+    timestamp is ``TimestampType``); a Spark schema is returned as it is.
+
+    >>> struct_of(pa.schema([("a", pa.string()), ("b c", pa.int64())]))
     StructType([StructField('a', StringType(), True), StructField('b c', LongType(), True)])
     """
-    parsed = parsed_here(ddl)
-    if parsed is None:
-        parsed = T._parse_datatype_string(ddl)
-    if not isinstance(parsed, T.StructType):
-        raise DeltaIOError(f"not a list of columns: {ddl!r}")
-    return parsed
+    if isinstance(layout, T.StructType):
+        return layout
+    if not isinstance(layout, pa.Schema):
+        raise DeltaIOError(f"a table layout is an Arrow or a Spark schema, got {type(layout).__name__}")
+    return _struct_of_layout(layout)
 
 
 def rows_to_arrow(rows: Sequence[tuple], schema: T.StructType) -> pa.Table:

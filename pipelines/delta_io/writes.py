@@ -10,7 +10,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pipelines import faults
-from pipelines.delta_io.arrow import ddl_schema
+import pyarrow as pa
+
+from pipelines.delta_io.arrow import struct_of
 from pipelines.delta_io.backend import DeltaIOError, backend_for
 from pipelines.delta_io.commits import commit_retried, txn_recorded, check_txn
 from pipelines.delta_io.features import strip_mapping_metadata
@@ -143,7 +145,7 @@ def new_fields(incoming: T.StructType, current: T.StructType) -> list[T.StructFi
 def append_rows(
     spark: SparkSession,
     rows: Sequence[tuple],
-    schema: str | T.StructType,
+    schema: pa.Schema | T.StructType,
     path: str,
     *,
     txn_app_id: str | None = None,
@@ -153,28 +155,28 @@ def append_rows(
 ) -> bool:
     """:func:`append` for a few rows the driver holds (manifests, run logs, watermarks).
 
-    ``schema`` is a Spark schema or its DDL string; every timestamp must carry a time zone. With
+    ``schema`` is the table's layout, Arrow or Spark; every timestamp must carry a time zone. With
     delta-spark the rows become a DataFrame; with delta-rs they go straight to Arrow, without a
     Spark job (each one cost about 0.3 s, several per run).
 
-    >>> append_rows(spark, [("a", 1)], "name STRING, n BIGINT", str(tmp_path / "log"))  # doctest: +SKIP
+    >>> append_rows(spark, [("a", 1)], pa.schema([("name", pa.string()), ("n", pa.int64())]), path)  # doctest: +SKIP
     True
     """
     check_txn(txn_app_id, txn_version)
     impl = backend_for(spark, backend)
-    struct = schema if isinstance(schema, T.StructType) else ddl_schema(schema)
+    struct = struct_of(schema)
     return impl.append_rows(spark, rows, struct, path, txn_app_id, txn_version, schema_evolution)
 
 
-def overwrite_rows(spark: SparkSession | None, rows: Sequence[tuple], schema: str | T.StructType, path: str, *,
+def overwrite_rows(spark: SparkSession | None, rows: Sequence[tuple], schema: pa.Schema | T.StructType, path: str, *,
                    backend: str = "auto") -> None:
     """Replace a small table's rows with ``rows`` the driver holds (:func:`append_rows`'s
     counterpart; one commit). Files added by a writer after the snapshot this commit replaces
     are kept: only the files of that snapshot are removed.
 
-    >>> overwrite_rows(spark, [("a", 1)], "name STRING, n BIGINT", str(tmp_path / "log"))  # doctest: +SKIP
+    >>> overwrite_rows(spark, [("a", 1)], pa.schema([("name", pa.string()), ("n", pa.int64())]), path)  # doctest: +SKIP
     """
-    struct = schema if isinstance(schema, T.StructType) else ddl_schema(schema)
+    struct = struct_of(schema)
     backend_for(spark, backend).overwrite_rows(spark, rows, struct, path)
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io
+from pipelines.bronze.schema import IMAGE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, Resolution,
@@ -21,9 +23,7 @@ from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
 from pipelines.silver.merge import check_reserved, read_watermark, silver_table_schema, watermark_metadata
 
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
-_IMAGE_TYPE = T.ArrayType(T.StructType([  # bronze_schema.COLUMN_VALUE_DDL
-    T.StructField("idx", T.IntegerType()), T.StructField("name", T.StringType()), T.StructField("type", T.StringType()),
-    T.StructField("text", T.StringType()), T.StructField("bin", T.BinaryType())]))
+_IMAGE_TYPE = delta_io.struct_of(pa.schema([("image", IMAGE)]))["image"].dataType  # bronze's images
 
 
 def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolution | None,

@@ -58,7 +58,7 @@ class SilverStats:
         return ((self.ended_at or _dt.datetime.now(_UTC)) - self.started_at).total_seconds()
 
     def run_row(self) -> tuple:
-        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_DDL`)."""
+        """One row of ``_pipeline/runs`` (:data:`pipelines.state.RUNS_LAYOUT`)."""
         end = self.ended_at or _dt.datetime.now(_UTC)
         r = self.rows
         return (

@@ -10,7 +10,7 @@ How a run goes
    bronze found since the last run (``_pipeline/ddl``) and any seed files become schema
    versions in ``_pipeline/schema_history``.
 2. **What is new**: per table, the largest ``_seq`` already applied is in
-   ``_pipeline/silver_watermarks`` (layout :data:`pipelines.state.WATERMARKS_DDL`; append-only, the
+   ``_pipeline/silver_watermarks`` (layout :data:`pipelines.state.WATERMARKS_LAYOUT`; append-only, the
    max per table counts). Only the bronze files ingested since the last run that finished are
    read (:func:`pipelines.silver.marks.read_through_key`: the older ones are never opened, so a run costs what is new,
    not bronze's history). Bronze rows above their table's watermark are counted per segment

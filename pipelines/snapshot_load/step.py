@@ -56,7 +56,7 @@ from typing import Sequence
 from pipelines import delta_io, storage
 from pipelines import state
 from pipelines.bronze.listing import _BINLOG_NAME
-from pipelines.bronze.schema import BRONZE_DDL, BRONZE_TABLE, snapshot_start
+from pipelines.bronze.schema import BRONZE_LAYOUT, BRONZE_TABLE, snapshot_start
 from pipelines.bronze.tasks import ship_package
 from pipelines.config import PipelineConfig
 from pipelines.lock import check_held
@@ -229,7 +229,7 @@ def load_dump(spark, cfg: PipelineConfig, path: str, stats: LoadStats, user: Sna
         return
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     staged = delta_io.backend_for(spark, cfg.delta.backend).on_driver  # tasks stage the Parquet files
-    struct = delta_io.ddl_schema(BRONZE_DDL)
+    struct = delta_io.struct_of(BRONZE_LAYOUT)
     arrow_schema = delta_io.prepare_staging(bronze_path, struct) if staged else None
     settings = storage.current()
     base = dict(file_seq=plan.file_seq, event_pos=plan.position.pos - 1, seq_start=plan.seq_start,
@@ -330,7 +330,7 @@ def _schema_create(path: str, session: DumpState, db: str) -> list[tuple]:
 
 def _ddl_rows(plan: DumpPlan, initial: DumpState, landmarks, stream_creates, cfg: PipelineConfig,
               run_id: str) -> list[tuple]:
-    """Rows of ``_pipeline/ddl`` (layout :data:`pipelines.state.DDL_TABLE_DDL`): each included
+    """Rows of ``_pipeline/ddl`` (layout :data:`pipelines.state.DDL_TABLE_LAYOUT`): each included
     table's ``CREATE TABLE`` at the snapshot's start, with the database in force where it is."""
     creates = []
     sql_state = initial.copy()
@@ -367,9 +367,9 @@ def _write(spark, cfg: PipelineConfig, plan: DumpPlan, stats: LoadStats, ddl: li
                           app_id=APP_PREFIX + "pending-" + plan.dump_id, version=0)
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     if files is not None:
-        delta_io.commit_staged(bronze_path, files, delta_io.ddl_schema(BRONZE_DDL), txn_app_id=app, txn_version=0)
+        delta_io.commit_staged(bronze_path, files, delta_io.struct_of(BRONZE_LAYOUT), txn_app_id=app, txn_version=0)
     elif row_rdd is not None:
-        df = spark.createDataFrame(row_rdd, BRONZE_DDL)
+        df = spark.createDataFrame(row_rdd, delta_io.struct_of(BRONZE_LAYOUT))
         delta_io.open_table(bronze_path, cfg.delta.backend, spark).append(df, delta_io.CommitInfo(txn=(app, 0)))
     if ddl:
         state.append(spark, cfg, state.DDL, [r[:12] for r in ddl], app_id=app, version=0)
