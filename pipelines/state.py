@@ -127,6 +127,19 @@ LAYOUTS = {MANIFEST: MANIFEST_LAYOUT, QUARANTINE: QUARANTINE_LAYOUT, DDL: DDL_TA
            SNAPSHOTS: SNAPSHOTS_LAYOUT}
 
 
+def row_of(layout: pa.Schema, **values) -> tuple:
+    """A row of ``layout`` (a tuple in its column order) from its values by name: a column not named
+    is NULL, a name the layout does not have raises.
+
+    >>> row_of(WATERMARKS_LAYOUT, db="shop", table="orders", max_seq="0001")
+    ('shop', 'orders', '0001', None, None, None)
+    """
+    unknown = sorted(set(values) - set(layout.names))
+    if unknown:
+        raise ValueError(f"no column {unknown} in the layout ({', '.join(layout.names)})")
+    return tuple(values.get(name) for name in layout.names)
+
+
 def path(cfg: PipelineConfig, table: str) -> str:
     """Where ``table`` (one of :data:`LAYOUTS`) lives."""
     return cfg.pipeline_path(table)

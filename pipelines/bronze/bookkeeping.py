@@ -68,12 +68,18 @@ def last_txn(spark, cfg: PipelineConfig, path: str) -> int:
 
 def manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, now, rows_by_file=None,
                    committed_at=None) -> list:
+    """Rows of ``_pipeline/manifest`` (:data:`pipelines.state.MANIFEST_LAYOUT`), one per plan."""
+    from pipelines.state import MANIFEST_LAYOUT, row_of
+
     rows_by_file = rows_by_file or {}
     return [
-        (p.file.name, p.file.file_seq, p.file.uri, p.file.size, p.file.mtime, p.start, p.end, p.sha256, p.status,
-         phase, batch, p.events, rows_by_file.get(p.file.name, 0), p.error, p.error_class, p.error_offset, run_id,
-         now, p.flavor, p.gtid_start, p.gtid_end, p.rotate_to, p.ignorable_skipped, committed_at,
-         *(p.server or (None, None)))
+        row_of(MANIFEST_LAYOUT, name=p.file.name, file_seq=p.file.file_seq, path=p.file.uri, size=p.file.size,
+               mtime=p.file.mtime, start_pos=p.start, complete_until=p.end, sha256=p.sha256, status=p.status,
+               phase=phase, batch=batch, events=p.events, rows=rows_by_file.get(p.file.name, 0), error=p.error,
+               error_class=p.error_class, error_offset=p.error_offset, run_id=run_id, processed_at=now,
+               flavor=p.flavor, gtid_start=p.gtid_start, gtid_end=p.gtid_end, rotate_to=p.rotate_to,
+               ignorable_skipped=p.ignorable_skipped, committed_at=committed_at,
+               server_version=(p.server or (None, None))[0], server_id=(p.server or (None, None))[1])
         for p in plans
     ]
 
