@@ -206,6 +206,16 @@ def test_read_above_a_mark_never_opens_the_files_below_it(spark, delta_backend, 
     assert sorted(tuple(r) for r in got.collect()) == [("e", 6), ("y", 7)]
 
 
+def test_nothing_above_a_mark_counts_the_millisecond_a_statistic_may_have_lost(spark, delta_backend, tmp_path):
+    # delta-spark writes a timestamp's max statistic cut to the millisecond: a row 50 us above a
+    # mark in that millisecond must still be found (silver would otherwise skip bronze's new rows)
+    t = delta_io.open_table(str(tmp_path / "t"), delta_backend, spark)
+    at = dt.datetime(2026, 11, 28, 3, 0, 0, 123456, tzinfo=UTC)
+    t.append(spark.createDataFrame([(1, at)], "id INT, ts TIMESTAMP"))
+    assert not t.nothing_above("ts", at - dt.timedelta(microseconds=50))
+    assert t.nothing_above("ts", at + dt.timedelta(milliseconds=2))  # (its statistics prove it, on both backends)
+
+
 def test_read_rows_gives_rows_on_the_driver_above_a_mark(spark, delta_backend, tmp_path):
     t = delta_io.open_table(str(tmp_path / "small"), delta_backend, spark)
     assert t.read_rows() == []  # no table: no rows

@@ -5,6 +5,7 @@ needed). No commits (:mod:`~pipelines.delta_io.rs_writes`) and no Spark reads
 (:class:`~pipelines.delta_io.rs_backend.RsBackend`)."""
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import sys
 from collections.abc import Sequence
@@ -83,13 +84,17 @@ def deltalake_table_exists(path: str) -> bool:
 def rs_files_above(dt, column: str, value) -> set[str] | None:
     """The table's files (relative paths, unescaped) that may hold a row with ``column`` above
     ``value``: those whose ``max`` statistic is above it, or that have none. ``None`` when the
-    column has no statistics at all (every file is read)."""
+    column has no statistics at all (every file is read). A timestamp's ``max`` may be cut to the
+    millisecond (delta-spark writes it so): the file may hold up to a millisecond more."""
     adds = pa.table(dt.get_add_actions(flatten=True))
     stat = f"max.{column}"
     if stat not in adds.column_names:
         return None
     return {unquote(p) for p, m in zip(adds.column("path").to_pylist(), adds.column(stat).to_pylist())
-            if m is None or m > value}
+            if m is None or (m + _STAT_MS if isinstance(m, _dt.datetime) else m) > value}
+
+
+_STAT_MS = _dt.timedelta(milliseconds=1)
 
 
 def read_arrow(path: str, columns: Sequence[str] | None = None) -> pa.Table:
