@@ -25,6 +25,8 @@ from test_remote_lock import SHORT, race_for_the_lock
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples" / "binlogs"
 
+ID_V = pa.schema([("id", pa.int64()), ("v", pa.string())])  # a small table's layout
+
 
 @pytest.fixture
 def hdfs(hdfs_server, monkeypatch):
@@ -55,8 +57,8 @@ def test_delta_rs_tables_on_hdfs_through_delta_io(hdfs):
     _server, root = hdfs
     path = f"{root}/wh/_pipeline/runs"
     runs = delta_io.open_table(path, "rs")
-    runs.append_rows([(1, "a")], "id BIGINT, v STRING", delta_io.CommitInfo(txn=("t", 1)))
-    assert not runs.append_rows([(1, "a")], "id BIGINT, v STRING", delta_io.CommitInfo(txn=("t", 1)))
+    runs.append_rows([(1, "a")], ID_V, delta_io.CommitInfo(txn=("t", 1)))
+    assert not runs.append_rows([(1, "a")], ID_V, delta_io.CommitInfo(txn=("t", 1)))
     assert delta_io.open_table(path).read_arrow().to_pylist() == [{"id": 1, "v": "a"}]
 
 

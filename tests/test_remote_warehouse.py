@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -20,6 +21,9 @@ from s3_server import environment_without_aws
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "binlogs" / "binlog.000001"
+
+ID_OP = pa.schema([("id", pa.int64()), ("op", pa.string())])  # a small table's layout
+ID_V = pa.schema([("id", pa.int64()), ("v", pa.string())])  # a small table's layout
 
 
 @pytest.fixture
@@ -50,8 +54,8 @@ def _rows(layout, **values) -> list[tuple]:
 
 def test_sql_rs_engine_lists_and_queries_an_s3_warehouse(s3_wh):
     _server, wh, config = s3_wh
-    delta_io.open_table(f"{wh}/bronze/binlog_changes", "rs").append_rows([(1, "c"), (2, "u")], "id BIGINT, op STRING")
-    delta_io.open_table(f"{wh}/silver/shop/orders", "rs").append_rows([(1, "ok")], "id BIGINT, v STRING")
+    delta_io.open_table(f"{wh}/bronze/binlog_changes", "rs").append_rows([(1, "c"), (2, "u")], ID_OP)
+    delta_io.open_table(f"{wh}/silver/shop/orders", "rs").append_rows([(1, "ok")], ID_V)
 
     listed = _tool("pipelines.sql", "--config", str(config), "--warehouse", wh, "--list")
     assert listed.returncode == 0, listed.stderr
@@ -65,7 +69,7 @@ def test_sql_rs_engine_lists_and_queries_an_s3_warehouse(s3_wh):
 
 def test_sql_in_process_over_s3_uses_the_process_settings(s3_wh):
     _server, wh, _config = s3_wh
-    delta_io.open_table(f"{wh}/_pipeline/runs", "rs").append_rows([(7,)], "n BIGINT")
+    delta_io.open_table(f"{wh}/_pipeline/runs", "rs").append_rows([(7,)], pa.schema([("n", pa.int64())]))
     assert [t.qualified for t in sql.discover_tables(wh)] == ["_pipeline.runs"]
     assert sql.query("SELECT n FROM _pipeline_runs", wh, engine="rs").to_pylist() == [{"n": 7}]
 
@@ -135,7 +139,7 @@ def test_status_of_an_s3_warehouse(s3_wh):
         _rows(state.MANIFEST_LAYOUT, name="binlog.000001", file_seq=1, batch=0, status="done",
               phase="committed", size=SAMPLE.stat().st_size, complete_until=SAMPLE.stat().st_size),
         state.MANIFEST_LAYOUT)
-    delta_io.open_table(silver_table_path(wh, "shop", "orders"), "rs").append_rows([(1, "ok")], "id BIGINT, v STRING")
+    delta_io.open_table(silver_table_path(wh, "shop", "orders"), "rs").append_rows([(1, "ok")], ID_V)
 
     r = _tool("pipelines.status", "--config", str(config), "--warehouse", wh, "--input", f"s3a://{bucket}/binlogs",
               "--format", "json")

@@ -29,6 +29,8 @@ MINIO = {
     "fs.s3a.path.style.access": "true",
 }
 
+ID_V = pa.schema([("id", pa.int64()), ("v", pa.string())])  # a small table's layout
+
 
 def test_module_examples():
     assert doctest.testmod(storage).failed == 0
@@ -180,8 +182,8 @@ def test_delta_rs_tables_on_s3a_through_delta_io(s3):
     path = f"s3a://{bucket}/wh/_pipeline/runs"
     runs = delta_io.open_table(path, "rs")
     assert not runs.exists()
-    runs.append_rows([(1, "a"), (2, "b")], "id BIGINT, v STRING", delta_io.CommitInfo(txn=("t", 1)))
-    assert not runs.append_rows([(1, "a")], "id BIGINT, v STRING",
+    runs.append_rows([(1, "a"), (2, "b")], ID_V, delta_io.CommitInfo(txn=("t", 1)))
+    assert not runs.append_rows([(1, "a")], ID_V,
                                 delta_io.CommitInfo(txn=("t", 1)))  # (the transaction id, read on S3: not twice)
     assert runs.exists()
     assert sorted(runs.read_arrow().to_pylist(), key=lambda r: r["id"]) == [
@@ -222,7 +224,8 @@ def test_rs_scan_reads_remote_files_through_pyarrow(s3):
 
     _server, bucket, _settings = s3
     path = f"s3a://{bucket}/wh/bronze/binlog_changes"
-    delta_io.open_table(path, "rs").append_rows([(1, "x"), (5, "y")], "_seq BIGINT, db STRING")
+    layout = pa.schema([("_seq", pa.int64()), ("db", pa.string())])
+    delta_io.open_table(path, "rs").append_rows([(1, "x"), (5, "y")], layout)
     scan = delta_io.open_table(path).scan_arrow(above=("_seq", 0))
     assert scan.leaves(["_seq", "db"]).to_pylist() == [{"_seq": 1, "db": "x"}, {"_seq": 5, "db": "y"}]
 
