@@ -119,7 +119,7 @@ class SparkBackend:
     # of a table's files, a small table's rows, the history and transaction ids in its log, and the
     # few rows of the _pipeline tables (manifest, run log, watermarks...). Through delta-spark each
     # of these was a snapshot or a commit of 0.5-2.5 s of driver time for a handful of rows (bronze's
-    # bookkeeping alone took 17 s of a 28 s run of the samples); both libraries read and write the
+    # bookkeeping took 17 s of the bronze step's 28.6 s on the samples); both libraries read and write the
     # same protocol, and commit a version only where none exists (on S3: pipelines/log_store.py).
     # Bronze's batches, silver's tables (deletion vectors) and every DataFrame stay with delta-spark.
 
