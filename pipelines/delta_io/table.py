@@ -1,6 +1,6 @@
 """One Delta table, opened once: :func:`open_table` binds a path to its backend and Spark session,
 and the :class:`Table` it returns is how the rest of the pipeline reads, writes and keeps a table.
-What a commit carries beside its rows is one value, :class:`CommitInfo`.
+What a commit carries beside its rows is one value, :class:`~pipelines.delta_io.commits.CommitInfo`.
 
 The operations are the package's modules (``reads``, ``writes``, ``merging``, ``upkeep``: their
 checks, the retried commit and its fault points), each handing what differs to the backend
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -26,8 +27,6 @@ from pipelines.delta_io.commits import NO_COMMIT_INFO, CommitInfo
 from pipelines.delta_io.backend import DeltaBackend, backend_for
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.rs_scan import RsScan
-
-
 
 
 class Table:
