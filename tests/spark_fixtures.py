@@ -18,12 +18,10 @@ SPARK_SKIP_REASON = "delta-spark jars not on the classpath: run make setup (it f
 
 
 def _image_ddl() -> str:
-    import pyarrow as pa
-
     from pipelines.bronze.schema import IMAGE
-    from pipelines.delta_io import struct_of
+    from pipelines.delta_io import spark_type_of
 
-    return struct_of(pa.schema([("image", IMAGE)]))["image"].dataType.simpleString()
+    return spark_type_of(IMAGE).simpleString()
 
 
 IMAGE_DDL = _image_ddl()  # a bronze image's type in Spark's DDL: for test DataFrames built from text

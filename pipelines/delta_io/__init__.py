@@ -91,7 +91,7 @@ from pipelines.delta_io.backend import (
     BACKENDS, Backend, DELTA_LOG, DeltaBackend, DeltaIOError, backend_for, named, qualified, quote_ident, resolve_backend,
 )
 from pipelines.delta_io.arrow import (
-    arrow_schema_to_spark, arrow_to_spark, delta_schema_to_spark, rows_to_arrow, struct_of,
+    arrow_schema_to_spark, arrow_to_spark, delta_schema_to_spark, rows_to_arrow, spark_type_of, struct_of,
     spark_field_to_arrow, spark_schema_to_arrow, spark_to_arrow, spark_type_to_arrow,
 )
 from pipelines.delta_io.features import DELETION_VECTORS
@@ -122,5 +122,5 @@ __all__ = [
     "arrow_schema_to_spark", "arrow_to_spark", "backend_for", "commit_staged", "conflict_retries",
     "delta_schema_to_spark", "discard_staged", "exit_process", "is_commit_conflict", "named", "open_table",
     "prepare_staging", "qualified", "quote_ident", "resolve_backend", "rows_to_arrow", "spark_field_to_arrow",
-    "spark_schema_to_arrow", "spark_to_arrow", "spark_type_to_arrow", "struct_of",
+    "spark_schema_to_arrow", "spark_to_arrow", "spark_type_of", "spark_type_to_arrow", "struct_of",
 ]

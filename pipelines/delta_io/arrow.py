@@ -173,6 +173,15 @@ def struct_of(layout: pa.Schema | T.StructType) -> T.StructType:
     return _struct_of_layout(layout)
 
 
+def spark_type_of(arrow_type: pa.DataType) -> T.DataType:
+    """One column type of a layout as its Spark type (as :func:`struct_of` types the column).
+
+    >>> spark_type_of(pa.list_(pa.struct([("idx", pa.int32())]))).simpleString()
+    'array<struct<idx:int>>'
+    """
+    return _struct_of_layout(pa.schema([("c", arrow_type)]))["c"].dataType
+
+
 def rows_to_arrow(rows: Sequence[tuple], schema: T.StructType) -> pa.Table:
     """Python rows (tuples in ``schema`` order) as an Arrow table with the types
     :func:`spark_to_arrow` gives (every field nullable).

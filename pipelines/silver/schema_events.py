@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -23,7 +22,7 @@ from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
 from pipelines.silver.merge import check_reserved, read_watermark, silver_table_schema, watermark_metadata
 
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
-_IMAGE_TYPE = delta_io.struct_of(pa.schema([("image", IMAGE)]))["image"].dataType  # bronze's images
+_IMAGE_TYPE = delta_io.spark_type_of(IMAGE)  # bronze's images
 
 
 def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolution | None,
