@@ -111,6 +111,18 @@ def test_texts_in_other_forms_are_left_to_spark(spec, text):
         convert(spec, text, None)
 
 
+@pytest.mark.parametrize("precision, scale, text", [
+    (38, 38, "0." + "9" * 38), (38, 0, "9" * 38), (38, 10, "-" + "9" * 28 + "." + "9" * 10),
+    (30, 2, "123456789012345678901234567.005"),  # (rounded half up to 2 places, as Spark's cast does)
+])
+def test_decimals_wider_than_28_digits_type_on_the_driver_as_spark_types_them(spark, precision, scale, text):
+    """The driver's DECIMAL typing is not held to Python's default 28 digits: a DECIMAL(38,38)
+    value sent its whole segment to Spark's path (the e2e workload's all-types table)."""
+    specs = [ColumnSpec("dec", "decimal", precision=precision, scale=scale)]
+    images = [[(0, "dec", f"DECIMAL({precision},{scale})", text, None)]]
+    assert _driver_typed(specs, images) == _spark_typed(spark, specs, images)
+
+
 def test_a_binary_cell_without_bytes_is_left_to_spark():
     with pytest.raises(NotCanonical):
         convert(ColumnSpec("b", "blob"), "x", None)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Callable, Mapping, Sequence
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
 from pipelines.schema.typemap import ColumnSpec, decimal_type, _rule
@@ -70,11 +70,16 @@ def _int_converter(kind: str) -> Converter:
     return conv
 
 
+# Wide enough for any DECIMAL's digits (MySQL's 65): the default context's 28 digits refused
+# DECIMAL(38,38)'s 0.999...9, which sent the whole segment to Spark's path.
+_DECIMALS = Context(prec=100)
+
+
 def _decimal_converter(spec: ColumnSpec) -> Converter:
     dt = decimal_type(spec)
     if not hasattr(dt, "precision"):  # DECIMAL(p > 38): its exact text
         return _text
-    quantum, limit = Decimal(1).scaleb(-dt.scale), Decimal(10) ** (dt.precision - dt.scale)
+    quantum, limit = Decimal(1).scaleb(-dt.scale), Decimal(1).scaleb(dt.precision - dt.scale)
 
     def conv(t, b):
         if t is None:
@@ -82,10 +87,10 @@ def _decimal_converter(spec: ColumnSpec) -> Converter:
         if not DEC.match(t):
             raise NotCanonical(f"not a decimal text: {t[:80]!r}")
         try:
-            value = Decimal(t).quantize(quantum, rounding=ROUND_HALF_UP)  # Spark's cast rounds half up
+            value = Decimal(t).quantize(quantum, rounding=ROUND_HALF_UP, context=_DECIMALS)  # (half up: Spark's cast)
         except InvalidOperation as e:
             raise NotCanonical(f"{t[:80]!r}: {e}") from None
-        if abs(value) >= limit:
+        if value.copy_abs() >= limit:  # (exact: abs() would round to the default context's 28 digits)
             raise NotCanonical(f"{t[:80]!r} does not fit DECIMAL({dt.precision},{dt.scale})")
         return value, 0
     return conv
