@@ -155,6 +155,42 @@ def test_delta_spark_skips_a_pinned_commit_another_pinned_writer_made_first(spar
     assert _rows(path) == [(1, 11)]
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("first", ["driver rows", "dataframe"])
+def test_on_delta_spark_writers_pinned_on_one_version_refuse_each_other_whichever_library_commits(
+        spark, tmp_path, first):  # noqa: F811
+    """On the delta-spark backend a small table's MERGE of the driver's rows is committed by
+    delta-rs, a DataFrame's MERGE by delta-spark: of two writers pinned on one version, whichever
+    library makes the first commit, the second is refused and lands nothing."""
+    require_delta_spark(spark)
+    path = str(tmp_path / "t")
+    _table(spark, path, [(1, 10)], "spark")
+    table = delta_io.open_table(path, "spark", spark)
+
+    def by_rows(v: int) -> None:
+        table.merge_rows(pa.table({"k": pa.array([1], pa.int64()), "v": pa.array([v], pa.int64())}),
+                         "t.`k` = s.`k`", UPSERT, source_schema=SCHEMA)
+
+    def by_frame(v: int) -> None:
+        table.merge(spark.createDataFrame([(1, v)], SCHEMA), "t.`k` = s.`k`", UPSERT)
+
+    mine, theirs = (by_frame, by_rows) if first == "driver rows" else (by_rows, by_frame)
+    with table.pinned() as pin:
+        def other():
+            with table.pinned():
+                theirs(11)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert table.last_txn(delta_io.PIN_APP_ID) == pin.version + 1
+        with pytest.raises(delta_io.StaleRead):
+            mine(99)
+    assert _rows(path) == [(1, 11)]
+    made = (Path(path) / "_delta_log" / f"{pin.version + 1:020d}.json").read_text()
+    assert ("delta-rs" in made) == (first == "driver rows"), made  # (the library named is the one that committed)
+
+
 # ---------------------------------------------------------------------------------------------------
 # the silver step: two runs, one stopped before a commit while the other does everything
 

@@ -56,16 +56,22 @@ def rs_commit_properties(
     txn_app_id: str | None, txn_version: int | None, user_metadata: str | None, path: str | None = None
 ):
     """delta-rs commit properties: the transaction id, the user metadata, and for a table this thread
-    pinned (``path``), no retry: the commit lands on the pinned version or fails."""
+    pinned (``path``), no retry: the commit lands on the pinned version or fails. A commit pinned on
+    a version also records the pin's transaction id, as delta-spark's pinned commits do
+    (:mod:`pipelines.delta_io.pins`), so a delta-spark writer pinned on the same version fails or
+    is skipped after it: the delta-spark backend commits the driver's small writes with delta-rs."""
     from deltalake import CommitProperties, Transaction
 
-    pinned = path is not None and pins.pin_of(path) is not None
-    if txn_app_id is None and user_metadata is None and not pinned:
+    pin = None if path is None else pins.pin_of(path)
+    if txn_app_id is None and user_metadata is None and pin is None:
         return None
+    txns = [] if txn_app_id is None else [Transaction(txn_app_id, txn_version)]
+    if pin is not None and pin.version is not None:
+        txns.append(Transaction(pins.PIN_APP_ID, pin.version + 1))
     return CommitProperties(
         custom_metadata=None if user_metadata is None else {"userMetadata": user_metadata},
-        app_transactions=None if txn_app_id is None else [Transaction(txn_app_id, txn_version)],
-        max_commit_retries=0 if pinned else None,
+        app_transactions=txns or None,
+        max_commit_retries=0 if pin is not None else None,
     )
 
 
