@@ -86,8 +86,10 @@ def merge(
     a key's rows stay in one part), so the driver holds one part at a time. The parts are separate commits and only the
     last carries ``commit`` (its metadata and transaction id): the clauses must be idempotent (silver's
     apply a change only when it is newer than the row), so that a run that dies between parts
-    can simply be done again. ``local_source``: the source is rows the driver holds (delta-spark
-    then reads it as it is, without copying it first).
+    can simply be done again. On delta-spark a source of few rows (``source_rows``) into a small
+    table is MERGEd by delta-rs the same way (:mod:`~pipelines.delta_io.spark_backend`).
+    ``local_source``: the source is rows the driver holds (delta-spark then reads it as it is,
+    without copying it first).
 
     >>> merge(spark, path, df, "t.`id` = s.`id`",
     ...       [MergeClause("update", "s.`_seq` > t.`_seq`", {"v": "s.`v`"}),

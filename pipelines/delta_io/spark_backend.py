@@ -1,8 +1,9 @@
 """The delta-spark backend (:class:`SparkBackend`): delta-spark on the JVM, and the protocol features
 it must be told to enable; what the driver reads or writes itself goes to delta-rs (small reads,
-history, the ``_pipeline`` tables' rows, the driver's rows into a small table: :func:`_by_delta_rs`). The session settings its commits carry, its log
-and snapshot and the pinned commits' checks are in :mod:`~pipelines.delta_io.spark_commits`; its MERGE
-and the driver's rows' commits in :mod:`~pipelines.delta_io.spark_writes`.
+history, the ``_pipeline`` tables' rows, the driver's rows into a small table: :func:`_by_delta_rs`).
+The session settings its commits carry, its log and snapshot and the pinned commits' checks are in
+:mod:`~pipelines.delta_io.spark_commits`; its MERGE and the driver's rows' commits in
+:mod:`~pipelines.delta_io.spark_writes`.
 
 The operation modules (:mod:`~pipelines.delta_io.reads`, ``writes``, ``merging``, ``upkeep``,
 ``commits``) do the shared part of a call and reach this module through
@@ -31,14 +32,22 @@ from pipelines.delta_io.spark_commits import (
     SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile, pinned_writer,
     commit_session, spark_delta_log, spark_snapshot,
 )
-from pipelines.delta_io.spark_writes import (
-    REWRITE_BELOW_BYTES, append_with_rows_spark, create_with_rows_spark, merge_spark,
-)
+from pipelines.delta_io import spark_writes
+from pipelines.delta_io.spark_writes import append_with_rows_spark, create_with_rows_spark, merge_spark
 from pipelines.delta_io.upkeep import storage
 from pipelines.delta_io.writes import new_fields, add_columns, create_if_missing
 
 
 _SPARK_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+_SPARK_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+
+
+# A DataFrame MERGE source of at most this many rows (when the caller counted them), into a table
+# :func:`_by_delta_rs` takes, is collected to the driver and MERGEd by delta-rs (silver's Spark
+# path counts its source rows: ``merging.merge``'s ``source_rows``).
+RS_MERGE_ROWS = 20_000
 
 
 def _by_delta_rs(path: str, *, up_to_bytes: int | None = None) -> bool:
@@ -53,9 +62,6 @@ def _by_delta_rs(path: str, *, up_to_bytes: int | None = None) -> bool:
     if uses_column_mapping(rs_table(path).metadata().configuration):
         return False
     return up_to_bytes is None or named("rs").snapshot_size(None, path)[1] <= up_to_bytes
-
-
-_SPARK_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 
 def _ddl_type(dt: T.DataType) -> str:
@@ -248,6 +254,10 @@ class SparkBackend:
     def merge(self, spark: SparkSession, path: str, source: DataFrame, on: str, clauses: Sequence[MergeClause],
               commit: CommitInfo, *, source_schema: T.StructType | None, split_by: Sequence[str] | None,
               source_rows: int | None, local_source: bool = False) -> MergeResult:
+        if source_rows is not None and source_rows <= RS_MERGE_ROWS \
+                and _by_delta_rs(path, up_to_bytes=spark_writes.REWRITE_BELOW_BYTES):  # (its rows to the driver, one commit)
+            return named("rs").merge(spark, path, source, on, clauses, commit, source_schema=source_schema,
+                                     split_by=None, source_rows=source_rows)
         return merge_spark(spark, path, source, on, clauses, commit, local_source=local_source)
 
     def create_with_rows(self, spark: SparkSession, path: str, table_schema: T.StructType, rows,
@@ -263,7 +273,7 @@ class SparkBackend:
 
     def merge_rows(self, spark: SparkSession, path: str, source: pa.Table, source_schema: T.StructType | None,
                    on: str, clauses: Sequence[MergeClause], commit: CommitInfo) -> MergeResult:
-        if _by_delta_rs(path, up_to_bytes=REWRITE_BELOW_BYTES):
+        if _by_delta_rs(path, up_to_bytes=spark_writes.REWRITE_BELOW_BYTES):
             return named("rs").merge_rows(spark, path, source, source_schema, on, clauses, commit)
         # (a local relation: the rows are the driver's; delta-spark's MERGE metrics count them)
         return merge_spark(spark, path, spark.createDataFrame(source, schema=source_schema), on, clauses, commit,

@@ -426,8 +426,7 @@ def _merge_plan(table: delta_io.Table, plan, commit: delta_io.CommitInfo, *, spl
     a keyed (not SCD2) table's keys, by whose hash delta-rs MERGEs a big batch in parts."""
     try:
         table.merge(plan.source, plan.on, plan.clauses, commit, source_schema=plan.source_schema, split_by=split_by,
-                    source_rows=(sum(n for kind, n in plan.counts.items() if kind != "unchanged")
-                                 if split_by is not None else None))
+                    source_rows=sum(n for kind, n in plan.counts.items() if kind != "unchanged"))
     finally:
         plan.cached.unpersist()
 
