@@ -3,7 +3,7 @@ has and hostile values, its binlog decoded into bronze cells (the oracle: the de
 the very rows the dump holds), and dumps of it written by ``mariadb-dump`` and read back by
 :mod:`pipelines.snapshot`.
 
-The decoder's cells come from ``pipelines.bronze.rows._TableLayout`` over the real table map
+The decoder's cells come from ``pipelines.bronze.rows.TableLayout`` over the real table map
 (``binlog_row_metadata=FULL``); the dump's from :class:`pipelines.snapshot.reader.DumpReading`.
 Both are keyed by the row's ``id`` text, so a test compares cell for cell.
 """
@@ -18,7 +18,7 @@ from mariadb_server import MariaDBServer, find_binary
 
 from pipelines.binlog.changes import RowChange, iter_changes
 from pipelines.binlog.txindex import scan
-from pipelines.bronze.rows import _TableLayout
+from pipelines.bronze.rows import TableLayout
 from pipelines.snapshot.reader import DumpReading
 from pipelines.snapshot.source import DumpFile
 from pipelines.snapshot.session import DumpState
@@ -191,12 +191,12 @@ def binlog_cells(srv: MariaDBServer, dbs: tuple[str, ...] = (DB, DB2)) -> dict[t
     """Every inserted row of ``dbs`` in the server's closed binlogs as the decoder's bronze cells,
     per table: a multiset of cell tuples (keyless tables may repeat a row)."""
     out: dict[tuple[str, str], Counter] = {}
-    layouts: dict[int, _TableLayout] = {}
+    layouts: dict[int, TableLayout] = {}
     for path in srv.binlog_files()[:-1]:
         for ch in iter_changes(str(path), scan(str(path))):
             if isinstance(ch, RowChange) and ch.db in dbs:
                 assert ch.op == "insert", ch
-                layout = layouts.setdefault(id(ch.table_map), _TableLayout(ch.table_map))
+                layout = layouts.setdefault(id(ch.table_map), TableLayout(ch.table_map))
                 out.setdefault((ch.db, ch.table), Counter())[tuple(layout.image(ch.columns_after, ch.after))] += 1
     return out
 

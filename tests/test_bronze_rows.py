@@ -30,7 +30,7 @@ NOW = dt.datetime(2026, 11, 24, 1, 2, 3, tzinfo=dt.timezone.utc)
 def schema(spark):
     from pipelines.delta_io import spark_schema_to_arrow
 
-    return spark_schema_to_arrow(bookkeeping._bronze_struct(), force_nullable=True)
+    return spark_schema_to_arrow(bookkeeping.bronze_struct(), force_nullable=True)
 
 
 def _work(path: Path) -> bronze.WorkRange | None:

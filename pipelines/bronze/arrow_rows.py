@@ -26,14 +26,14 @@ import pyarrow.compute as pc
 from pipelines.binlog.changes import RowsBatch
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.binlog.values import InvalidText, canonical_text, decimal_text
-from pipelines.bronze.rows import OPS, _TableLayout, _basename, is_zero_date
+from pipelines.bronze.rows import OPS, TableLayout, file_basename, is_zero_date
 from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, snapshot_seq
 
 _NONE = type(None)
 
 
 def _generic(values, fsp) -> tuple[list, list]:
-    """(texts, bins) of ``values`` one by one, as :meth:`_TableLayout.cell` spells them."""
+    """(texts, bins) of ``values`` one by one, as :meth:`TableLayout.cell` spells them."""
     texts, bins = [], []
     for v in values:
         t = type(v)
@@ -99,10 +99,10 @@ class _Group:
         self.n = 0
 
 
-def _image_array(layout: "_TableLayout", cols: tuple, rows: list, n: int, present: bool,
+def _image_array(layout: "TableLayout", cols: tuple, rows: list, n: int, present: bool,
                  list_type: pa.ListType, zeros: np.ndarray) -> tuple[pa.Array, pa.StructArray | None]:
     """The list array of one image for ``n`` rows (all NULL when not ``present``) and its cells;
-    adds each row's zero dates (see :meth:`_TableLayout.zero_dates`) to ``zeros``."""
+    adds each row's zero dates (see :meth:`TableLayout.zero_dates`) to ``zeros``."""
     if not present:
         return pa.nulls(n, list_type), None
     width = len(cols)
@@ -264,7 +264,7 @@ class ArrowRowsBuilder(_ColumnarRows):
         self.file_seq = file_seq
         super().__init__(schema, run_id, ingested_at)
 
-    def add(self, batch: RowsBatch, layout: "_TableLayout") -> int:
+    def add(self, batch: RowsBatch, layout: "TableLayout") -> int:
         """Add the rows of one rows event; returns how many."""
         rows = batch.rows
         if not rows:
@@ -300,7 +300,7 @@ class ArrowRowsBuilder(_ColumnarRows):
         padded = pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), SEQ_ROW_DIGITS, "0")
         micros = np.int64(1_000_000)
         return {
-            "source_file": per_event([_basename(b.file) for b in batches], pa.string()),
+            "source_file": per_event([file_basename(b.file) for b in batches], pa.string()),
             "file_seq": pa.array(np.full(total, file_seq, dtype=np.int64)),
             "event_pos": per_event(positions, pa.int64()),
             "row_idx": pa.array(row_idx.astype(np.int32)),
@@ -329,7 +329,7 @@ class SnapshotRowsBuilder(_ColumnarRows):
         self.source_file, self.file_seq, self.event_pos, self.seq_start = source_file, file_seq, event_pos, seq_start
         super().__init__(schema, run_id, ingested_at)
 
-    def add(self, layout: "_TableLayout", cols: tuple, rows: list, *, offset: int, db: str, table: str,
+    def add(self, layout: "TableLayout", cols: tuple, rows: list, *, offset: int, db: str, table: str,
             first_row: int = 0) -> int:
         """Add the rows (decoder values of columns ``cols``) of one INSERT at ``offset`` (its rows
         from ``first_row`` on); returns how many."""

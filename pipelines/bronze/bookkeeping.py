@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError
-from pipelines.bronze.rows import _ts
+from pipelines.bronze.rows import epoch_datetime
 from pipelines.bronze.schema import BRONZE_LAYOUT, seq_key
 from pipelines.config import PipelineConfig
 from pipelines.logs import get_logger
@@ -35,20 +35,21 @@ class BronzeError(PipelineError, RuntimeError):
     report = True
 
 
-def _delta():
+def delta_io_module():
+    """`pipelines.delta_io`, imported when first needed (not when this module is)."""
     from pipelines import delta_io
 
     return delta_io
 
 
-def _bronze_struct():
+def bronze_struct():
     from pipelines.delta_io import struct_of
 
     return struct_of(BRONZE_LAYOUT)
 
 
-def _append(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):
-    d = _delta()
+def append_frame(spark, cfg: PipelineConfig, df, path: str, app_id: str | None = None, version: int | None = None):
+    d = delta_io_module()
     d.open_table(path, cfg.delta.backend, spark).append(df, d.CommitInfo.of(app_id, version))
 
 
@@ -62,7 +63,7 @@ def append_rows(spark, cfg: PipelineConfig, rows: list[tuple], ddl: str, path: s
 
 
 def last_txn(spark, cfg: PipelineConfig, path: str) -> int:
-    v = _delta().open_table(path, cfg.delta.backend, spark).last_txn(TXN_APP_ID)
+    v = delta_io_module().open_table(path, cfg.delta.backend, spark).last_txn(TXN_APP_ID)
     return -1 if v is None else int(v)
 
 
@@ -86,7 +87,8 @@ def manifest_rows(plans: list[FilePlan], batch: int, phase: str, run_id: str, no
 
 def xa_rows(plans: list[FilePlan], run_id: str) -> list:
     """Rows of ``_pipeline/xa``: the XA groups (found by the survey) in what each plan lands."""
-    return [(p.file.name, p.file.file_seq, pos, seq_key(p.file.file_seq, pos, 0), kind, xa_xid, gtid, _ts(ts), run_id)
+    return [(p.file.name, p.file.file_seq, pos, seq_key(p.file.file_seq, pos, 0), kind, xa_xid, gtid,
+             epoch_datetime(ts), run_id)
             for p in plans for pos, kind, xa_xid, gtid, ts in p.xa if p.start <= pos < p.end]
 
 

@@ -14,7 +14,7 @@ from pipelines.bronze.plan import FilePlan
 from pipelines.bronze.schema import BRONZE_TABLE, DECODER_VERSION
 from pipelines.bronze.bookkeeping import (
     PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
-    BronzeStats, _append, append_rows, _bronze_struct, _delta, manifest_rows, xa_rows,
+    BronzeStats, append_frame, append_rows, bronze_struct, delta_io_module, manifest_rows, xa_rows,
 )
 from pipelines.bronze.tasks import (
     GLOB, WHOLE_FILE_MAX, KeptFiles, TaskProgress, progress_enabled, prefix_facts, whole_files,
@@ -100,11 +100,11 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     settings = storage.current()  # shipped to the tasks with their work
     work = _work_ranges(plans, run_id, now, history, settings)
     by_name = {p.file.name: p for p in plans}
-    d = _delta()
+    d = delta_io_module()
     bronze_path = cfg.warehouse_path(BRONZE_TABLE)
     staged = d.backend_for(spark, cfg.delta.backend).on_driver  # tasks stage the Parquet files
-    bronze_struct = _bronze_struct()
-    target = (StageTarget(bronze_path, d.prepare_staging(bronze_path, bronze_struct), settings)
+    struct = bronze_struct()
+    target = (StageTarget(bronze_path, d.prepare_staging(bronze_path, struct), settings)
               if staged and work else None)
     rdd, small = _decode(spark, cfg, plans, work, target, batch, run_id, kept, cached)
     op_counts, skips, cuts, ranges = _fold_range_stats(small, by_name)
@@ -133,9 +133,9 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
                  state.path(cfg, state.MANIFEST), PENDING_APP_ID, batch)
     # b. the data, each append idempotent by (txnAppId, txnVersion)
     if bronze_df is not None:
-        _append(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
+        append_frame(spark, cfg, bronze_df, bronze_path, TXN_APP_ID, batch)
     elif target is not None:
-        d.commit_staged(bronze_path, staged_files, bronze_struct, txn_app_id=TXN_APP_ID, txn_version=batch)
+        d.commit_staged(bronze_path, staged_files, struct, txn_app_id=TXN_APP_ID, txn_version=batch)
     for rows, ddl, table in ((stmts, state.DDL_TABLE_LAYOUT, state.DDL), (xa_rows(plans, run_id), state.XA_LAYOUT, state.XA),
                              (quar_rows, state.QUARANTINE_LAYOUT, state.QUARANTINE)):
         if rows:
@@ -279,7 +279,7 @@ def _bronze_rows(spark, rdd, cuts: dict[str, int], skips: dict, op_counts: Count
         cut_names = set(cuts)
         op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
                          .map(lambda r: (r[1][0], r[1][12])).countByValue())
-    return spark.createDataFrame(rows.map(lambda r: r[1]), _bronze_struct())
+    return spark.createDataFrame(rows.map(lambda r: r[1]), bronze_struct())
 
 
 def _count_batch(stats: BronzeStats, cfg: PipelineConfig, plans: list[FilePlan], stmts: list,

@@ -21,7 +21,7 @@ from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, scan
 from pipelines.binlog.values import InvalidText
 from pipelines.bronze.arrow_rows import ArrowRowsBuilder
-from pipelines.bronze.rows import OPS, _TableLayout, _ts, bronze_row
+from pipelines.bronze.rows import OPS, TableLayout, epoch_datetime, bronze_row
 from pipelines.bronze.schema import DECODER_VERSION, WRITTEN_LATER, seq_key
 from pipelines.bronze.files import MAX_RAW_EVENT, task_bytes, as_buffer, cut_event
 from pipelines.storage import NO_SETTINGS, StorageSettings
@@ -116,7 +116,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
     Raises nothing for bad bytes: every :class:`BinlogError` becomes ``error``
     or a skipped transaction. Pure apart from reading the file.
     """
-    layouts: dict[int, _TableLayout] = {}
+    layouts: dict[int, TableLayout] = {}
     err = None
     invalid_stmts = 0
     ops: Counter = Counter()
@@ -136,7 +136,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                     if type(ch) is not StatementChange:  # rows: the layout of their table map
                         lay = layouts.get(id(ch.table_map))
                         if lay is None or lay.tm is not ch.table_map:
-                            lay = layouts[id(ch.table_map)] = _TableLayout(ch.table_map)
+                            lay = layouts[id(ch.table_map)] = TableLayout(ch.table_map)
                     if type(ch) is RowsBatch:
                         tx_ops[OPS[ch.op]] += len(ch.rows)
                         yield ("rows", (ch, lay))
@@ -174,7 +174,7 @@ def _statement_records(w: WorkRange, ch: StatementChange, buf) -> Iterator[tuple
     change (a row change logged as SQL, which bronze cannot replay as rows)."""
     raw = ch.query.raw if type(ch.query) is InvalidText else None
     yield ("stmt", (w.name, w.file_seq, ch.pos, seq_key(w.file_seq, ch.pos, 0), ch.db, str(ch.query),
-                    _ts(ch.tx.commit_ts), ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
+                    epoch_datetime(ch.tx.commit_ts), ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
     if ch.in_group and not is_ddl(ch.query):
         # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
         yield ("quar", (w.name, w.file_seq, ch.pos,
@@ -247,7 +247,7 @@ class StageTarget:
 STATS_COLUMNS = ("source_file", "file_seq", "event_pos", "_seq", "db", "table", "op", "_ingested_at")
 
 
-def _parquet_options(schema) -> dict:
+def parquet_options(schema) -> dict:
     """Bronze Parquet: dictionaries for every column but the values (``text``/``bin``, mostly
     distinct), Parquet statistics for the columns Delta keeps statistics of, ``_shape`` and
     ``_zero_dates``. Smaller files (21 MB against 23 MB for the 1x bench file) written in a third
@@ -271,7 +271,7 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
     from pipelines.delta_io import ParquetStager
 
     stager = ParquetStager(target.table_uri, target.schema, stats_columns=STATS_COLUMNS,
-                           parquet_options=_parquet_options(target.schema), settings=target.storage)
+                           parquet_options=parquet_options(target.schema), settings=target.storage)
     builder = ArrowRowsBuilder(target.schema, w.file_seq, w.run_id, w.ingested_at)
     ops: Counter = Counter()
     try:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pipelines.bronze.files import local_path
 from pipelines.bronze.bookkeeping import BronzeError
-from pipelines.preflight import BINLOG_NAME as _BINLOG_NAME
+from pipelines.preflight import BINLOG_NAME
 
 
 def file_seq_of(name: str) -> int | None:
@@ -16,7 +16,7 @@ def file_seq_of(name: str) -> int | None:
     >>> file_seq_of("binlog.000042"), file_seq_of("notes.txt")
     (42, None)
     """
-    m = _BINLOG_NAME.match(name)
+    m = BINLOG_NAME.match(name)
     return int(m.group("seq")) if m is not None else None
 
 
@@ -67,7 +67,7 @@ def _list_hadoop(spark, folder: str) -> tuple[list[SourceFile], list[SourceFile]
     files, ignored = [], []
     for st in fs.listStatus(path):
         name = st.getPath().getName()
-        m = _BINLOG_NAME.match(name)
+        m = BINLOG_NAME.match(name)
         entry = SourceFile(name, st.getPath().toString(), int(st.getLen()), int(st.getModificationTime()),
                            int(m.group("seq")) if m is not None else -1)
         if not st.isFile() or m is None or name.startswith("."):
@@ -91,7 +91,7 @@ def _list_local(path: str, folder: str) -> tuple[list[SourceFile], list[SourceFi
                 st, is_file = e.stat(), e.is_file()
             except FileNotFoundError:  # removed while listed (a dangling link, a purge)
                 continue
-            m = _BINLOG_NAME.match(e.name)
+            m = BINLOG_NAME.match(e.name)
             entry = SourceFile(e.name, "file:" + os.path.join(base, e.name), int(st.st_size) if is_file else 0,
                                st.st_mtime_ns // 1_000_000, int(m.group("seq")) if m is not None else -1)
             if not is_file or m is None or e.name.startswith("."):

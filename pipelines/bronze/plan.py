@@ -90,7 +90,7 @@ def split_range(idx: FileIndex, start: int, end: int, target: int) -> list[tuple
     return ranges
 
 
-def _latest(rows: list) -> dict[str, object]:
+def latest_committed(rows: list) -> dict[str, object]:
     """Per file name, its latest committed manifest row."""
     out: dict[str, object] = {}
     for r in rows:

@@ -1,6 +1,6 @@
 """Bronze rows from decoded row changes: the generic column form of each value (see
 :mod:`pipelines.bronze.schema`), one row at a time: :func:`bronze_row` (the reference) and
-:func:`snapshot_row` for a dump's INSERTs (op ``r``), from a table map's :class:`_TableLayout`.
+:func:`snapshot_row` for a dump's INSERTs (op ``r``), from a table map's :class:`TableLayout`.
 The column-wise builders the staging tasks use, which give the same rows as Arrow record
 batches, are :mod:`pipelines.bronze.arrow_rows`.
 """
@@ -31,7 +31,7 @@ _DATE_TYPES = frozenset({ColumnType.DATE, ColumnType.NEWDATE, ColumnType.DATETIM
                          ColumnType.TIMESTAMP, ColumnType.TIMESTAMP2, ColumnType.YEAR})
 
 
-class _TableLayout:
+class TableLayout:
     """What the rows of one table map need, computed once per table map."""
 
     __slots__ = ("tm", "names", "types", "fsps", "key", "heads", "dates", "_shapes", "invalid_text")
@@ -109,14 +109,14 @@ def is_zero_date(v) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _ts(epoch: int | None) -> _dt.datetime | None:
+def epoch_datetime(epoch: int | None) -> _dt.datetime | None:
     return _dt.datetime.fromtimestamp(epoch, _UTC) if epoch is not None else None
 
 
-_basename = functools.lru_cache(maxsize=256)(os.path.basename)
+file_basename = functools.lru_cache(maxsize=256)(os.path.basename)
 
 
-def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, ingested_at) -> tuple:
+def bronze_row(ch: RowChange, layout: TableLayout, file_seq: int, run_id: str, ingested_at) -> tuple:
     """One bronze row (in ``BRONZE_LAYOUT`` order) of one row change."""
     before = layout.image(ch.columns_before, ch.before)
     after = layout.image(ch.columns_after, ch.after)
@@ -130,9 +130,9 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
             pk = [cells[c] for c in layout.key]
     tx = ch.tx
     return (
-        _basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
+        file_basename(ch.file), file_seq, ch.pos, ch.row_idx, seq_key(file_seq, ch.pos, ch.row_idx),
         ch.server_id, tx.gtid, Decimal(tx.xid) if tx.xid is not None else None,
-        _ts(tx.commit_ts), _ts(ch.event_ts), ch.db, ch.table, OPS[ch.op], before, after, pk,
+        epoch_datetime(tx.commit_ts), epoch_datetime(ch.event_ts), ch.db, ch.table, OPS[ch.op], before, after, pk,
         DECODER_VERSION, run_id, ingested_at,
         layout.shape(ch.columns_before if ch.before is not None else None,
                      ch.columns_after if ch.after is not None else None),
@@ -140,7 +140,7 @@ def bronze_row(ch: RowChange, layout: _TableLayout, file_seq: int, run_id: str, 
     )
 
 
-def snapshot_row(layout: _TableLayout, cols, values, *, source_file: str, file_seq: int, event_pos: int,
+def snapshot_row(layout: TableLayout, cols, values, *, source_file: str, file_seq: int, event_pos: int,
                  row_idx: int, seq: str, db: str, table: str, run_id: str, ingested_at) -> tuple:
     """One bronze row (in ``BRONZE_LAYOUT`` order) of a row read from a snapshot (op ``r``): its
     after image of the dumped ``values`` of columns ``cols``, keyed at ``seq``

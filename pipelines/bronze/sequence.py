@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pipelines.binlog.constants import EventType
 from pipelines.binlog.gtid import MARIADB, MYSQL, MariadbGtidState, MysqlGtidSet, parse_gtid_set  # noqa: F401 (MYSQL: re-exported)
-from pipelines.bronze.listing import SourceFile, _BINLOG_NAME
+from pipelines.bronze.listing import SourceFile, BINLOG_NAME
 from pipelines.bronze.bookkeeping import BronzeError
 
 
@@ -95,13 +95,13 @@ def link_problem(prev: Link | None, f: SourceFile, head: tuple[str | None, str |
         return None
     if prev.rotate_to:
         if prev.rotate_to != f.name:
-            m = _BINLOG_NAME.match(prev.rotate_to)
+            m = BINLOG_NAME.match(prev.rotate_to)
             hint = (f": {prev.rotate_to} is missing" if m and prev.file_seq < int(m.group("seq")) < f.file_seq
                     else "")
             return f"{prev.name} ends with a ROTATE to {prev.rotate_to}, but the next file here is {f.name}{hint}"
     elif f.file_seq != prev.file_seq + 1:
         n = f.file_seq - prev.file_seq - 1
-        m = _BINLOG_NAME.match(prev.name)
+        m = BINLOG_NAME.match(prev.name)
         width = len(m.group("seq")) if m else 6
         first = f"{m.group('prefix')}.{prev.file_seq + 1:0{width}d}" if m else f"number {prev.file_seq + 1}"
         if n == 1:

@@ -183,11 +183,11 @@ import datetime as _dt
 from pipelines.bronze import notices
 from pipelines.bronze.commit import run_batch
 from pipelines.bronze.listing import SourceFile, copy_notes, list_folder
-from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, _latest
+from pipelines.bronze.plan import FilePlan, Survey, SurveyRequest, latest_committed
 from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.bronze.sequence import Link, check_sequence, link_problem
 from pipelines.bronze.bookkeeping import (
-    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, _bronze_struct, _delta, last_txn,
+    DONE, PARTIAL, QUARANTINED, BronzeError, BronzeStats, bronze_struct, delta_io_module, last_txn,
 )
 from pipelines.bronze.tasks import file_digests, keep_whole, ship_package, survey
 from pipelines import state
@@ -246,12 +246,12 @@ def _schema_history(spark, cfg: PipelineConfig):
 def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     ship_package(spark)
     history = _schema_history(spark, cfg)
-    bronze = _delta().open_table(cfg.warehouse_path(BRONZE_TABLE), cfg.delta.backend, spark)
+    bronze = delta_io_module().open_table(cfg.warehouse_path(BRONZE_TABLE), cfg.delta.backend, spark)
     if bronze.exists():
         # a bronze table from an older version gains the columns added since (e.g. _shape); its
         # old rows have NULL there, and silver computes what they lack
         have = {n.lower() for n in bronze.schema().fieldNames()}
-        new = [f for f in _bronze_struct().fields if f.name.lower() not in have]
+        new = [f for f in bronze_struct().fields if f.name.lower() not in have]
         if new:
             bronze.add_columns(new)
     files, others = list_folder(spark, cfg.input)
@@ -274,7 +274,7 @@ def _run(spark, cfg: PipelineConfig, stats: BronzeStats, now) -> None:
     if interrupted:
         manifest = state.read_rows(spark, cfg, state.MANIFEST)
 
-    latest = _latest(manifest)
+    latest = latest_committed(manifest)
     check_sequence(files, {r.file_seq: r.name for r in latest.values()}, accept_gaps=True)  # one number, one file
     newest_done = max((r.file_seq for r in latest.values()), default=-1)
     if not cfg.accept_gaps:

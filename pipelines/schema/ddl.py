@@ -15,14 +15,16 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from pipelines.binlog.changes import is_ddl
-from pipelines.schema.sql_text import _MariaDB, normalize, _words, strip_comments
+from pipelines.schema.sql_text import MariaDBDialect, normalize, words_of, strip_comments
 from pipelines.schema.ddl_ops import (  # noqa: F401 (the statements parse_statement returns)
     AddColumn, AddKey, AlterTable, ChangeColumn, ConvertCharset, CreateDatabase, CreateIndex, CreateTable,
     DefaultCharset, DropColumn, DropDatabase, DropIndex, DropIndexOp, DropPrimaryKey, DropTables, RenameColumn,
     DdlError, RenameTables, RenameTo, TableName as _Name, TruncateTable, Unparsed,
 )
-from pipelines.schema.ddl_columns import column_def, ident, _key_columns, _position, _table_charset, table_elements
-from pipelines.schema.model import ColumnDef, TableSchema, _norm_charset
+from pipelines.schema.ddl_columns import (
+    column_def, column_position, ident, key_columns, table_charset_of, table_elements,
+)
+from pipelines.schema.model import ColumnDef, TableSchema, norm_charset
 
 
 @contextlib.contextmanager
@@ -72,7 +74,7 @@ def statement_kind(sql: str) -> str | None:
 
 def _table_name(table: exp.Expression, default_db: str | None) -> _Name:
     if not isinstance(table, exp.Table):
-        raise DdlError(f"expected a table name, got {table.sql(dialect=_MariaDB)!r}")
+        raise DdlError(f"expected a table name, got {table.sql(dialect=MariaDBDialect)!r}")
     name = ident(table.this)
     db_node = table.args.get("db")
     db = ident(db_node) if db_node is not None else default_db
@@ -89,11 +91,11 @@ def _parse_create(tree: exp.Create, default_db: str | None, db_charsets: Mapping
         raise DdlError("CREATE TABLE ... SELECT without column definitions: the columns are not in the statement")
     if isinstance(target, exp.Schema):
         name = _table_name(target.this, default_db)
-        cs = _table_charset(props) or db_charsets.get(name.db)
+        cs = table_charset_of(props) or db_charsets.get(name.db)
         cols, pk, uniques, like = table_elements(target.expressions, cs)
     else:
         name = _table_name(target, default_db)
-        cs = _table_charset(props) or db_charsets.get(name.db)
+        cs = table_charset_of(props) or db_charsets.get(name.db)
         cols, pk, uniques, like = [], (), (), None
     for p in props:
         if isinstance(p, exp.LikeProperty):
@@ -122,7 +124,7 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
             if a.this is not None and ident(a.this).upper() == "SYSTEM" and a.args.get("kind") is None:
                 raise DdlError("ADD SYSTEM VERSIONING changes the hidden row_start/row_end columns")
             col, key, _explicit, _ = column_def(a)
-            ops.append(AddColumn(col, _position(a), bool(a.args.get("exists")), key))
+            ops.append(AddColumn(col, column_position(a), bool(a.args.get("exists")), key))
         elif isinstance(a, exp.Drop):
             kind = str(a.args.get("kind") or "").upper()
             targets = a.args.get("tables") or []
@@ -134,16 +136,16 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
                     ops.append(DropIndexOp(ident(t)))
             elif kind in ("FOREIGN KEY", "CONSTRAINT", "CHECK", ""):
                 if kind == "" and targets:
-                    raise DdlError(f"unsupported ALTER action {a.sql(dialect=_MariaDB)!r}")
+                    raise DdlError(f"unsupported ALTER action {a.sql(dialect=MariaDBDialect)!r}")
             elif kind == "PARTITION":
                 raise DdlError("DROP PARTITION removes rows without row events")
             else:
-                raise DdlError(f"unsupported ALTER action {a.sql(dialect=_MariaDB)!r}")
+                raise DdlError(f"unsupported ALTER action {a.sql(dialect=MariaDBDialect)!r}")
         elif isinstance(a, exp.ModifyColumn):
             cd = a.this
             col, key, _explicit, _ = column_def(cd)
             old = a.args.get("rename_from")
-            ops.append(ChangeColumn(ident(old) if old is not None else col.name, col, _position(cd), key))
+            ops.append(ChangeColumn(ident(old) if old is not None else col.name, col, column_position(cd), key))
         elif isinstance(a, exp.RenameColumn):
             ops.append(RenameColumn(ident(a.this), ident(a.args["to"])))
         elif isinstance(a, exp.AddConstraint):
@@ -153,10 +155,10 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
                     cname = ident(e.this) if e.this is not None else None
                     e = e.expressions[0] if e.expressions else None
                 if isinstance(e, exp.PrimaryKey):
-                    ops.append(AddKey("primary", "PRIMARY", _key_columns(e)))
+                    ops.append(AddKey("primary", "PRIMARY", key_columns(e)))
                 elif isinstance(e, exp.UniqueColumnConstraint):
                     schema = e.this
-                    cols_ = _key_columns(schema) if schema is not None else ()
+                    cols_ = key_columns(schema) if schema is not None else ()
                     iname = cname or (ident(schema.this) if schema is not None and schema.this is not None else None)
                     ops.append(AddKey("unique", iname or (cols_[0] if cols_ else ""), cols_))
                 # plain indexes, foreign keys, checks: no effect on rows
@@ -167,20 +169,20 @@ def _parse_alter(tree: exp.Alter, default_db: str | None, converts: list[str]) -
         elif isinstance(a, (exp.AlterColumn, exp.RenameIndex, exp.ForceProperty)):
             pass
         else:
-            raise DdlError(f"unsupported ALTER action {a.sql(dialect=_MariaDB)!r}")
+            raise DdlError(f"unsupported ALTER action {a.sql(dialect=MariaDBDialect)!r}")
     for p in tree.args.get("options") or []:
         if isinstance(p, exp.CharacterSetProperty):
-            ops.append(DefaultCharset(_norm_charset(ident(p.this))))
+            ops.append(DefaultCharset(norm_charset(ident(p.this))))
     for cs in converts:
-        ops.insert(0, ConvertCharset(_norm_charset(cs)))
+        ops.insert(0, ConvertCharset(norm_charset(cs)))
     return AlterTable(name, tuple(ops), bool(tree.args.get("exists")))
 
 
 def _parse_rename(sql: str, default_db: str | None) -> RenameTables:
     """``RENAME TABLE[S] [IF EXISTS] a TO b [, c TO d]`` from tokens (sqlglot has no node for it)."""
     m = re.match(r"\s*RENAME\s+TABLES?\s+", sql, re.IGNORECASE)
-    toks = _MariaDB().tokenize(sql[m.end():] if m else sql)  # the tokenizer swallows what follows RENAME
-    words = _words(toks)
+    toks = MariaDBDialect().tokenize(sql[m.end():] if m else sql)  # the tokenizer swallows what follows RENAME
+    words = words_of(toks)
     i = 0
     if words[i : i + 2] == ["IF", "EXISTS"]:
         i += 2
@@ -218,10 +220,10 @@ def _parse_rename(sql: str, default_db: str | None) -> RenameTables:
 def _guess_tables(sql: str, kind: str | None, default_db: str | None) -> tuple[_Name, ...]:
     """Best-effort target of an unparsable statement (the name after TABLE / ON)."""
     try:
-        toks = _MariaDB().tokenize(sql)
+        toks = MariaDBDialect().tokenize(sql)
     except Exception:  # noqa: BLE001 - the statement is already unparsable
         return ()
-    words = _words(toks)
+    words = words_of(toks)
     anchor = "ON" if kind == "create_index" else "TABLE" if kind != "truncate" else "TRUNCATE"
     for i, word in enumerate(words):
         if word == anchor or (kind == "truncate" and word == "TABLE"):
@@ -279,7 +281,7 @@ def _parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str,
                                                   re.IGNORECASE):
             normalized += " FORCE"  # only CONVERT TO ... was there: keep a parsable statement
         with _quiet_sqlglot():
-            tree = sqlglot.parse_one(normalized, read=_MariaDB)
+            tree = sqlglot.parse_one(normalized, read=MariaDBDialect)
         if isinstance(tree, exp.Command):
             raise DdlError(f"sqlglot does not understand this {kind.replace('_', ' ').upper()} statement")
         if kind == "create_table" and isinstance(tree, exp.Create):
@@ -300,7 +302,7 @@ def _parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str,
             if kind == "drop_db":
                 return [DropDatabase(db)]
             props = list((tree.args.get("properties") or exp.Properties(expressions=[])).expressions)
-            cs = _table_charset(props)
+            cs = table_charset_of(props)
             return [CreateDatabase(db, cs)] if (cs or kind == "create_db") else []
         if kind == "create_index" and isinstance(tree, exp.Create) and isinstance(tree.this, exp.Index):
             idx = tree.this
@@ -325,10 +327,10 @@ def _parse_statement(sql: str, default_db: str | None, db_charsets: Mapping[str,
 def _without_partitioning(sql: str) -> str:
     """The statement up to a top-level ``PARTITION BY`` (partitioning never changes the columns)."""
     try:
-        toks = _MariaDB().tokenize(sql)
+        toks = MariaDBDialect().tokenize(sql)
     except Exception:  # noqa: BLE001 - sqlglot will report the problem itself
         return sql
-    words = _words(toks)
+    words = words_of(toks)
     depth = 0
     for i, t in enumerate(toks):
         if t.token_type == TokenType.L_PAREN:

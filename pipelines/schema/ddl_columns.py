@@ -9,10 +9,10 @@ from sqlglot import exp
 
 from pipelines.schema.ddl_ops import DdlError
 from pipelines.schema.model import (
-    ColumnDef, UniqueKey, BINARY_OF, BINARY_TYPES, _FSP_TYPES, GEOMETRY_TYPES, MB_MAXLEN, _TEXT_TYPES,
-    _norm_charset, charset_of_collation,
+    ColumnDef, UniqueKey, BINARY_OF, BINARY_TYPES, FSP_TYPES, GEOMETRY_TYPES, MB_MAXLEN, TEXT_TYPES,
+    norm_charset, charset_of_collation,
 )
-from pipelines.schema.sql_text import _MariaDB
+from pipelines.schema.sql_text import MariaDBDialect
 
 
 # sqlglot DataType.Type name -> (MySQL type, unsigned)
@@ -58,7 +58,7 @@ def ident(node) -> str:
         return node.name
     if isinstance(node, exp.Func) and node.this is not None:
         return ident(node.this)
-    raise DdlError(f"expected a name, got {node.sql(dialect=_MariaDB)!r}")
+    raise DdlError(f"expected a name, got {node.sql(dialect=MariaDBDialect)!r}")
 
 
 def _int_param(p) -> int:
@@ -66,7 +66,7 @@ def _int_param(p) -> int:
     try:
         return int(node.this if isinstance(node, exp.Literal) else node.name)
     except (TypeError, ValueError):
-        raise DdlError(f"expected a number in the type, got {p.sql(dialect=_MariaDB)!r}") from None
+        raise DdlError(f"expected a number in the type, got {p.sql(dialect=MariaDBDialect)!r}") from None
 
 
 def column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, str | None, bool, bool]:
@@ -105,7 +105,7 @@ def _column_type(name: str, dtype) -> tuple[str, str, bool, int | None, int | No
     elif tname in _SQLGLOT_TYPES:
         mtype, unsigned = _SQLGLOT_TYPES[tname]
     else:
-        raise DdlError(f"column {name!r} has an unsupported type {dtype.sql(dialect=_MariaDB)!r}")
+        raise DdlError(f"column {name!r} has an unsupported type {dtype.sql(dialect=MariaDBDialect)!r}")
     params = [p for p in dtype.expressions or []]
     length = decimals = None
     values: tuple[str, ...] = ()
@@ -115,7 +115,7 @@ def _column_type(name: str, dtype) -> tuple[str, str, bool, int | None, int | No
         length = _int_param(params[0]) if params else None
     elif params:
         nums = [_int_param(p) for p in params]
-        if mtype in _FSP_TYPES:
+        if mtype in FSP_TYPES:
             decimals = nums[0]
         elif mtype != "YEAR":
             length = nums[0]
@@ -159,7 +159,7 @@ def _column_attributes(cd: exp.ColumnDef, charset: str | None) -> dict:
         elif isinstance(k, exp.DefaultColumnConstraint):
             a["default"] = _literal_text(k.this)
         elif isinstance(k, exp.CharacterSetColumnConstraint):
-            a["charset"], a["explicit_charset"] = _norm_charset(ident(k.this)), True
+            a["charset"], a["explicit_charset"] = norm_charset(ident(k.this)), True
         elif isinstance(k, exp.CollateColumnConstraint):
             if a["charset"] is None:
                 a["charset"] = charset_of_collation(ident(k.this))
@@ -198,7 +198,7 @@ def _literal_text(node) -> str | None:
 
 def finish_charset(col: ColumnDef, table_charset: str | None) -> ColumnDef:
     """Fill in the table's default charset for character columns; size TEXT(n)/BLOB(n)."""
-    if col.type in _TEXT_TYPES and col.charset is None and table_charset:
+    if col.type in TEXT_TYPES and col.charset is None and table_charset:
         col = replace(col, charset=table_charset)
     if col.type in ("TEXT", "BLOB") and col.length is not None:
         nbytes = col.length * MB_MAXLEN.get(col.charset or "", 4 if col.type == "TEXT" else 1)
@@ -209,7 +209,7 @@ def finish_charset(col: ColumnDef, table_charset: str | None) -> ColumnDef:
     return col
 
 
-def _position(cd: exp.Expression) -> tuple[str, str | None] | None:
+def column_position(cd: exp.Expression) -> tuple[str, str | None] | None:
     pos = cd.args.get("position")
     if pos is None:
         return None
@@ -218,10 +218,10 @@ def _position(cd: exp.Expression) -> tuple[str, str | None] | None:
         return ("first", None)
     if where == "AFTER":
         return ("after", ident(pos.this))
-    raise DdlError(f"unknown column position {pos.sql(dialect=_MariaDB)!r}")
+    raise DdlError(f"unknown column position {pos.sql(dialect=MariaDBDialect)!r}")
 
 
-def _key_columns(node) -> tuple[str, ...]:
+def key_columns(node) -> tuple[str, ...]:
     if isinstance(node, exp.Schema):
         return tuple(ident(e) for e in node.expressions)
     return tuple(ident(e) for e in node.expressions)
@@ -249,10 +249,10 @@ def table_elements(elements, table_charset: str | None):
         else:
             inner = el
         if isinstance(inner, exp.PrimaryKey):
-            pk = _key_columns(inner)
+            pk = key_columns(inner)
         elif isinstance(inner, exp.UniqueColumnConstraint):
             schema = inner.this
-            cols_ = _key_columns(schema) if schema is not None else ()
+            cols_ = key_columns(schema) if schema is not None else ()
             iname = name or (ident(schema.this) if schema is not None and schema.this is not None else None)
             uniques.append(UniqueKey(iname or (cols_[0] if cols_ else ""), cols_))
         elif isinstance(inner, exp.LikeProperty):
@@ -266,11 +266,11 @@ def table_elements(elements, table_charset: str | None):
     return cols, pk, tuple(uniques), like
 
 
-def _table_charset(props) -> str | None:
+def table_charset_of(props) -> str | None:
     cs = None
     for p in props:
         if isinstance(p, exp.CharacterSetProperty):
-            cs = _norm_charset(ident(p.this))
+            cs = norm_charset(ident(p.this))
         elif isinstance(p, exp.CollateProperty) and cs is None:
             cs = charset_of_collation(ident(p.this))
     return cs

@@ -13,7 +13,7 @@ from pipelines.schema.ddl import (
 from pipelines.schema.ddl_columns import finish_charset
 from pipelines.schema.model import (
     ALTER, CREATE, ColumnDef, DATABASE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, SEED, SchemaVersion,
-    TRUNCATE, TableSchema, UNPARSED, UniqueKey, _TEXT_TYPES,
+    TRUNCATE, TableSchema, UNPARSED, UniqueKey, TEXT_TYPES,
 )
 
 
@@ -127,7 +127,7 @@ class _Draft:
             self.uniques = [u for u in self.uniques if u.name.lower() != op.index.lower()]
         elif isinstance(op, ConvertCharset):
             self.charset = op.charset
-            self.cols = [replace(c, charset=op.charset) if c.type in _TEXT_TYPES else c for c in self.cols]
+            self.cols = [replace(c, charset=op.charset) if c.type in TEXT_TYPES else c for c in self.cols]
         elif isinstance(op, DefaultCharset):
             self.charset = op.charset
         else:

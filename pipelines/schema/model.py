@@ -72,7 +72,7 @@ class ColumnDef:
         t = self.type
         if self.values:
             t += "(" + ",".join("'" + v.replace("'", "''") + "'" for v in self.values) + ")"
-        elif self.type in _FSP_TYPES:
+        elif self.type in FSP_TYPES:
             if self.decimals:
                 t += f"({self.decimals})"
         elif self.length is not None and self.decimals is not None:
@@ -145,10 +145,10 @@ class SchemaVersion:
     renamed: tuple[tuple[str, str], ...] = ()  # ALTER: (old name, new name) of renamed columns
 
 
-_FSP_TYPES = frozenset({"TIME", "DATETIME", "TIMESTAMP"})
+FSP_TYPES = frozenset({"TIME", "DATETIME", "TIMESTAMP"})
 
 
-_TEXT_TYPES = frozenset({"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET"})
+TEXT_TYPES = frozenset({"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET"})
 
 
 BINARY_OF = {"CHAR": "BINARY", "VARCHAR": "VARBINARY", "TINYTEXT": "TINYBLOB", "TEXT": "BLOB",
@@ -173,7 +173,7 @@ def charset_of_collation(collation: str) -> str:
     return "utf8mb3" if cs == "utf8" else cs
 
 
-def _norm_charset(cs: str | None) -> str | None:
+def norm_charset(cs: str | None) -> str | None:
     if cs is None:
         return None
     cs = cs.lower()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 from pipelines.errors import PipelineError
 from pipelines.schema.model import (
-    ColumnDef, SEED, SchemaVersion, BINARY_TYPES, GEOMETRY_TYPES, _TEXT_TYPES, _norm_charset,
+    ColumnDef, SEED, SchemaVersion, BINARY_TYPES, GEOMETRY_TYPES, TEXT_TYPES, norm_charset,
 )
 
 
@@ -54,7 +54,7 @@ def parse_binlog_type(text: str) -> BinlogType:
     if not m:
         raise ValueError(f"cannot read the bronze column type {text!r}")
     args = tuple(int(a) for a in (m.group("args") or "").replace(" ", "").split(",") if a)
-    return BinlogType(m.group("name"), args, bool(m.group("unsigned")), _norm_charset(m.group("cs")))
+    return BinlogType(m.group("name"), args, bool(m.group("unsigned")), norm_charset(m.group("cs")))
 
 
 _BLOBS = frozenset({"TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB", "TINY_BLOB", "MEDIUM_BLOB", "LONG_BLOB"})
@@ -101,7 +101,7 @@ def compatible(ddl: ColumnDef, logged: BinlogType) -> bool:
     ok = logged.name in _COMPATIBLE.get(ddl.type, frozenset())
     if ok and logged.charset and ddl.type in BINARY_TYPES | {"INET6", "INET4", "UUID"}:
         return logged.charset == "binary"
-    if ok and logged.charset == "binary" and ddl.type in _TEXT_TYPES - {"ENUM", "SET"}:
+    if ok and logged.charset == "binary" and ddl.type in TEXT_TYPES - {"ENUM", "SET"}:
         return False
     return ok
 
@@ -188,7 +188,7 @@ def _value_fix(col: ColumnDef, logged: BinlogType, metadata: bool, db_charset: s
         return (FIX_SET, col.values)
     if col.unsigned and not logged.unsigned and logged.name in _INT_BITS and not metadata:
         return (FIX_UNSIGNED, _INT_BITS[logged.name])
-    if (t in _TEXT_TYPES or t == "JSON") and logged.charset is None:
+    if (t in TEXT_TYPES or t == "JSON") and logged.charset is None:
         cs = col.charset or db_charset or "utf8mb4"
         if cs != "binary":
             return (FIX_DECODE, cs)

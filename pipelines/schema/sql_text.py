@@ -9,7 +9,7 @@ from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
 
-class _MariaDB(MySQL):
+class MariaDBDialect(MySQL):
     """MySQL dialect + MariaDB's named types (``INET6``, ``POINT``...) as user-defined types,
     and MySQL's integer aliases spelled right (sqlglot reads ``INT8`` as TINYINT)."""
 
@@ -75,7 +75,7 @@ def strip_comments(sql: str) -> str:
     return "".join(out)
 
 
-def _words(tokens) -> list[str | None]:
+def words_of(tokens) -> list[str | None]:
     """Upper-case text of each bare (unquoted) word token, None for anything else."""
     return [None if t.token_type in _QUOTED else t.text.upper() for t in tokens]
 
@@ -87,8 +87,8 @@ def normalize(sql: str) -> tuple[str, list[str]]:
     >>> normalize("ALTER ONLINE TABLE t ADD COLUMN (a INT, b INT)")[0]
     'ALTER TABLE t ADD COLUMN a INT, ADD COLUMN b INT'
     """
-    toks = _MariaDB().tokenize(sql)
-    words = _words(toks)
+    toks = MariaDBDialect().tokenize(sql)
+    words = words_of(toks)
     edits: list[tuple[int, int, str]] = []  # (start, end exclusive, replacement)
     converts: list[str] = []
     n = len(toks)

@@ -246,7 +246,7 @@ _ALIASES: dict[str, str] = {
 }
 
 
-def _rule(spec: ColumnSpec) -> tuple[str, _Rule]:
+def type_rule(spec: ColumnSpec) -> tuple[str, _Rule]:
     if not isinstance(spec, ColumnSpec):
         raise TypeError(f"expected a ColumnSpec, got {type(spec).__name__}: {spec!r}")
     name = " ".join(spec.mysql_type.lower().split())
@@ -270,7 +270,7 @@ def spark_type(spec: ColumnSpec) -> T.DataType:
     >>> spark_type(ColumnSpec("t", "datetime"))
     TimestampNTZType()
     """
-    return _rule(spec)[1].spark_type(spec)
+    return type_rule(spec)[1].spark_type(spec)
 
 
 def _check_names(specs: Sequence[ColumnSpec]) -> None:
@@ -323,7 +323,7 @@ def _value_sql(spec: ColumnSpec, t: str, b: str) -> tuple[str, str]:
 
     A non-temporal value that does not convert raises (``raise_error``) with the column named.
     """
-    _, rule = _rule(spec)
+    _, rule = type_rule(spec)
     value = rule.convert(spec, t, b)
     if rule.temporal:
         return value, f"CASE WHEN {t} IS NOT NULL AND ({value}) IS NULL THEN 1 ELSE 0 END"

@@ -16,8 +16,8 @@ from pipelines.bronze.schema import INSERT_OPS, PARTIAL_JSON_MARK, UPSERT_OPS
 from pipelines.delta_io import quote_ident
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
-                                      SilverSchemaError, _ACTION, BRONZE_ZEROS, _DELETE, GUARD, MOVED, _P, _RN,
-                                      _UPSERT)
+                                      SilverSchemaError, ACTION, BRONZE_ZEROS, DELETE, GUARD, MOVED, WORK, RN,
+                                      UPSERT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def changes_from_bronze(
 
     >>> changes = changes_from_bronze(bronze.where("db = 'shop' AND `table` = 'orders'"), specs)  # doctest: +SKIP
     >>> changes.columns  # doctest: +SKIP
-    ['_seq', 'op', '_commit_ts', 'after', 'before', '_present', '_zero_dates']
+    ['_seq', 'op', 'commit_ts_of', 'after', 'before', '_present', '_zero_dates']
     """
     missing = [c for c in ("_seq", "op", "commit_ts", "before", "after") if c not in bronze_df.columns]
     if missing:
@@ -153,7 +153,7 @@ def image_values(image: str, fields: dict[str, T.DataType], value_schema: T.Stru
     return cols
 
 
-def _commit_ts(df: DataFrame) -> Column:
+def commit_ts_of(df: DataFrame) -> Column:
     if COMMIT_TS in df.columns:
         return F.col(COMMIT_TS).cast(T.TimestampType())
     return F.lit(None).cast(T.TimestampType())
@@ -197,7 +197,7 @@ def key_events(
 
     ``c`` -> upsert; ``d`` -> delete; ``u`` -> upsert, plus delete of the old key when the key
     changed.  Output columns: the silver value columns (``value_schema``), ``_seq``, ``_op`` (the
-    change's op; ``d`` for deletes), ``_commit_ts``, ``_deleted`` (true for deletes) and the
+    change's op; ``d`` for deletes), ``commit_ts_of``, ``_deleted`` (true for deletes) and the
     internal ``__silver_action``.  ``source_names`` maps silver column -> image field name (default:
     the same name).
 
@@ -227,7 +227,7 @@ def key_events(
         same_key = same_key & F.col("before").getField(source_names[k]).eqNullSafe(after_key[k])
     key_changed = F.col("before").isNotNull() & ~same_key
     op = F.col("op")
-    tail = [F.col(SEQ), _commit_ts(changes).alias(COMMIT_TS)]
+    tail = [F.col(SEQ), commit_ts_of(changes).alias(COMMIT_TS)]
     after_values = [
         after_key[f.name].cast(f.dataType).alias(f.name) if f.name in after_key else c
         for f, c in zip(value_schema.fields, image_values("after", after_fields, value_schema, source_names))
@@ -239,7 +239,7 @@ def key_events(
         *tail,
         op.alias(OP),
         F.lit(False).alias(DELETED),
-        F.lit(_UPSERT).alias(_ACTION),
+        F.lit(UPSERT).alias(ACTION),
         *flags,
     )
     deletes = changes.where((op == "d") | ((op == "u") & key_changed)).select(
@@ -247,7 +247,7 @@ def key_events(
         *tail,
         F.lit("d").alias(OP),
         F.lit(True).alias(DELETED),
-        F.lit(_DELETE).alias(_ACTION),
+        F.lit(DELETE).alias(ACTION),
         *deletes_flags,
     )
     return upserts.unionByName(deletes)
@@ -259,7 +259,7 @@ def _diffs_type(by_silver, logged: dict) -> T.StructType:
 
 
 def _flag(i: int) -> str:
-    return f"{_P}p{i}"
+    return f"{WORK}p{i}"
 
 
 _UNSET = object()
@@ -283,7 +283,7 @@ def fold_json_diffs(chain: Sequence[tuple], ncols: int) -> list[tuple]:
     out = []
     for order, seq, action, values, present, diffs in events:
         values = list(values)
-        if action == _DELETE:  # the row is gone: what follows starts from its own values
+        if action == DELETE:  # the row is gone: what follows starts from its own values
             state = [None] * ncols
         else:
             for j in range(ncols):
@@ -309,7 +309,7 @@ def _applied(diffs: str, base: str) -> str | None:
         return None
 
 
-_DESC = {_UPSERT: 0, _DELETE: 1, "stored": 2}  # fill_partial's window order: action descending
+_DESC = {UPSERT: 0, DELETE: 1, "stored": 2}  # fill_partial's window order: action descending
 
 
 def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
@@ -318,7 +318,7 @@ def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.Stru
     names = [f.name for f in rows.schema[DIFFS].dataType.fields]
     values = [f.name for f in value_schema.fields]
     positions = [values.index(n) for n in names]
-    k = [f"{_P}k{i}" for i in range(len(keys))]
+    k = [f"{WORK}k{i}" for i in range(len(keys))]
     touched = rows.where(F.col(DIFFS).isNotNull()).select(
         *[F.col(quote_ident(key)).alias(a) for key, a in zip(keys, k)]).distinct()
     same_key = F.lit(True)
@@ -326,7 +326,7 @@ def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.Stru
         same_key = same_key & F.col(quote_ident(key)).eqNullSafe(F.col(a))
     affected = rows.join(touched, same_key, "left_semi")
     event = F.struct(
-        F.col(f"{_P}order").alias("o"), F.col(SEQ).alias("s"), F.col(_ACTION).alias("a"),
+        F.col(f"{WORK}order").alias("o"), F.col(SEQ).alias("s"), F.col(ACTION).alias("a"),
         F.array(*[F.col(quote_ident(n)) for n in names]).alias("v"),
         F.array(*[F.col(_flag(p)) for p in positions]).alias("p"),
         F.array(*[F.col(DIFFS).getField(n) for n in names]).alias("d"))
@@ -336,15 +336,15 @@ def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.Stru
     fold = F.udf(lambda chain: [(s, a, list(v)) for s, a, v in fold_json_diffs(
         [(e["o"], e["s"], e["a"], e["v"], e["p"], e["d"]) for e in chain], ncols)], out_type)
     folded = (affected.groupBy(*[F.col(quote_ident(key)) for key in keys])
-              .agg(F.collect_list(event).alias(f"{_P}chain"))
-              .select(F.explode(fold(F.col(f"{_P}chain"))).alias(f"{_P}doc"))
-              .select(F.col(f"{_P}doc.s").alias(f"{_P}doc_seq"), F.col(f"{_P}doc.a").alias(f"{_P}doc_action"),
-                      F.col(f"{_P}doc.v").alias(f"{_P}docs")))
-    joined = rows.join(folded, (F.col(SEQ) == F.col(f"{_P}doc_seq")) & (F.col(_ACTION) == F.col(f"{_P}doc_action"))
-                       & (F.col(f"{_P}order") == 1), "left")
-    found = F.col(f"{_P}doc_seq").isNotNull()
+              .agg(F.collect_list(event).alias(f"{WORK}chain"))
+              .select(F.explode(fold(F.col(f"{WORK}chain"))).alias(f"{WORK}doc"))
+              .select(F.col(f"{WORK}doc.s").alias(f"{WORK}doc_seq"), F.col(f"{WORK}doc.a").alias(f"{WORK}doc_action"),
+                      F.col(f"{WORK}doc.v").alias(f"{WORK}docs")))
+    joined = rows.join(folded, (F.col(SEQ) == F.col(f"{WORK}doc_seq")) & (F.col(ACTION) == F.col(f"{WORK}doc_action"))
+                       & (F.col(f"{WORK}order") == 1), "left")
+    found = F.col(f"{WORK}doc_seq").isNotNull()
     return joined.select(
-        *[F.when(found, F.col(f"{_P}docs")[names.index(c)]).otherwise(F.col(quote_ident(c))).alias(c)
+        *[F.when(found, F.col(f"{WORK}docs")[names.index(c)]).otherwise(F.col(quote_ident(c))).alias(c)
           if c in names else F.col(quote_ident(c)) for c in rows.columns])
 
 
@@ -356,17 +356,17 @@ def _settle_moves(rows: DataFrame, before, values: list[str], flags: list[str], 
         blocked = F.max(F.col(pending).cast("int")).over(before)
         # a delete's row just before it: what a key-changing update takes to its new key
         moved_out = (
-            rows.select(F.col(SEQ), F.col(_ACTION),
-                        *[previous(i, v).alias(f"{_P}from{i}") for i, v in enumerate(values)],
-                        F.coalesce(blocked, F.lit(0)).alias(f"{_P}blocked"))
-            .where((F.col(_ACTION) == _DELETE) & (F.col(f"{_P}blocked") == 0))
-            .drop(_ACTION, f"{_P}blocked")
+            rows.select(F.col(SEQ), F.col(ACTION),
+                        *[previous(i, v).alias(f"{WORK}from{i}") for i, v in enumerate(values)],
+                        F.coalesce(blocked, F.lit(0)).alias(f"{WORK}blocked"))
+            .where((F.col(ACTION) == DELETE) & (F.col(f"{WORK}blocked") == 0))
+            .drop(ACTION, f"{WORK}blocked")
         )
-        take = F.col(pending) & F.col(f"{_P}from_seq").isNotNull()
-        joined = rows.join(moved_out.withColumnRenamed(SEQ, f"{_P}from_seq"),
-                           F.col(SEQ) == F.col(f"{_P}from_seq"), "left")
+        take = F.col(pending) & F.col(f"{WORK}from_seq").isNotNull()
+        joined = rows.join(moved_out.withColumnRenamed(SEQ, f"{WORK}from_seq"),
+                           F.col(SEQ) == F.col(f"{WORK}from_seq"), "left")
         rows = joined.select(
-            *[F.when(take & ~F.col(flags[i]), F.col(f"{_P}from{i}")).otherwise(F.col(quote_ident(v))).alias(v)
+            *[F.when(take & ~F.col(flags[i]), F.col(f"{WORK}from{i}")).otherwise(F.col(quote_ident(v))).alias(v)
               for i, v in enumerate(values)],
             *[F.col(c) for c in rows.columns if c not in values and c not in flags and c != pending],
             *[(F.col(p) | take).alias(p) for p in flags],
@@ -394,12 +394,12 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
     n = len(value_schema.fields)
     values = [f.name for f in value_schema.fields]
     flags = [_flag(i) for i in range(n)]
-    order = f"{_P}order"
+    order = f"{WORK}order"
     rows = events.withColumn(order, F.lit(1)).unionByName(
         stored.select(
             *[F.col(quote_ident(v)) for v in values],
             F.lit("").alias(SEQ),
-            F.lit("stored").alias(_ACTION),
+            F.lit("stored").alias(ACTION),
             F.lit(0).alias(order),
             *[F.lit(True).alias(p) for p in flags],
             F.lit(False).alias(MOVED),
@@ -408,18 +408,18 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
     )
     before = (
         Window.partitionBy(*[F.col(quote_ident(k)) for k in keys])
-        .orderBy(F.col(order), F.col(SEQ), F.col(_ACTION).desc())
+        .orderBy(F.col(order), F.col(SEQ), F.col(ACTION).desc())
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     all_present = F.lit(True)
     for p in flags:
         all_present = all_present & F.col(p)
-    pending = f"{_P}pending"
+    pending = f"{WORK}pending"
 
     def previous(i: int, v: str) -> Column:
         """The value column ``v`` had before each row (NULL when it was deleted or never known)."""
         provides = (
-            F.when(F.col(_ACTION) == _DELETE, F.struct(F.lit(None).cast(value_schema[i].dataType).alias("v")))
+            F.when(F.col(ACTION) == DELETE, F.struct(F.lit(None).cast(value_schema[i].dataType).alias("v")))
             .when(F.col(flags[i]), F.struct(F.col(quote_ident(v)).alias("v")))
         )
         return F.last(provides, ignorenulls=True).over(before).getField("v")
@@ -427,7 +427,7 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
     def resolved(df: DataFrame) -> DataFrame:
         """Each upsert's missing columns filled from the row before it (one pass, no key moves)."""
         return df.select(
-            *[F.when(F.col(_ACTION) == _DELETE, F.col(quote_ident(v)))
+            *[F.when(F.col(ACTION) == DELETE, F.col(quote_ident(v)))
               .when(F.col(flags[i]), F.col(quote_ident(v)))
               .otherwise(previous(i, v)).alias(v) for i, v in enumerate(values)],
             *[F.col(c) for c in df.columns if c not in values],
@@ -449,8 +449,8 @@ def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
     if not keys:
         raise ValueError("latest_per_key needs at least one key column")
     w = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(
-        F.col(SEQ).desc(), F.col(_ACTION).desc()
+        F.col(SEQ).desc(), F.col(ACTION).desc()
     )
-    return events.withColumn(_RN, F.row_number().over(w)).where(F.col(_RN) == 1).drop(_RN)
+    return events.withColumn(RN, F.row_number().over(w)).where(F.col(RN) == 1).drop(RN)
 
 

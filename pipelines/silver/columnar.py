@@ -35,15 +35,16 @@ import pyarrow.compute as pc
 
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io import spark_type_to_arrow
-from pipelines.schema.typemap import ColumnSpec, decimal_type, _rule
+from pipelines.schema.typemap import ColumnSpec, decimal_type, type_rule
 from pipelines.silver.segment_cells import CellColumn, Cells, Segment
 from pipelines.silver.columns import DELETE, INSERT, UPSERT
 from pipelines.silver.driver import cell_fix
 from pipelines.silver.driver_writes import Target, target_of, write
 from pipelines.silver import ranges
 from pipelines.silver.merge import ApplyStats
-from pipelines.silver.typed_values import _DATE, _DATETIME, DEC, _FLOAT, _INT, INT_SILVER, RANGES, NotCanonical, \
-    converter
+from pipelines.silver.typed_values import (
+    DATE_TEXT, DATETIME_TEXT, DEC, FLOAT_TEXT, INT_SILVER, INT_TEXT, RANGES, NotCanonical, converter,
+)
 
 # -- typing ------------------------------------------------------------------------------
 
@@ -69,7 +70,7 @@ def _cast(values: pa.Array, to: pa.DataType) -> pa.Array:
 
 
 def _integer(text: pa.Array, kind: str) -> tuple[pa.Array, int]:
-    _matches(text, _INT)
+    _matches(text, INT_TEXT)
     if kind == "dec20":
         return _cast(text, pa.decimal128(20, 0)), 0
     values = _cast(text, pa.int64())
@@ -89,7 +90,7 @@ def _decimal(spec: ColumnSpec, text: pa.Array) -> tuple[pa.Array, int]:
 
 
 def _float(text: pa.Array) -> tuple[pa.Array, int]:
-    _matches(text, _FLOAT)
+    _matches(text, FLOAT_TEXT)
     return _cast(text, pa.float64()), 0
 
 
@@ -123,7 +124,7 @@ def _padded(spec: ColumnSpec, text: pa.Array, data: pa.Array) -> tuple[pa.Array,
 def _vectorized(spec: ColumnSpec, text: pa.Array, column: CellColumn) -> tuple[pa.Array, int]:
     """``text`` (the column's texts, fixed) typed; the cells' bytes read from ``column`` only
     by the types that take them."""
-    name, rule = _rule(spec)
+    name, rule = type_rule(spec)
     if name in INT_SILVER:
         signed, unsigned = INT_SILVER[name]
         return _integer(text, unsigned if spec.unsigned else signed)
@@ -132,11 +133,11 @@ def _vectorized(spec: ColumnSpec, text: pa.Array, column: CellColumn) -> tuple[p
     if name in ("float", "double"):
         return _float(text)
     if name == "date":
-        return _zero_dated(text, _DATE, pa.date32())
+        return _zero_dated(text, DATE_TEXT, pa.date32())
     if name == "datetime":
-        return _zero_dated(text, _DATETIME, pa.timestamp("us"))
+        return _zero_dated(text, DATETIME_TEXT, pa.timestamp("us"))
     if name == "timestamp":  # (the text is UTC)
-        values, zeros = _zero_dated(text, _DATETIME, pa.timestamp("us"))
+        values, zeros = _zero_dated(text, DATETIME_TEXT, pa.timestamp("us"))
         return _cast(values, pa.timestamp("us", "UTC")), zeros
     if name == "year":
         return _year(text)

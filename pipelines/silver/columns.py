@@ -22,14 +22,14 @@ class SilverSchemaError(PipelineError, ValueError):
     """The batch, the specs and the silver table disagree about columns."""
 
 
-_P = "__silver_"  # prefix of internal working columns (reserved: no source column may start so)
+WORK = "__silver_"  # prefix of internal working columns (reserved: no source column may start so)
 # the changes_df contract's own columns (see the module doc)
 CHANGE_SEQ, CHANGE_COMMIT_TS = "_seq", "_commit_ts"
 # Working names of silver's own columns while a batch is planned. They never meet a source
 # column (the prefix is reserved); the MERGE source gives them the table's own names
 # (:class:`OwnColumns`), which a source column may well have (`_seq`, `_op` are legal in MySQL).
-SEQ, OP, COMMIT_TS, DELETED = f"{_P}seq", f"{_P}op", f"{_P}commit_ts", f"{_P}deleted"
-VALID_FROM, VALID_TO, IS_CURRENT = f"{_P}valid_from", f"{_P}valid_to", f"{_P}is_current"
+SEQ, OP, COMMIT_TS, DELETED = f"{WORK}seq", f"{WORK}op", f"{WORK}commit_ts", f"{WORK}deleted"
+VALID_FROM, VALID_TO, IS_CURRENT = f"{WORK}valid_from", f"{WORK}valid_to", f"{WORK}is_current"
 _ROLES = {"seq": (SEQ, T.StringType()), "op": (OP, T.StringType()), "commit_ts": (COMMIT_TS, T.TimestampType()),
           "deleted": (DELETED, T.BooleanType())}
 _SCD2_ROLES = {"valid_from": (VALID_FROM, T.TimestampType()), "valid_to": (VALID_TO, T.TimestampType()),
@@ -54,8 +54,8 @@ class OwnColumns:
     prefix: str = DEFAULT_PREFIX
 
     def __post_init__(self) -> None:
-        if not isinstance(self.prefix, str) or not self.prefix or self.prefix.lower().startswith(_P):
-            raise ValueError(f"a silver column prefix must be a non-empty string not starting with {_P!r}, "
+        if not isinstance(self.prefix, str) or not self.prefix or self.prefix.lower().startswith(WORK):
+            raise ValueError(f"a silver column prefix must be a non-empty string not starting with {WORK!r}, "
                              f"got {self.prefix!r}")
 
     seq = property(lambda self: self.prefix + "seq")
@@ -134,14 +134,13 @@ def working_changes(changes_df: DataFrame) -> DataFrame:
     :func:`key_events` and the plans use."""
     renames = {CHANGE_SEQ: SEQ, CHANGE_COMMIT_TS: COMMIT_TS}
     return changes_df.withColumnsRenamed({k: v for k, v in renames.items() if k in changes_df.columns})
-BRONZE_ZEROS = f"{_P}bronze_zeros"
-GUARD = f"{_P}guard"
-_ACTION, KIND, _RN = f"{_P}action", f"{_P}kind", f"{_P}rn"
-_UPSERT, _DELETE, _INSERT = "upsert", "delete", "insert"
-ACTION, UPSERT, DELETE, INSERT = _ACTION, _UPSERT, _DELETE, _INSERT  # a MERGE source's action column, its values
-MOVED = f"{_P}moved"
+BRONZE_ZEROS = f"{WORK}bronze_zeros"
+GUARD = f"{WORK}guard"
+ACTION, KIND, RN = f"{WORK}action", f"{WORK}kind", f"{WORK}rn"
+UPSERT, DELETE, INSERT = "upsert", "delete", "insert"  # a MERGE source's ACTION values
+MOVED = f"{WORK}moved"
 PRESENT = "_present"
 # working column: per JSON column, the diffs an update logged in place of the document (or NULL)
-DIFFS = f"{_P}json_diffs"
+DIFFS = f"{WORK}json_diffs"
 
 

@@ -198,7 +198,7 @@ def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list
 def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], identity_at: list[int],
                     stored: Callable[[set], list[tuple]]):
     """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
-    as :func:`pipelines.silver.plan._plan_keyless` makes them: per identity (all the values), the
+    as :func:`pipelines.silver.plan.plan_keyless` makes them: per identity (all the values), the
     batch's inserted copies and silver's live ones, newest first, survive the batch's deletes;
     the deleted stored copies are removed (soft: flagged), the surviving new ones inserted, and a
     delete that finds no copy is counted. ``stored(identities)``: silver's live ``(identity, seq)``."""
@@ -240,7 +240,7 @@ def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], ident
 
 def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_mode: str):
     """A keyed table's MERGE source rows and counts: each key's latest event, classified against
-    silver's stored ``_seq`` as :func:`pipelines.silver.plan._plan_keyed` does (unchanged ones left out)."""
+    silver's stored ``_seq`` as :func:`pipelines.silver.plan.plan_keyed` does (unchanged ones left out)."""
     counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
     source = []
     for key, (seq, action, op, commit_ts, vals) in latest.items():

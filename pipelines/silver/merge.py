@@ -101,9 +101,9 @@ from pipelines import delta_io
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.changes import struct_fields
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, DEFAULT_OWN, DEFAULT_PREFIX, DELETE_MODES, DIFFS,
-                                      OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WATERMARK_KEY, _P,
+                                      OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WATERMARK_KEY, WORK,
                                       own_columns_of, working_changes)
-from pipelines.silver.plan import _plan_keyed, _plan_keyless, plan_scd2
+from pipelines.silver.plan import plan_keyed, plan_keyless, plan_scd2
 from pipelines.silver import ranges
 
 
@@ -155,14 +155,14 @@ def silver_table_schema(specs: Sequence[ColumnSpec], *, scd2: bool = False,
 def check_reserved(names: Sequence[str], own: OwnColumns = DEFAULT_OWN) -> None:
     reserved = {r.lower() for r in own.names(scd2=True)}
     clash = [n for n in names if n.lower() in reserved]
-    internal = [n for n in names if n.lower().startswith(_P)]
+    internal = [n for n in names if n.lower().startswith(WORK)]
     if clash:
         raise SilverSchemaError(
             f"source columns {clash} collide with silver's own columns {own.names(scd2=True)}: give this "
             f"table's own columns another prefix than {own.prefix!r} with {PREFIX_SETTINGS}, "
             f"e.g. '_cdc_'")
     if internal:
-        raise SilverSchemaError(f"source columns {internal} start with {_P!r}, which silver keeps for its "
+        raise SilverSchemaError(f"source columns {internal} start with {WORK!r}, which silver keeps for its "
                                 "working columns")
 
 
@@ -370,10 +370,10 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     if scd2:
         plan = plan_scd2(changes, keys, target, names, stored, small, delete_mode, own)
     elif keys is not None:
-        plan = _plan_keyed(changes, keys, target, names, stored, small, delete_mode, own)
+        plan = plan_keyed(changes, keys, target, names, stored, small, delete_mode, own)
     else:
         identity = [silver for silver in target.fieldNames() if silver in names]
-        plan = _plan_keyless(changes, target, names, identity, stored, small, delete_mode, own)
+        plan = plan_keyless(changes, target, names, identity, stored, small, delete_mode, own)
     new_mark = overview["max_seq"]
     _merge_plan(table, plan, replace(txn, metadata=watermark_metadata(new_mark)), split_by=keys if not scd2 else None)
     counts = plan.counts
@@ -382,7 +382,7 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
                       missing_deletes=counts.get("missing_deletes", 0), watermark=new_mark, committed=True, **base)
 
 
-_FRESH = f"{_P}fresh"  # a change above the table's watermark
+_FRESH = f"{WORK}fresh"  # a change above the table's watermark
 
 
 def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) -> list[str] | None:

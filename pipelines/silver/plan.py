@@ -18,10 +18,10 @@ from pyspark.sql import types as T
 
 from pipelines.bronze.schema import UPSERT_OPS
 from pipelines.delta_io import MergeClause, qualified, quote_ident
-from pipelines.silver.changes import (_commit_ts, image_values, struct_fields, fill_partial, key_events,
+from pipelines.silver.changes import (commit_ts_of, image_values, struct_fields, fill_partial, key_events,
                                       latest_per_key)
 from pipelines.silver.columns import (COMMIT_TS, DELETED, IS_CURRENT, OP, OwnColumns, PRESENT, SEQ, VALID_FROM,
-                                      VALID_TO, _ACTION, _DELETE, _INSERT, KIND, _P, _RN, _UPSERT)
+                                      VALID_TO, ACTION, DELETE, INSERT, KIND, WORK, RN, UPSERT)
 
 
 def value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
@@ -118,7 +118,7 @@ def _key_events(changes: DataFrame, keys: list[str], target: T.StructType, names
     return events
 
 
-def _plan_keyed(
+def plan_keyed(
     changes: DataFrame,
     keys: list[str],
     target: T.StructType,
@@ -130,17 +130,17 @@ def _plan_keyed(
 ) -> _Plan:
     events = _key_events(changes, keys, target, names, table, own)
     latest = latest_per_key(events, keys)
-    tk = [f"{_P}tk{i}" for i in range(len(keys))]
+    tk = [f"{WORK}tk{i}" for i in range(len(keys))]
     stored = table.select(
         *[F.col(quote_ident(k)).alias(n) for k, n in zip(keys, tk)],
-        F.col(quote_ident(own.seq)).alias(f"{_P}tseq"),
-        F.lit(True).alias(f"{_P}tpresent"),
+        F.col(quote_ident(own.seq)).alias(f"{WORK}tseq"),
+        F.lit(True).alias(f"{WORK}tpresent"),
     )
     cond = [F.col(quote_ident(k)) == F.col(n) for k, n in zip(keys, tk)]
     joined = latest.join(_small_if_local(stored, broadcast), on=cond, how="left")
-    present = F.col(f"{_P}tpresent").isNotNull()
-    newer = F.col(f"{_P}tseq").isNull() | (F.col(SEQ) > F.col(f"{_P}tseq"))
-    upsert = F.col(_ACTION) == _UPSERT
+    present = F.col(f"{WORK}tpresent").isNotNull()
+    newer = F.col(f"{WORK}tseq").isNull() | (F.col(SEQ) > F.col(f"{WORK}tseq"))
+    upsert = F.col(ACTION) == UPSERT
     klass = (
         F.when(_null_key(keys), "null_key")
         .when(~present & upsert, "inserted")
@@ -149,12 +149,12 @@ def _plan_keyed(
         .when(upsert, "updated")
         .otherwise("deleted")
     )
-    classified = joined.withColumn(KIND, klass).drop(*tk, f"{_P}tseq", f"{_P}tpresent").cache()
+    classified = joined.withColumn(KIND, klass).drop(*tk, f"{WORK}tseq", f"{WORK}tpresent").cache()
     counts = _count_by(classified, KIND)
     if counts.get("null_key"):
         classified.unpersist()
         raise ValueError(f"{counts['null_key']} change(s) have a NULL in key columns {keys}")
-    source, schema = _source(classified.where(F.col(KIND) != "unchanged"), target, [_ACTION], own)
+    source, schema = _source(classified.where(F.col(KIND) != "unchanged"), target, [ACTION], own)
     return _Plan(source, schema, key_on(keys), keyed_clauses(target.fieldNames(), delete_mode, own), counts,
                  classified)
 
@@ -162,7 +162,7 @@ def _plan_keyed(
 def keyed_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) -> list[MergeClause]:
     """The MERGE clauses of a keyed table's latest events (source column :data:`ACTION` says
     upsert or delete): a change applies only where it is newer than the stored row."""
-    is_delete, is_upsert = _is("s", _ACTION, _DELETE), _is("s", _ACTION, _UPSERT)
+    is_delete, is_upsert = _is("s", ACTION, DELETE), _is("s", ACTION, UPSERT)
     clauses = []
     if delete_mode == "soft":
         clauses.append(MergeClause("update", f"{is_delete} AND {_newer(own)}",
@@ -185,8 +185,8 @@ def plan_scd2(
     own: OwnColumns,
 ) -> _Plan:
     events = _key_events(changes, keys, target, names, table, own, F.col(quote_ident(own.is_current)))
-    tk = [f"{_P}tk{i}" for i in range(len(keys))]
-    tmax, tcur = f"{_P}tmax", f"{_P}tcurrent"
+    tk = [f"{WORK}tk{i}" for i in range(len(keys))]
+    tmax, tcur = f"{WORK}tmax", f"{WORK}tcurrent"
     stored_current = F.col(quote_ident(own.is_current))
     stored = (
         table.select(*[F.col(quote_ident(c)) for c in [*keys, own.seq, own.is_current]])
@@ -198,15 +198,15 @@ def plan_scd2(
     )
     fresh = F.col(tmax).isNull() | (F.col(SEQ) > F.col(tmax))
     # One window over all events of a key: stale events (already in silver) sort before fresh ones.
-    by_key = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(F.col(SEQ), F.col(_ACTION))
+    by_key = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(F.col(SEQ), F.col(ACTION))
     tagged = (
-        joined.withColumn(f"{_P}fresh", fresh)
+        joined.withColumn(f"{WORK}fresh", fresh)
         .withColumn(VALID_TO, F.lead(COMMIT_TS).over(by_key))
         .withColumn(IS_CURRENT, F.lead(SEQ).over(by_key).isNull())
-        .withColumn(f"{_P}first", F.coalesce(~F.lag(f"{_P}fresh").over(by_key), F.lit(True)))
+        .withColumn(f"{WORK}first", F.coalesce(~F.lag(f"{WORK}fresh").over(by_key), F.lit(True)))
         .withColumn(VALID_FROM, F.col(COMMIT_TS))
     )
-    is_fresh, is_upsert = F.col(f"{_P}fresh"), F.col(_ACTION) == _UPSERT
+    is_fresh, is_upsert = F.col(f"{WORK}fresh"), F.col(ACTION) == UPSERT
     kind = (
         F.when(_null_key(keys), "null_key")
         .when(~is_fresh, "unchanged")
@@ -214,19 +214,19 @@ def plan_scd2(
         .otherwise("delete_event")  # a hard delete: it only closes the current version
     )
     rows = tagged.withColumn(KIND, kind)
-    closes = rows.where(is_fresh & F.col(f"{_P}first") & F.col(tcur).isNotNull()).select(
+    closes = rows.where(is_fresh & F.col(f"{WORK}first") & F.col(tcur).isNotNull()).select(
         *[F.col(quote_ident(k)) for k in keys],
         F.col(SEQ),
         F.col(COMMIT_TS).alias(VALID_TO),
         F.lit("close").alias(KIND),
-        F.col(_ACTION),
+        F.col(ACTION),
     )
     working = own.working()
-    src = rows.select(*[F.col(quote_ident(working.get(n, n))) for n in target.fieldNames()], KIND, _ACTION)
+    src = rows.select(*[F.col(quote_ident(working.get(n, n))) for n in target.fieldNames()], KIND, ACTION)
     src = src.unionByName(closes, allowMissingColumns=True).cache()
     tally = {
-        (r[KIND], r[_ACTION]): int(r["n"])
-        for r in src.groupBy(KIND, _ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
+        (r[KIND], r[ACTION]): int(r["n"])
+        for r in src.groupBy(KIND, ACTION).agg(F.count(F.lit(1)).alias("n")).collect()
     }
     by_kind = {}
     for (k, _), n in tally.items():
@@ -237,7 +237,7 @@ def plan_scd2(
     counts = {
         "inserted": by_kind.get("version", 0),
         "updated": by_kind.get("close", 0),
-        "deleted": tally.get(("version", _DELETE), 0) + by_kind.get("delete_event", 0),
+        "deleted": tally.get(("version", DELETE), 0) + by_kind.get("delete_event", 0),
         "unchanged": by_kind.get("unchanged", 0),
     }
     source, schema = _source(src.where(F.col(KIND).isin("version", "close")), target, [KIND], own)
@@ -255,7 +255,7 @@ def plan_scd2(
     return _Plan(source, schema, on, clauses, counts, src)
 
 
-def _plan_keyless(
+def plan_keyless(
     changes: DataFrame,
     target: T.StructType,
     names: dict[str, str],
@@ -267,25 +267,25 @@ def _plan_keyless(
 ) -> _Plan:
     values = value_schema(target, own)
     op = F.col("op")
-    origin = f"{_P}origin"
+    origin = f"{WORK}origin"
     # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
     # inserted copies (s, full rows) and the batch's deletes (d).
     inserts = changes.where(op.isin(*UPSERT_OPS)).select(
         *image_values("after", struct_fields(changes, "after"), values, names),
         F.col(SEQ),
-        _commit_ts(changes).alias(COMMIT_TS),
+        commit_ts_of(changes).alias(COMMIT_TS),
         op.alias(OP),
         F.lit(False).alias(DELETED),
         F.lit("s").alias(origin),
     )
     deletes = changes.where(op.isin("d", "u")).select(
         *image_values("before", struct_fields(changes, "before"), values, names),
-        F.col(SEQ).alias(f"{_P}dseq"),
-        _commit_ts(changes).alias(COMMIT_TS),
+        F.col(SEQ).alias(f"{WORK}dseq"),
+        commit_ts_of(changes).alias(COMMIT_TS),
         F.lit("d").alias(origin),
     )
     # Positional working names: identity columns may carry any name; NULLs must match NULLs.
-    ic = [f"{_P}c{i}" for i in range(len(identity))]
+    ic = [f"{WORK}c{i}" for i in range(len(identity))]
     wanted = F.broadcast(deletes.select(*[F.col(quote_ident(n)).alias(c) for n, c in zip(identity, ic)]))
     stored_deleted = F.col(quote_ident(own.deleted))
     live = (
@@ -299,36 +299,37 @@ def _plan_keyless(
     group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
     is_copy = F.col(origin) != "d"
     ranked = (
-        rows.withColumn(f"{_P}n", F.sum(is_copy.cast("int")).over(group))
-        .withColumn(f"{_P}ndel", F.sum((~is_copy).cast("int")).over(group))
-        .withColumn(f"{_P}dts", F.max(F.when(~is_copy, F.col(COMMIT_TS))).over(group))
+        rows.withColumn(f"{WORK}n", F.sum(is_copy.cast("int")).over(group))
+        .withColumn(f"{WORK}ndel", F.sum((~is_copy).cast("int")).over(group))
+        .withColumn(f"{WORK}dts", F.max(F.when(~is_copy, F.col(COMMIT_TS))).over(group))
         # copies newest first, then the deletes: a delete at rank n + j is the group's j-th delete
-        .withColumn(_RN, F.row_number().over(group.orderBy(is_copy.desc(), F.coalesce(F.col(SEQ), F.col(f"{_P}dseq")).desc())))
+        .withColumn(RN, F.row_number().over(
+            group.orderBy(is_copy.desc(), F.coalesce(F.col(SEQ), F.col(f"{WORK}dseq")).desc())))
     )
-    keep = F.greatest(F.col(f"{_P}n") - F.col(f"{_P}ndel"), F.lit(0))
-    n, rn = F.col(f"{_P}n"), F.col(_RN)
+    keep = F.greatest(F.col(f"{WORK}n") - F.col(f"{WORK}ndel"), F.lit(0))
+    n, rn = F.col(f"{WORK}n"), F.col(RN)
     action = (
-        F.when((F.col(origin) == "s") & (rn <= keep), _INSERT)
-        .when((F.col(origin) == "t") & (rn > keep), _DELETE)
+        F.when((F.col(origin) == "s") & (rn <= keep), INSERT)
+        .when((F.col(origin) == "t") & (rn > keep), DELETE)
         .when((F.col(origin) == "d") & (rn - n > n), "missing")
     )
-    tagged = ranked.withColumn(_ACTION, action).where(F.col(_ACTION).isNotNull())
-    doomed = F.col(_ACTION) == _DELETE
+    tagged = ranked.withColumn(ACTION, action).where(F.col(ACTION).isNotNull())
+    doomed = F.col(ACTION) == DELETE
     src = tagged.select(
         *[F.col(quote_ident(f.name)) for f in values.fields],
         F.col(SEQ),
         F.when(doomed, F.lit("d")).otherwise(F.col(OP)).alias(OP),
-        F.when(doomed, F.col(f"{_P}dts")).otherwise(F.col(COMMIT_TS)).alias(COMMIT_TS),
+        F.when(doomed, F.col(f"{WORK}dts")).otherwise(F.col(COMMIT_TS)).alias(COMMIT_TS),
         F.when(doomed, F.lit(True)).otherwise(F.col(DELETED)).alias(DELETED),
-        F.col(_ACTION),
+        F.col(ACTION),
     ).cache()
-    by_action = _count_by(src, _ACTION)
+    by_action = _count_by(src, ACTION)
     counts = {
-        "inserted": by_action.get(_INSERT, 0),
-        "deleted": by_action.get(_DELETE, 0),
+        "inserted": by_action.get(INSERT, 0),
+        "deleted": by_action.get(DELETE, 0),
         "missing_deletes": by_action.get("missing", 0),
     }
-    source, schema = _source(src.where(F.col(_ACTION) != "missing"), target, [_ACTION], own)
+    source, schema = _source(src.where(F.col(ACTION) != "missing"), target, [ACTION], own)
     on = f"{qualified('t', own.seq)} = {qualified('s', own.seq)}"
     return _Plan(source, schema, on, keyless_clauses(target.fieldNames(), delete_mode, own), counts, src)
 
@@ -336,9 +337,9 @@ def _plan_keyless(
 def keyless_clauses(all_cols: Sequence[str], delete_mode: str, own: OwnColumns) -> list[MergeClause]:
     """The MERGE clauses of a keyless table (matched on ``_seq``, each row's identity): a stored
     copy the batch deleted goes (soft: is flagged), a surviving new copy is inserted."""
-    is_delete = _is("s", _ACTION, _DELETE)
+    is_delete = _is("s", ACTION, DELETE)
     if delete_mode == "soft":
         on_delete = MergeClause("update", is_delete, _assign([own.deleted, own.op, own.commit_ts]))
     else:
         on_delete = MergeClause("delete", is_delete)
-    return [on_delete, MergeClause("insert", _is("s", _ACTION, _INSERT), _assign(all_cols))]
+    return [on_delete, MergeClause("insert", _is("s", ACTION, INSERT), _assign(all_cols))]

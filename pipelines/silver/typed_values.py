@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
-from pipelines.schema.typemap import ColumnSpec, decimal_type, _rule
+from pipelines.schema.typemap import ColumnSpec, decimal_type, type_rule
 
 Converter = Callable[[str | None, bytes | None], tuple[object, int]]
 _UTC = _dt.timezone.utc
@@ -36,11 +36,11 @@ class NotCanonical(ValueError):
     """A cell this module does not convert (the batch goes to Spark's typing instead)."""
 
 
-_INT = re.compile(r"-?[0-9]{1,20}\Z")
+INT_TEXT = re.compile(r"-?[0-9]{1,20}\Z")
 DEC = re.compile(r"-?[0-9]{1,65}(\.[0-9]{1,38})?\Z")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
-_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?\Z")
-_FLOAT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
+DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+DATETIME_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?\Z")
+FLOAT_TEXT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 
 # (lowest, highest) of the silver integer types (Spark's BYTE, SHORT, INT, LONG)
 RANGES = {"byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
@@ -52,7 +52,7 @@ INT_SILVER = {  # mysql type -> (silver type when signed, when unsigned); "dec20
 
 
 def _integer(text: str) -> int:
-    if not _INT.match(text):
+    if not INT_TEXT.match(text):
         raise NotCanonical(f"not an integer text: {text[:80]!r}")
     return int(text)
 
@@ -99,7 +99,7 @@ def _decimal_converter(spec: ColumnSpec) -> Converter:
 def _float(t, b):
     if t is None:
         return None, 0
-    if not _FLOAT.match(t):  # (inf and nan: MySQL stores neither; Spark's own spellings differ)
+    if not FLOAT_TEXT.match(t):  # (inf and nan: MySQL stores neither; Spark's own spellings differ)
         raise NotCanonical(f"not a float text: {t[:80]!r}")
     return float(t), 0
 
@@ -172,9 +172,9 @@ _BY_NAME: dict[str, Callable[[ColumnSpec], Converter]] = {
     "float": lambda s: _float,
     "double": lambda s: _float,
     "decimal": _decimal_converter,
-    "date": lambda s: _temporal(_DATE, _dt.date.fromisoformat),
-    "datetime": lambda s: _temporal(_DATETIME, _datetime),
-    "timestamp": lambda s: _temporal(_DATETIME, _timestamp),
+    "date": lambda s: _temporal(DATE_TEXT, _dt.date.fromisoformat),
+    "datetime": lambda s: _temporal(DATETIME_TEXT, _datetime),
+    "timestamp": lambda s: _temporal(DATETIME_TEXT, _timestamp),
     "year": lambda s: _year,
     "binary": lambda s: _bin_padded(s.length),
     "bit": lambda s: _bit,
@@ -185,7 +185,7 @@ _BY_NAME: dict[str, Callable[[ColumnSpec], Converter]] = {
 def converter(spec: ColumnSpec) -> Converter:
     """The converter of one column (raises :class:`~pipelines.schema.typemap.UnsupportedColumnType`
     for a type silver has no mapping for, as :func:`pipelines.schema.typemap.spark_type` does)."""
-    name, rule = _rule(spec)
+    name, rule = type_rule(spec)
     if name in INT_SILVER:
         signed, unsigned = INT_SILVER[name]
         return _int_converter(unsigned if spec.unsigned else signed)

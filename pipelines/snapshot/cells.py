@@ -397,7 +397,7 @@ def image_cells(reader: RowReader, idx: Sequence[int], values: Sequence) -> list
     """Cells as bronze writes a decoded image: bytes in ``bin``; text not valid in its charset as
     its text with U+FFFD plus the exact bytes; anything else its canonical text
     (:func:`pipelines.binlog.values.canonical_text`, with the column's fractional digits); the
-    common kinds done inline, as :meth:`pipelines.bronze.rows._TableLayout.image` does."""
+    common kinds done inline, as :meth:`pipelines.bronze.rows.TableLayout.image` does."""
     heads, fsps = reader.heads, reader.fsps
     out = []
     add = out.append

@@ -55,7 +55,7 @@ from typing import Sequence
 
 from pipelines import delta_io, storage
 from pipelines import state
-from pipelines.bronze.listing import _BINLOG_NAME
+from pipelines.bronze.listing import BINLOG_NAME
 from pipelines.bronze.schema import BRONZE_LAYOUT, BRONZE_TABLE, snapshot_start
 from pipelines.bronze.tasks import ship_package
 from pipelines.config import PipelineConfig
@@ -199,7 +199,7 @@ def plan_dump(cfg: PipelineConfig, path: str, user: SnapshotPosition | None) -> 
         name = files[0].name
         found = user if user is not None else read_position(files[0], whole=not files[0].seekable)
     pos = locate(cfg, found, name)
-    m = _BINLOG_NAME.match(pos.file)
+    m = BINLOG_NAME.match(pos.file)
     if m is None:
         raise DumpError(f"the position's binlog file {pos.file!r} has no number (expected a name like binlog.000004)",
                         file=name)

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pipelines.bronze.arrow_rows import SnapshotRowsBuilder
-from pipelines.bronze.rows import _TableLayout, snapshot_row
+from pipelines.bronze.rows import TableLayout, snapshot_row
 from pipelines.bronze.schema import snapshot_seq
 from pipelines.config import TableFilter
 from pipelines.snapshot.cells import RowReader
@@ -100,11 +100,11 @@ def load_range(w: LoadWork):
     both when the dump is bad (its staged files deleted)."""
     stager = None
     if w.table_uri is not None:
-        from pipelines.bronze.decode import STATS_COLUMNS, _parquet_options
+        from pipelines.bronze.decode import STATS_COLUMNS, parquet_options
         from pipelines.delta_io import ParquetStager
 
         stager = ParquetStager(w.table_uri, w.arrow_schema, stats_columns=STATS_COLUMNS,
-                               parquet_options=_parquet_options(w.arrow_schema), settings=w.storage)
+                               parquet_options=parquet_options(w.arrow_schema), settings=w.storage)
     rows: Counter = Counter()
     excluded: Counter = Counter()
     creates: list = []
@@ -195,7 +195,7 @@ class _Out:
 
     def __init__(self, w: LoadWork, stager):
         self.w, self.stager = w, stager
-        self.layouts: dict[int, _TableLayout] = {}
+        self.layouts: dict[int, TableLayout] = {}
         self.builder = None if stager is None else SnapshotRowsBuilder(
             w.arrow_schema, source_file=w.name, file_seq=w.file_seq, event_pos=w.event_pos, seq_start=w.seq_start,
             run_id=w.run_id, ingested_at=w.ingested_at)
@@ -204,7 +204,7 @@ class _Out:
         """The records of one statement's rows (none when they go to the stager)."""
         layout = self.layouts.get(id(tm))
         if layout is None:
-            layout = self.layouts[id(tm)] = _TableLayout(tm)
+            layout = self.layouts[id(tm)] = TableLayout(tm)
         w, builder = self.w, self.builder
         if builder is not None:
             builder.add(layout, idx, values, offset=offset, db=db, table=table)
