@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pipelines.schema.model import norm_charset
+
 # connection charsets in which a multi-byte character can end with the byte of a quote or a
 # backslash: the lexer needs the charset to find where a string ends, and this reader does not
 _UNSAFE_CHARSETS = frozenset({"big5", "cp932", "gbk", "sjis", "gb18030"})
@@ -71,8 +73,8 @@ class DumpState:
 
 
 def _norm_charset(cs: str) -> str:
-    cs = cs.strip().strip("'\"`").lower()
-    return "utf8mb3" if cs == "utf8" else cs
+    """A charset name as the dump writes it (quoted or not), by :func:`pipelines.schema.model.norm_charset`."""
+    return norm_charset(cs.strip().strip("'\"`"))
 
 
 _ASSIGN = re.compile(
