@@ -32,6 +32,12 @@ COMMON_DEFAULTS: dict[str, str] = {
     # the console gets warnings and errors (Spark's INFO lines are hundreds per run, spark-submit
     # shows them); spark.conf of the configuration can set INFO or DEBUG
     "spark.log.level": "WARN",
+    # Parquet timestamps as INT64 microseconds, not Spark's legacy INT96: delta-rs, which commits
+    # the driver's rows into small silver tables on the delta-spark backend, reads INT96 as
+    # nanoseconds, whose range ends in 2262 (a TIMESTAMP of 9999-12-31 in a row a delta-rs MERGE
+    # copied came back as 1816-03-30). Silver's TIMESTAMP columns hold MySQL's 1970-2106, so none
+    # did; this keeps it so for any value, and any reader reads the files as written.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 # Settings for a small local session: no UI, few shuffle partitions, UTC everywhere.

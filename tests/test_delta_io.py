@@ -813,3 +813,33 @@ def test_tables_checkpoint_as_they_commit(spark, tmp_path, delta_backend):  # no
     assert keep_properties(old, 720, spark=spark, backend=delta_backend)
     assert deltalake.DeltaTable(old).metadata().configuration[CHECKPOINT_INTERVAL] == "10"
     assert not keep_properties(old, 720, spark=spark, backend=delta_backend)  # (nothing to change: no commit)
+
+
+@pytest.mark.spark
+def test_a_far_timestamp_delta_spark_wrote_survives_a_merge_of_the_drivers_rows(spark, tmp_path):  # noqa: F811
+    """On the delta-spark backend a small table's MERGE of the driver's rows is delta-rs's, which
+    copies the rows it does not change out of the files it rewrites. Those files are delta-spark's:
+    their TIMESTAMPs are written as microseconds (INT96, which delta-rs reads as nanoseconds, brought
+    9999-12-31 back as 1816-03-30), and a TIMESTAMP and a TIMESTAMP_NTZ far from today come back as
+    they went in."""
+    import pyarrow.parquet as pq
+
+    require_delta_spark(spark)
+    path = str(tmp_path / "t")
+    schema = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("ts", T.TimestampType()),
+                           T.StructField("ntz", T.TimestampNTZType())])
+    far = dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    table = delta_io.open_table(path, "spark", spark)
+    table.create(schema)
+    table.append(spark.createDataFrame([(1, far.replace(tzinfo=dt.timezone.utc), far), (2, None, None)],
+                                       schema).coalesce(1))
+    (written,) = list(Path(path).glob("*.parquet"))
+    assert pq.ParquetFile(written).schema_arrow.field("ts").type == pa.timestamp("us", "UTC")
+    table.merge_rows(pa.table({"id": pa.array([2], pa.int32()), "ts": pa.array([None], pa.timestamp("us", "UTC")),
+                               "ntz": pa.array([dt.datetime(2020, 1, 1)], pa.timestamp("us"))}),
+                     "t.`id` = s.`id`", [MergeClause("update", None, {"ntz": "s.`ntz`"})], source_schema=schema)
+    newest = sorted((Path(path) / "_delta_log").glob("*.json"))[-1].read_text()
+    assert "delta-rs" in newest and '"remove"' in newest  # (the file with row 1 was rewritten by delta-rs)
+    got = {r["id"]: (r["ts"], r["ntz"]) for r in table.read_df().selectExpr(
+        "id", "CAST(ts AS STRING) AS ts", "CAST(ntz AS STRING) AS ntz").collect()}
+    assert got == {1: ("9999-12-31 23:59:59.999999", "9999-12-31 23:59:59.999999"), 2: (None, "2020-01-01 00:00:00")}
