@@ -30,7 +30,7 @@ from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, table_exists
 from pipelines.delta_io.rs_reshape import add_columns_rs_elsewhere, rs_needs_spark_to_add, reshape_rs
 from pipelines.delta_io.rs_tables import (
-    rs_files_above, rs_history, rs_latest, rs_options, rs_query, rs_table, deltalake_table_exists, read_arrow,
+    rs_files_above, rs_history, rs_latest, rs_options, rs_query, rs_size, rs_table, deltalake_table_exists, read_arrow,
 )
 from pipelines.delta_io.rs_writes import (
     append_rs, rs_commit_properties, rs_create, rs_create_mode, rs_created_meanwhile,
@@ -242,11 +242,7 @@ class RsBackend:
 
     def snapshot_size(self, spark: SparkSession | None, path: str) -> tuple[int, int, int]:
         table = rs_table(path)
-        adds = table.get_add_actions(flatten=True)
-        files = adds.num_rows
-        live = sum(v or 0 for v in adds.column("size_bytes").to_pylist()) if files else 0
-        version = table.version()
-        return files, live, version
+        return (*rs_size(table), table.version())
 
     def compact(self, spark: SparkSession | None, path: str, target_bytes: int,
                 user_metadata: str | None) -> tuple[int, int]:

@@ -45,6 +45,13 @@ def rs_latest(path: str):
     return deltalake.DeltaTable(str(path), storage_options=rs_options(path))
 
 
+def rs_size(dt) -> tuple[int, int]:
+    """``(files, bytes)`` of the delta-rs table ``dt``'s live files, from its log."""
+    adds = dt.get_add_actions(flatten=True)
+    files = adds.num_rows
+    return files, (sum(v or 0 for v in adds.column("size_bytes").to_pylist()) if files else 0)
+
+
 def rs_history(dt, limit: int | None) -> list[Commit]:
     """The commits of the delta-rs table ``dt``, newest first (``limit`` of them)."""
     return [

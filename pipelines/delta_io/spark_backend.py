@@ -27,7 +27,7 @@ from pipelines.delta_io.features import (
 )
 from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, schema, table_exists
-from pipelines.delta_io.rs_tables import rs_history, rs_latest, rs_table
+from pipelines.delta_io.rs_tables import rs_history, rs_latest, rs_size, rs_table
 from pipelines.delta_io.spark_commits import (
     SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile, pinned_writer,
     commit_session, spark_delta_log, spark_snapshot,
@@ -59,9 +59,10 @@ def _by_delta_rs(path: str, *, up_to_bytes: int | None = None) -> bool:
     protocol, deletion vectors and change data feed stay as delta-spark made them. Creates stay
     delta-spark's: delta-rs 1.6 gives a table with deletion vectors a ``variantType`` reader
     feature, which readers that do not know it refuse."""
-    if uses_column_mapping(rs_table(path).metadata().configuration):
+    table = rs_table(path)
+    if uses_column_mapping(table.metadata().configuration):
         return False
-    return up_to_bytes is None or named("rs").snapshot_size(None, path)[1] <= up_to_bytes
+    return up_to_bytes is None or rs_size(table)[1] <= up_to_bytes
 
 
 def _ddl_type(dt: T.DataType) -> str:

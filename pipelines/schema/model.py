@@ -3,6 +3,7 @@ parser and the resolver share. Plain values only."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Context
 
 
 # Version kinds.
@@ -144,6 +145,10 @@ class SchemaVersion:
     pos: int | None = None
     renamed: tuple[tuple[str, str], ...] = ()  # ALTER: (old name, new name) of renamed columns
 
+
+# Decimal arithmetic wide enough for any DECIMAL's digits (MySQL's 65) at any scale: Python's default
+# context keeps 28, and refused DECIMAL(38,38)'s 0.999...9.
+DECIMAL_CONTEXT = Context(prec=200)
 
 FSP_TYPES = frozenset({"TIME", "DATETIME", "TIMESTAMP"})
 

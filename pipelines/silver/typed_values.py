@@ -23,9 +23,10 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Callable, Mapping, Sequence
-from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
+from pipelines.schema.model import DECIMAL_CONTEXT
 from pipelines.schema.typemap import ColumnSpec, decimal_type, type_rule
 
 Converter = Callable[[str | None, bytes | None], tuple[object, int]]
@@ -70,11 +71,6 @@ def _int_converter(kind: str) -> Converter:
     return conv
 
 
-# Wide enough for any DECIMAL's digits (MySQL's 65): the default context's 28 digits refused
-# DECIMAL(38,38)'s 0.999...9, which sent the whole segment to Spark's path.
-_DECIMALS = Context(prec=100)
-
-
 def _decimal_converter(spec: ColumnSpec) -> Converter:
     dt = decimal_type(spec)
     if not hasattr(dt, "precision"):  # DECIMAL(p > 38): its exact text
@@ -87,7 +83,7 @@ def _decimal_converter(spec: ColumnSpec) -> Converter:
         if not DEC.match(t):
             raise NotCanonical(f"not a decimal text: {t[:80]!r}")
         try:
-            value = Decimal(t).quantize(quantum, rounding=ROUND_HALF_UP, context=_DECIMALS)  # (half up: Spark's cast)
+            value = Decimal(t).quantize(quantum, rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)  # (half up: Spark's cast)
         except InvalidOperation as e:
             raise NotCanonical(f"{t[:80]!r}: {e}") from None
         if value.copy_abs() >= limit:  # (exact: abs() would round to the default context's 28 digits)

@@ -43,7 +43,7 @@ import ipaddress
 import re
 import struct
 import zoneinfo
-from decimal import Context, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 from typing import Callable, Sequence
 
 from pipelines.binlog.charsets import CHARSET_CODECS
@@ -51,7 +51,7 @@ from pipelines.binlog.constants import ColumnType as CT
 from pipelines.binlog.temporal import make_date, make_datetime, make_time, zero_datetime_text
 from pipelines.binlog.typetext import column_fsp, column_type_text
 from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, decimal_text, decode_text
-from pipelines.schema.model import ColumnDef, TableSchema
+from pipelines.schema.model import DECIMAL_CONTEXT, ColumnDef, TableSchema
 
 from .errors import CorruptDump, UnsupportedDump
 from .tablemap import _FIXED_BINARY, _GEOMETRY, _INTS, MARIADB, table_map
@@ -63,7 +63,6 @@ _UTC = _dt.timezone.utc
 _DATE = re.compile(rb"(\d{4})-(\d{1,2})-(\d{1,2})\Z")
 _DATETIME = re.compile(rb"(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?\Z")
 _TIME = re.compile(rb"(-)?(\d+):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?\Z")
-_DEC_CONTEXT = Context(prec=200)
 _FLOAT32 = struct.Struct("<f")
 
 
@@ -99,10 +98,10 @@ def _decimal(scale: int) -> Callable:
         if type(lit) is str and plain(lit) and (lit[0] != "-" or lit.strip("-0.")):
             return Decimal(lit)
         try:
-            d = Decimal(lit if isinstance(lit, str) else bytes(lit).decode("ascii")).quantize(quantum, context=_DEC_CONTEXT)
+            d = Decimal(lit if isinstance(lit, str) else bytes(lit).decode("ascii")).quantize(quantum, context=DECIMAL_CONTEXT)
         except InvalidOperation:
             raise _Bad(f"{lit!r} is not a number") from None
-        unscaled = abs(int(d.scaleb(scale, context=_DEC_CONTEXT)))
+        unscaled = abs(int(d.scaleb(scale, context=DECIMAL_CONTEXT)))
         sign = "-" if d.is_signed() and unscaled else ""
         return Decimal(f"{sign}{unscaled}E-{scale}") if scale else Decimal(f"{sign}{unscaled}")
     return conv
