@@ -571,9 +571,10 @@ def parts_seed(seed: int) -> bool:
 
 @contextlib.contextmanager
 def keyed_segments_in_arrow(on: bool, by_parts: bool = False):
-    """With ``on``, silver fetches no segment for its row path (:data:`pipelines.silver.driver.FETCH_ROWS`
-    0), so on delta-rs every keyed segment it can fold in Arrow goes that way
-    (:mod:`pipelines.silver.columnar`, the path of big segments); the soak's tables are small.
+    """With ``on``, silver fetches no segment for its small segments' path (:data:`pipelines.silver.driver.FETCH_ROWS`
+    0), so on delta-rs every segment of whole images goes the big segments' way
+    (:mod:`pipelines.silver.big_segments`: read from bronze by delta-rs, keyed and keyless tables);
+    the soak's tables are small.
     ``by_parts``: each segment is read and folded by parts, a part per record batch of bronze, as
     a segment of more than :data:`pipelines.silver.segment_cells.BIG_BYTES` is."""
     from pipelines.silver import driver, segment_cells
@@ -834,8 +835,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill", action="store_true", help="every batch SIGKILLs the job once")
     p.add_argument("--no-kill", action="store_true", help="no batch SIGKILLs the job (all run in this process)")
     p.add_argument("--arrow", action="store_true",
-                   help="every delta-rs batch folds its keyed tables in Arrow (silver.columnar)")
-    p.add_argument("--no-arrow", action="store_true", help="no batch does (they take the row path)")
+                   help="every delta-rs batch applies its tables as big segments (silver.big_segments)")
+    p.add_argument("--no-arrow", action="store_true", help="no batch does (small tables take the small segments' path)")
     p.add_argument("--place", choices=PLACES, default="local",
                    help="local folders (default); s3: binlogs and warehouse on a private S3 server; overlap: "
                         "two silver runs at once after each bronze run")

@@ -15,7 +15,8 @@ from test_typemap import ALL_TYPES, BRONZE_DDL, ZERO_DATES_IN_ALL_TYPES, _image
 from pipelines import delta_io, silver
 from pipelines.silver import driver
 from pipelines.silver.driver_fold import apply_small
-from pipelines.silver.typed_values import ImageTyper, NotCanonical, convert
+from pipelines.silver.columnar import typed_row
+from pipelines.silver.typed_values import NotCanonical, convert
 from pipelines.schema.typemap import ColumnSpec, typed_columns
 
 UTC = dt.timezone.utc
@@ -29,8 +30,7 @@ def _spark_typed(spark, specs, images):
 
 
 def _driver_typed(specs, images):
-    typer = ImageTyper(specs)
-    return [typer([{"idx": c[0], "text": c[3], "bin": c[4]} for c in image]) for image in images]
+    return [typed_row(specs, [{"idx": c[0], "text": c[3], "bin": c[4]} for c in image]) for image in images]
 
 
 def test_every_type_of_the_mapping_types_as_spark_types_it(spark):
@@ -266,7 +266,7 @@ def test_fetch_gives_each_segment_its_rows_from_one_read(spark):
          ("t", "a", "004", "c", T0, None, [(0, "4", None)])],
         f"db STRING, `table` STRING, _seq STRING, op STRING, commit_ts TIMESTAMP, before {cells}, after {cells}")
     segments = [("s", "a", "001", "005"), ("t", "a", "", None), ("s", "b", "002", None), ("s", "c", "", None)]
-    got = {k: [(r["_seq"], r["op"], r["after"]) for r in driver.rows_of(v)]
+    got = {k: [(r["_seq"], r["op"], r["after"]) for r in v.to_pylist()]
            for k, v in driver.fetch(bronze, segments).items()}
     assert got == {
         ("s", "a", "001", "005"): [("003", "u", [{"idx": 0, "text": "3", "bin": None}])],  # above 001, below 005
@@ -291,11 +291,11 @@ def test_value_fixes_complete_cells_as_spark_path_does(spark, tmp_path):
     by_spark = [tuple(r["after"].values()) for r in typed_columns(bronze, specs, cells=cells).orderBy("_seq")
                 .select("after").toArrow().to_pylist()]
     assert not rest
-    typer = ImageTyper(specs, {i: driver.cell_fix(f) for i, f in fixes.items()})
-    by_driver = [typer([{"idx": c[0], "name": c[1], "text": c[3], "bin": c[4]} for c in img])[0] for img in images]
+    by_driver = [typed_row(specs, [{"idx": c[0], "name": c[1], "text": c[3], "bin": c[4]} for c in img], fixes)[0]
+                 for img in images]
     assert by_driver == by_spark == [(1, "platinum", "Café €"), (2, "gold", "x")]
     with pytest.raises(NotCanonical):
-        typer([{"idx": 1, "name": None, "text": "3", "bin": None}])
+        typed_row(specs, [{"idx": 1, "name": None, "text": "3", "bin": None}], fixes)
     assert not driver.eligible(keys=["id"], specs=specs, fixes={2: ("decode", "sjis")}, rejected={},
                                      partial=False, scd2=False, rows=1)
 

@@ -4,8 +4,9 @@ What each module holds (each imports only the ones above it in this list):
 
 * :mod:`~pipelines.silver.columns`: silver's own column names per table, the working names a batch
   is planned with, and silver's errors.
-* :mod:`~pipelines.silver.typed_values`: a bronze cell -> its silver Python value (the driver's
-  typing; Spark's is :func:`pipelines.schema.typemap.typed_columns`).
+* :mod:`~pipelines.silver.typed_values`: a bronze cell -> its silver Python value, one value at a
+  time (what Arrow's typing falls back to where its casts do not take a column; Spark's typing is
+  :func:`pipelines.schema.typemap.typed_columns`).
 * :mod:`~pipelines.silver.value_fixes`: cells completed with what only the schema knows, in Spark SQL.
 * :mod:`~pipelines.silver.shapes`: which columns a row's images logged; rows grouped by shape.
 * :mod:`~pipelines.silver.changes`: bronze rows -> per-key events (``DataFrame -> DataFrame``).
@@ -17,9 +18,15 @@ What each module holds (each imports only the ones above it in this list):
   their rows fetched in one Spark job.
 * :mod:`~pipelines.silver.driver_writes`: what a batch folded on the driver is written to, and its
   one commit (create, append or MERGE from Arrow).
-* :mod:`~pipelines.silver.driver_fold`: small batches typed, folded and MERGEd on the driver with
-  delta-rs, the same rules without a Spark job per table.
-* :mod:`~pipelines.silver.columnar`: big batches typed, folded and written in Arrow (delta-rs).
+* :mod:`~pipelines.silver.segment_cells`: a batch's bronze rows on the driver as flat cells.
+* :mod:`~pipelines.silver.columnar`: the driver's typing of any batch, by Arrow a column at a time;
+  a keyed batch's fold in Arrow.
+* :mod:`~pipelines.silver.keyless`: a keyless batch's fold in Arrow, per identity.
+* :mod:`~pipelines.silver.driver_fold`: small batches on the driver (either backend): typed and
+  folded by Arrow, partial images made whole rows here; the same rules without a Spark job per
+  table on delta-rs.
+* :mod:`~pipelines.silver.big_segments`: big batches on delta-rs, read, typed and folded by Arrow
+  part by part, and written.
 * :mod:`~pipelines.silver.bronze_scan`: bronze's new rows read on the driver by delta-rs: shape
   counts per segment, and the small segments' rows.
 * :mod:`~pipelines.silver.schema_events`: what schema events do to a silver table (CREATE, DROP,

@@ -1,33 +1,33 @@
-"""Big segments typed and folded column by column in Arrow on the driver (delta-rs): a keyed
-table's, or a keyless table's that only inserts (an append-only log).
+"""The driver's typing and fold in Arrow, column by column: every segment the driver applies is
+typed here (:func:`typed_images`), small (:mod:`pipelines.silver.driver_fold`) or big
+(:mod:`pipelines.silver.big_segments`), and a keyed table's changes are folded here
+(:func:`fold_keyed`, :func:`classify`); a keyless table's by :mod:`pipelines.silver.keyless`.
 
 A segment of hundreds of thousands of changes costs Spark's path several passes (typing, key
-events, latest per key, classification) and its MERGE; the row path of :mod:`pipelines.silver.driver`
-would type each value in Python. Here a segment is:
+events, latest per key, classification) and its MERGE. Here a segment's flat cells
+(:mod:`pipelines.silver.segment_cells`) are:
 
-* read from bronze by delta-rs and pyarrow, one scan and no Spark job, as flat cells
-  (:mod:`pipelines.silver.segment_cells`: the big segments of a run in one pass over bronze's row groups);
 * typed a column at a time (:func:`typed_column`) by Arrow's casts, where a cast gives exactly the
   value :mod:`pipelines.silver.typed_values` gives (ENUM numbers and signedness fixed first,
   :func:`_fixed`); a column Arrow cannot take that way (a SET number, BIT, a padded BINARY, a cast
   that fails) is typed by that module's converter, value by value;
 * folded with Arrow's sort and group-by: per key, the change with the largest ``_seq`` (an upsert
   before a delete on a tie), classified against silver's stored ``_seq`` by a join
-  (:func:`fold_keyed`, :func:`classify`; a keyless log: :func:`inserts_only`), then written by
-  :func:`pipelines.silver.driver_writes.write`. A segment of any size: read, typed and folded in
-  parts of bounded size (:func:`~pipelines.silver.segment_cells.read_parts`), the parts' latest
+  (:func:`fold_keyed`, :func:`classify`), then written by :func:`pipelines.silver.driver_writes.write`.
+  A big segment of any size is read, typed and folded in parts of bounded size, the parts' latest
   events folded again (:func:`latest_per_key`).
 
-The semantics are :func:`pipelines.silver.driver_fold.apply_small`'s, and a value the row path would
-not take raises :class:`~pipelines.silver.typed_values.NotCanonical` here too, before anything is
-written: the caller then takes Spark's path. ``tests/test_columnar.py`` checks the two against
-each other, value for value and table for table.
+The semantics are :func:`pipelines.silver.driver_fold.apply_small`'s (which folds partial images
+and keyless identities over this typing), and a value the converters would not take raises
+:class:`~pipelines.silver.typed_values.NotCanonical` here too, before anything is written: the caller
+then takes Spark's path. ``tests/test_columnar.py`` checks the casts against the converters value
+for value, and a big segment read by parts against the small path table for table.
 """
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,13 +35,12 @@ import pyarrow.compute as pc
 
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io import spark_type_to_arrow
-from pipelines.schema.typemap import ColumnSpec, decimal_type, type_rule
-from pipelines.silver.segment_cells import CellColumn, Cells, Segment
-from pipelines.silver.columns import DELETE, INSERT, UPSERT
+from pipelines.schema.typemap import ColumnSpec, decimal_type, spark_type, type_rule
+from pipelines.silver.segment_cells import CellColumn, Cells, Segment, segment_of_rows
+from pipelines.silver.columns import DELETE, UPSERT
 from pipelines.silver.driver import cell_fix
-from pipelines.silver.driver_writes import Target, target_of, write
+from pipelines.silver.driver_writes import Target
 from pipelines.silver import ranges
-from pipelines.silver.merge import ApplyStats
 from pipelines.silver.typed_values import (
     DATE_TEXT, DATETIME_TEXT, DEC, FLOAT_TEXT, INT_SILVER, INT_TEXT, RANGES, NotCanonical, converter,
 )
@@ -180,7 +179,7 @@ def _fixed(fix: tuple, column: CellColumn) -> pa.Array:
 
 def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tuple | None = None) -> tuple[pa.Array, int]:
     """One column's cells as silver's values of Arrow type ``to``, and the zero dates nulled:
-    what :class:`~pipelines.silver.typed_values.ImageTyper` gives for them, value for value
+    what the column's :func:`~pipelines.silver.typed_values.converter` gives for them, value for value
     (``fix``: the resolution's value fix of the column). Raises :class:`NotCanonical` where it would."""
     try:
         text = _fixed(fix, column) if fix is not None else column.text
@@ -202,6 +201,29 @@ def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tup
         raise NotCanonical(f"column {spec.name!r}: {e}") from None
 
 
+def typed_row(specs: Sequence[ColumnSpec], image: Sequence[dict] | None,
+              fixes: dict[int, tuple] | None = None) -> tuple[tuple | None, int]:
+    """One row image (its cells: ``idx``, ``text``, ``bin``, ``name``) typed as a segment's images
+    are: its values in spec order (None: a column it lacks; no image: None), and the zero dates
+    nulled. Raises :class:`NotCanonical` where a segment's typing would.
+
+    >>> typed_row([ColumnSpec("id", "int"), ColumnSpec("d", "date")],
+    ...           [{"idx": 0, "text": "7", "bin": None}, {"idx": 1, "text": "0000-00-00", "bin": None}])
+    ((7, None), 1)
+    """
+    if image is None:
+        return None, 0
+    cells = segment_of_rows([{"_seq": "0", "op": "c", "after": list(image)}]).images["after"]
+    values, zeros = [], 0
+    for i, spec in enumerate(specs):
+        ordinal = i if spec.ordinal is None else spec.ordinal
+        typed, z = typed_column(spec, spark_type_to_arrow(spark_type(spec)), cells.column(ordinal, 1),
+                                fix=(fixes or {}).get(ordinal))
+        values.append(typed[0].as_py())
+        zeros += z
+    return tuple(values), zeros
+
+
 # -- folding -----------------------------------------------------------------------------
 
 def _checked(seg: Segment) -> None:
@@ -217,7 +239,7 @@ def _checked(seg: Segment) -> None:
         raise NotCanonical("a change without the image it needs")
 
 
-def _typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
+def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
                   fixes: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
     """Per image, per spec that a silver value column holds, its typed values for every change;
     and the zero dates nulled. Checks the changes first (:func:`_checked`); the segment's cells
@@ -238,31 +260,15 @@ def _typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
     return typed, zeros
 
 
-def inserts_only(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
-                 fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
-    """A keyless table's segment of inserts only (an append-only log): every insert is a row of
-    its own (:func:`pipelines.silver.driver_fold._keyless_source` keeps every copy when nothing is
-    deleted). The MERGE source and the zero dates nulled."""
-    if not _all(pc.is_in(seg.op, pa.array(INSERT_OPS))):
-        raise NotCanonical("a keyless table's updates or deletes (the row path or Spark's fold those)")
-    typed, zeros = _typed_images(seg, specs, t, fixes)
-    schema = t.source_schema
-    columns = [typed["after"][i] if i is not None else pa.nulls(seg.n, spark_type_to_arrow(f.dataType))
-               for i, f in zip(t.value_idx, t.values.fields)]
-    arrow = pa.Table.from_arrays([*columns, seg.seq, seg.op, seg.commit_ts, pa.array(np.zeros(seg.n, bool)),
-                                  pa.array([INSERT] * seg.n, pa.string())], names=schema.fieldNames())
-    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields])), zeros
-
-
 def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
     """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
     as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
     zero dates nulled in its typed images. The segment's cells are released once typed
-    (:func:`_typed_images`): a big segment's memory goes to one copy at a time. The latest
+    (:func:`typed_images`): a big segment's memory goes to one copy at a time. The latest
     events of a segment's parts, folded again by :func:`latest_per_key`, are the segment's."""
     n = seg.n
     arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
-    typed, zeros = _typed_images(seg, specs, t, fixes)
+    typed, zeros = typed_images(seg, specs, t, fixes)
     op = seg.op
     upsert = pc.is_in(op, pa.array(UPSERT_OPS))
     changed = pa.array(np.zeros(n, bool))
@@ -282,22 +288,39 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
     ev = pa.concat_tables([events("after", upsert, UPSERT, op),
                            events("before", delete, DELETE, pa.array(["d"] * n, pa.string()))])
     typed.clear()  # (the images' typed columns are in the events now)
-    keys = _key_columns(t)
+    return latest_events(ev, t), zeros
+
+
+def key_columns(t: Target) -> list[str]:
+    return [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+
+
+def events_table(events: Sequence[tuple], t: Target) -> pa.Table:
+    """Events ``(seq, action, op, commit_ts, values in silver's value-column order)`` as
+    :func:`fold_keyed` builds them from a segment's images."""
+    arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
+    columns = [pa.array([e[4][j] for e in events], to) for j, to in enumerate(arrow_types)]
+    return pa.Table.from_arrays([*columns, *(pa.array([e[i] for e in events], to) for i, to in
+                                             ((0, pa.string()), (1, pa.string()), (2, pa.string()),
+                                              (3, pa.timestamp("us", "UTC"))))],
+                                names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_action", "_op", "_ts"])
+
+
+def latest_events(ev: pa.Table, t: Target) -> pa.Table:
+    """Of a segment's events (:func:`fold_keyed`'s, :func:`events_table`'s), the latest per key
+    (:func:`latest_per_key`); :class:`NotCanonical` for a NULL or floating-point key."""
+    keys = key_columns(t)
     if any(ev.column(k).null_count for k in keys):
         raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
     if any(pa.types.is_floating(ev.schema.field(k).type) for k in keys):
         raise NotCanonical("a floating-point key (-0.0 and 0.0 are one key)")
-    return latest_per_key(ev, t), zeros
-
-
-def _key_columns(t: Target) -> list[str]:
-    return [f"_v{t.values.fieldNames().index(k)}" for k in t.keys]
+    return latest_per_key(ev, t)
 
 
 def latest_per_key(ev: pa.Table, t: Target) -> pa.Table:
     """Of events (:func:`fold_keyed`'s columns), the latest per key: the largest ``_seq``, a
     delete before an upsert on a tie; in ``_seq`` order."""
-    keys = _key_columns(t)
+    keys = key_columns(t)
     # sorted and grouped: only the keys, the order and the event's number, not its values
     order = pa.table({**{k: ev.column(k) for k in keys}, "_seq": ev.column("_seq"), "_action": ev.column("_action"),
                       "_e": pa.array(np.arange(ev.num_rows))})
@@ -309,8 +332,8 @@ def latest_per_key(ev: pa.Table, t: Target) -> pa.Table:
 
 def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: str) -> tuple[pa.Table, dict]:
     """The MERGE source (:attr:`Target.source_schema`) of the latest events, classified against
-    silver's stored ``(keys, _seq)`` as :func:`pipelines.silver.driver_fold._keyed_source` does; and the counts."""
-    keys = _key_columns(t)
+    silver's stored ``(keys, _seq)`` as :func:`pipelines.silver.plan.plan_keyed` does; and the counts."""
+    keys = key_columns(t)
     latest = latest.append_column("_i", pa.array(np.arange(latest.num_rows)))  # (its order, kept through the join)
     upsert = pc.equal(latest.column("_action"), UPSERT)
     if stored is None or not stored.num_rows:
@@ -335,74 +358,39 @@ def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: 
     kept = pc.or_(inserted, pc.or_(deleted, updated))
     counts = {"inserted": _count(inserted), "updated": _count(updated), "deleted": _count(deleted)}
     counts["unchanged"] = latest.num_rows - sum(counts.values())
-    latest = latest.filter(kept)
+    return merge_source(latest.filter(kept), t), counts
+
+
+def merge_source(latest: pa.Table, t: Target) -> pa.Table:
+    """Latest events (:func:`fold_keyed`'s columns) as the MERGE source (:attr:`Target.source_schema`)."""
     action = latest.column("_action")
     schema = t.source_schema
     arrays = [*[latest.column(f"_v{j}") for j in range(len(t.values.fields))], latest.column("_seq"),
               latest.column("_op"), latest.column("_ts"), pc.equal(action, DELETE), action]
     arrow = pa.Table.from_arrays(arrays, names=schema.fieldNames())
-    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields])), counts
+    return arrow.cast(pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType)) for f in schema.fields]))
 
 
 def _count(mask: pa.Array) -> int:
     return int(pc.sum(mask).as_py() or 0)
 
 
-def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[ColumnSpec], keys: Sequence[str], *,
-              rows: int | None = None, fixes: dict[int, tuple] | None = None, delete_mode: str = "hard",
-              column_prefix: str | None = None, spark=None, properties: dict[str, str] | None = None) -> ApplyStats:
-    """Apply a table's segment with delta-rs: what :func:`pipelines.silver.driver_fold.apply_small`
-    does with its rows (``spark``: a session with delta-spark adds the columns deltalake cannot).
-    ``segment``: one (:func:`~pipelines.silver.segment_cells.read_segments`), or its parts
-    (:func:`~pipelines.silver.segment_cells.read_parts`) typed and folded one at a time, their
-    latest events folded again: the memory a segment takes is its part's and its keys', whatever
-    its size. A keyless table's segment must hold only inserts (:func:`inserts_only`). Raises
-    :class:`NotCanonical`, before writing anything, when a change needs Spark's path, or when
-    bronze holds another count of changes than ``rows`` (the plan's)."""
-    from pipelines import delta_io
-
-    path = str(path)
-    t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend="rs")
-    folded, total, fresh, zeros, mark = [], 0, 0, 0, None
-    for seg in [segment] if isinstance(segment, Segment) else segment:
-        total += seg.n
-        if t.watermark is not None and seg.n:
-            keep = ranges.arrow_above(seg.seq, t.watermark).to_numpy(zero_copy_only=False)
-            seg = seg if keep.all() else _only(seg, keep)
-        if not seg.n:
-            continue
-        fresh += seg.n
-        top = pc.max(seg.seq).as_py()
-        mark = top if mark is None else max(mark, top)
-        with _arrow_refusals():
-            part, z = (inserts_only if t.keys is None else fold_keyed)(seg, specs, t, fixes or {})
-        folded.append(part)
-        zeros += z
-    if rows is not None and total != rows:
-        raise NotCanonical(f"bronze holds {total} changes of the segment, its plan counted {rows}")
-    if not fresh:
-        return write(spark, t, None, {}, new_mark=None, changes=0, skipped=total, zeros=0, delete_mode=delete_mode,
-                     backend="rs", properties=properties)
-    if t.keys is None:
-        source = pa.concat_tables(folded)
-        counts = {"inserted": source.num_rows, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
-    else:
-        with _arrow_refusals():  # (the parts' events grouped again, joined with the stored keys)
-            latest = folded[0] if len(folded) == 1 else latest_per_key(pa.concat_tables(folded), t)
-            stored = delta_io.open_table(path, "rs").read_arrow([*t.keys, t.own.seq]) if t.exists else None
-            source, counts = classify(latest, t, stored, delete_mode)
-    return write(spark, t, source, counts, new_mark=mark, changes=fresh, skipped=total - fresh,
-                 zeros=zeros, delete_mode=delete_mode, backend="rs", properties=properties)
-
-
 @contextlib.contextmanager
-def _arrow_refusals():
+def arrow_refusals():
     """What Arrow refuses to do with a segment (a cast, group or join on a type it does not take
     there) raises :class:`NotCanonical`: Spark's path applies the segment."""
     try:
         yield
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise NotCanonical(f"Arrow cannot fold this segment: {e}") from None
+
+
+def above_watermark(seg: Segment, mark: str | None) -> Segment:
+    """The segment's changes above the table's watermark ``mark`` (:func:`pipelines.silver.ranges.arrow_above`)."""
+    if mark is None or not seg.n:
+        return seg
+    keep = ranges.arrow_above(seg.seq, mark).to_numpy(zero_copy_only=False)
+    return seg if keep.all() else _only(seg, keep)
 
 
 def _only(seg: Segment, keep: np.ndarray) -> Segment:

@@ -1,4 +1,4 @@
-"""Small batches folded on the driver: typed in Python, MERGEd from Arrow (delta-rs) or from a
+"""Small batches folded on the driver: typed by Arrow, MERGEd from Arrow (delta-rs) or from a
 local relation (delta-spark).
 
 Most of a run's tables have a few changes each. Typing, "latest per key" and the classification
@@ -18,7 +18,7 @@ images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.s
 more (:func:`eligible`): no partial images on a table without a key, no text in a charset other than
 UTF-8, latin1 or ASCII to decode, no quarantined shapes, at most :data:`SMALL_ROWS` changes. Partial
 images (binlog_row_image MINIMAL/NOBLOB) are made whole rows first, by the rules of
-:func:`pipelines.silver.changes.fill_partial` (:func:`pipelines.silver.driver_fold._fill_partial`). A
+:func:`pipelines.silver.changes.fill_partial` (in :mod:`pipelines.silver.driver_fold`). A
 value this path's typing does not take (:class:`~pipelines.silver.typed_values.NotCanonical`) sends
 the segment back to the Spark path before anything is written.
 
@@ -127,7 +127,7 @@ def fetch(bronze: DataFrame, segments: Sequence[tuple[str, str, str, str | None]
     """The rows of every segment ``(db, table, start, end)`` (``_seq`` above start, below end) of
     ``bronze`` (its ``db``, ``table`` and :data:`COLUMNS`; the images' cells need only ``idx``,
     ``text`` and ``bin``), in one Spark job: ``{segment: Arrow table of COLUMNS}``. They stay Arrow
-    until their table is applied (:func:`rows_of`)."""
+    until their table is applied (:func:`pipelines.silver.driver_fold.apply_small`)."""
     if not segments:
         return {}
     table = _in_segments(bronze, segments).select("_f_i", *COLUMNS).toArrow()
@@ -139,8 +139,3 @@ def fetch(bronze: DataFrame, segments: Sequence[tuple[str, str, str, str | None]
         out[tuple(segment)] = table.slice(at, n).drop_columns(["_f_i"])
         at += n
     return out
-
-
-def rows_of(fetched: pa.Table) -> list[dict]:
-    """A fetched segment's rows as Python dicts (``_seq``, ``op``, ``commit_ts``, ``before``, ``after``)."""
-    return fetched.to_pylist()

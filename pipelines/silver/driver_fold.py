@@ -1,8 +1,9 @@
-"""A small segment applied on the driver (:func:`apply_small`): its rows typed in Python, folded to
-the latest change per key (partial images made whole rows; keyless tables by identity) and
-classified against silver's stored rows, read for the purpose. Not here: which segments take this
-path and their rows' fetch (:mod:`pipelines.silver.driver`), the target table and the write
-(:mod:`pipelines.silver.driver_writes`).
+"""A small segment applied on the driver (:func:`apply_small`): its rows typed and folded by Arrow
+as a big segment's are (:mod:`pipelines.silver.columnar`: the latest change per key, classified
+against silver's stored keys; :mod:`pipelines.silver.keyless`: a keyless table by identity), from
+silver's stored rows read here for the purpose; partial images made whole rows first, here, in
+Python over the typed values (the one rule Arrow does not hold). Not here: which segments take this path and their rows' fetch
+(:mod:`pipelines.silver.driver`), the target table and the write (:mod:`pipelines.silver.driver_writes`).
 
 >>> stats = apply_small(spark, path, rows, specs, ["id"])  # doctest: +SKIP
 >>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP
@@ -10,87 +11,63 @@ path and their rows' fetch (:mod:`pipelines.silver.driver`), the target table an
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
+from pipelines.bronze.schema import INSERT_OPS, UPSERT_OPS
 from pipelines import delta_io
 from pipelines.delta_io import quote_ident
-from pipelines.silver.columns import DELETE, INSERT, UPSERT, OwnColumns
-from pipelines.silver.driver import cell_fix
+from pipelines.silver.columns import DELETE, UPSERT
+from pipelines.silver import keyless
+from pipelines.silver.columnar import (above_watermark, arrow_refusals, classify, events_table, fold_keyed, key_columns,
+                                       latest_events, merge_source, typed_images)
 from pipelines.silver.driver_writes import Target, target_of, write
 from pipelines.silver.merge import ApplyStats
-from pipelines.silver.typed_values import ImageTyper, NotCanonical
+from pipelines.silver.segment_cells import Cells, Segment, segment_of_rows
+from pipelines.silver.typed_values import NotCanonical, converter
 from pipelines.schema.typemap import ColumnSpec
-from pipelines.silver import ranges
 
 
-def _typed(rows: Sequence[dict], typer: ImageTyper) -> tuple[list[tuple], int]:
-    """Each change as ``(seq, op, commit_ts, after, before)`` with typed images (values in spec
-    order), and the zero dates nulled; :class:`NotCanonical` for a change Spark's path must judge."""
-    out, zeros = [], 0
-    for r in rows:
-        op = r["op"]
-        if op not in OPS or r["_seq"] is None:
-            raise NotCanonical(f"a change with op {op!r} and _seq {r['_seq']!r}")
-        after, za = typer(r["after"])
-        before, zb = typer(r["before"])
-        if (after is None and op != "d") or (before is None and op not in INSERT_OPS):
-            raise NotCanonical(f"a change with op {op!r} without the image it needs")
-        zeros += za + zb
-        out.append((r["_seq"], op, r["commit_ts"], after, before))
-    return out, zeros
+def _typed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict) -> tuple[list[tuple], int]:
+    """Each change as ``(seq, op, commit_ts, after, before)``, its images' values typed by Arrow
+    (:func:`pipelines.silver.columnar.typed_images`) as tuples in spec order (None: a column the
+    image lacks, or an image the change has not); and the zero dates nulled. Raises
+    :class:`NotCanonical` for a change Spark's path must judge."""
+    present = {image: cells.present for image, cells in seg.images.items()}
+    with arrow_refusals():
+        typed, zeros = typed_images(seg, specs, t, fixes)
+    width = len(specs)
+    images = {}
+    for image, columns in typed.items():
+        values = [columns[i].to_pylist() if i in columns else None for i in range(width)]
+        images[image] = [tuple(None if v is None else v[r] for v in values) if has else None
+                         for r, has in enumerate(present[image].tolist())]
+    return list(zip(seg.seq.to_pylist(), seg.op.to_pylist(), seg.commit_ts.to_pylist(),
+                    images["after"], images["before"])), zeros
 
 
-def _picker(value_idx: list[int | None]) -> Callable[[tuple], tuple]:
-    """An image's values in silver's value-column order (None for a column the specs lack)."""
-    return lambda image: tuple(None if i is None else image[i] for i in value_idx)
-
-
-def _events(changes: Sequence[tuple], value_idx: list[int | None], key_pos: list[int]) -> list[tuple]:
-    """Per change: the upsert of its after image, and the delete of its before image for a delete
-    or a key-changing update (as :func:`pipelines.silver.changes.key_events`). An event is
-    ``(seq, action, op, commit_ts, values in silver order)``."""
-    events, pick = [], _picker(value_idx)
-    for seq, op, commit_ts, after, before in changes:
-        if op in UPSERT_OPS:
-            events.append((seq, UPSERT, op, commit_ts, pick(after)))
-        if op == "d" or (op == "u" and any(before[k] != after[k] for k in key_pos)):
-            events.append((seq, DELETE, "d", commit_ts, pick(before)))
-    return events
-
-
-def _latest(events, key_at: list[int]) -> dict[tuple, tuple]:
-    """Per key, the event with the largest ``_seq`` (ties: an upsert before a delete)."""
-    latest: dict[tuple, tuple] = {}
-    for e in events:
-        key = tuple(e[4][i] for i in key_at)
-        if any(v is None for v in key):
-            raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
-        have = latest.get(key)
-        if have is None or (e[0], e[1]) > (have[0], have[1]):  # "upsert" > "delete"
-            latest[key] = e
-    return latest
-
-
-def _presences(rows: Sequence[dict], ordinals: Sequence[int]) -> list[tuple | None]:
-    """Per row, which specs its after image carries (None: no after image), as
+def _presences(cells: Cells, n: int, ordinals: Sequence[int]) -> list[tuple | None]:
+    """Per change, which specs its after image (``cells``) carries (None: no after image), as
     :func:`pipelines.silver.changes._presence` says it: an image of at least as many cells as
     there are specs carries them all."""
     whole = (True,) * len(ordinals)
+    idx = pc.fill_null(cells.idx, -1).to_numpy()
+    changes = np.arange(n)
+    starts, ends = np.searchsorted(cells.row, changes), np.searchsorted(cells.row, changes, "right")
     out = []
-    for r in rows:
-        image = r["after"]
-        if image is None:
+    for r, has in enumerate(cells.present.tolist()):
+        if not has:
             out.append(None)
-        elif len(image) >= len(ordinals):
+        elif ends[r] - starts[r] >= len(ordinals):
             out.append(whole)
         else:
-            have = {c["idx"] for c in image}
+            have = set(idx[starts[r]:ends[r]].tolist())
             out.append(tuple(o in have for o in ordinals))
     return out
 
@@ -148,7 +125,7 @@ def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list
     takes the value the row had just before it (the latest earlier event carrying it, NULL after
     a delete); a key-changing update first takes its old key's row just before the change (a
     chain of moves settles one link per round, a move whose old key still waits for one of its
-    own waits too). Returns the events as :func:`_latest` takes them."""
+    own waits too). Returns the events as :func:`pipelines.silver.columnar.events_table` takes them."""
     groups: dict[tuple, list[_Event]] = {}
     for e in events:
         groups.setdefault(tuple(e.vals[i] for i in key_at), []).append(e)
@@ -195,69 +172,6 @@ def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list
     return out
 
 
-def _keyless_source(changes: Sequence[tuple], value_idx: list[int | None], identity_at: list[int],
-                    stored: Callable[[set], list[tuple]]):
-    """A keyless table's MERGE source rows (values, seq, op, commit_ts, deleted, action) and counts,
-    as :func:`pipelines.silver.plan.plan_keyless` makes them: per identity (all the values), the
-    batch's inserted copies and silver's live ones, newest first, survive the batch's deletes;
-    the deleted stored copies are removed (soft: flagged), the surviving new ones inserted, and a
-    delete that finds no copy is counted. ``stored(identities)``: silver's live ``(identity, seq)``."""
-    groups: dict[tuple, dict] = {}
-    pick = _picker(value_idx)
-
-    def group(vals: tuple) -> dict:
-        return groups.setdefault(tuple(vals[i] for i in identity_at), {"copies": [], "deletes": []})
-
-    for seq, op, commit_ts, after, before in changes:
-        if op in UPSERT_OPS:
-            vals = pick(after)
-            group(vals)["copies"].append((seq, "s", vals, op, commit_ts))
-        if op in ("d", "u"):
-            group(pick(before))["deletes"].append((seq, commit_ts))
-    for identity, seq in stored({k for k, g in groups.items() if g["deletes"]}):
-        if identity in groups:
-            groups[identity]["copies"].append((seq, "t", None, None, None))
-    counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0, "missing_deletes": 0}
-    source = []
-    width = len(value_idx)
-    for identity, g in groups.items():
-        copies = sorted(g["copies"], key=lambda c: c[0], reverse=True)
-        keep = max(len(copies) - len(g["deletes"]), 0)
-        counts["missing_deletes"] += max(len(g["deletes"]) - len(copies), 0)
-        deleted_at = max((d[1] for d in g["deletes"]), default=None)
-        for rank, (seq, origin, vals, op, commit_ts) in enumerate(copies, start=1):
-            if origin == "s" and rank <= keep:
-                counts["inserted"] += 1
-                source.append((*vals, seq, op, commit_ts, False, INSERT))
-            elif origin == "t" and rank > keep:
-                counts["deleted"] += 1
-                values = [None] * width
-                for i, v in zip(identity_at, identity):
-                    values[i] = v
-                source.append((*values, seq, "d", deleted_at, True, DELETE))
-    return source, counts
-
-
-def _keyed_source(latest: dict[tuple, tuple], stored: dict[tuple, str], delete_mode: str):
-    """A keyed table's MERGE source rows and counts: each key's latest event, classified against
-    silver's stored ``_seq`` as :func:`pipelines.silver.plan.plan_keyed` does (unchanged ones left out)."""
-    counts = {"inserted": 0, "updated": 0, "deleted": 0, "unchanged": 0}
-    source = []
-    for key, (seq, action, op, commit_ts, vals) in latest.items():
-        have = key in stored
-        newer = stored.get(key) is None or seq > stored[key]
-        if not have:
-            kind = "inserted" if action == UPSERT else ("deleted" if delete_mode == "soft" else "unchanged")
-        elif not newer:
-            kind = "unchanged"
-        else:
-            kind = "updated" if action == UPSERT else "deleted"
-        counts[kind] += 1
-        if kind != "unchanged":
-            source.append((*vals, seq, op, commit_ts, action == DELETE, action))
-    return source, counts
-
-
 def _read_wanted(spark: SparkSession | None, path: str, columns: Sequence[str], match: Sequence[str],
                  wanted: set, types: T.StructType, backend: str) -> pa.Table:
     """The table's ``columns`` (all of them: delta-rs, read whole to the driver; delta-spark: only
@@ -267,51 +181,31 @@ def _read_wanted(spark: SparkSession | None, path: str, columns: Sequence[str], 
     if stored.backend.on_driver:
         return stored.read_arrow(list(columns))
     table = stored.read_df().select(*[F.col(quote_ident(c)) for c in columns])
+    if not match:  # (nothing to match by: every row)
+        return table.toArrow()
     probe = spark.createDataFrame([tuple(w) for w in wanted],
                                   T.StructType([T.StructField(f"_w{i}", types[m].dataType) for i, m in enumerate(match)]))
     on = [F.col(quote_ident(m)).eqNullSafe(probe[f"_w{i}"]) for i, m in enumerate(match)]
     return table.join(F.broadcast(probe), on, "left_semi").toArrow()
 
 
-def _stored(path: str, keys: Sequence[str], own: OwnColumns, wanted: set, *, spark=None, types=None,
-            backend: str = "rs") -> dict[tuple, str]:
-    """``{key: _seq}`` of silver's rows with the keys ``wanted`` (tombstones included)."""
-    if not wanted:
-        return {}
-    table = _read_wanted(spark, path, [*keys, own.seq], keys, wanted, types, backend)
-    if not table.num_rows:
-        return {}
-    columns = [table.column(k).to_pylist() for k in keys]
-    seqs = table.column(own.seq).to_pylist()
-    out = {}
-    for i, seq in enumerate(seqs):
-        key = tuple(c[i] for c in columns)
-        if key in wanted:
-            out[key] = seq
-    return out
+def _stored(path: str, t: Target, latest: pa.Table, *, spark=None, backend: str = "rs") -> pa.Table:
+    """Silver's ``(keys, _seq)`` of the keys of ``latest`` (:func:`pipelines.silver.columnar.fold_keyed`'s
+    events; tombstones included), for :func:`~pipelines.silver.columnar.classify`."""
+    wanted = set(zip(*[latest.column(c).to_pylist() for c in key_columns(t)])) if latest.num_rows else set()
+    return _read_wanted(spark, path, [*t.keys, t.own.seq], t.keys, wanted, t.target, backend)
 
 
-def _live_copies(path: str, identity: Sequence[str], own: OwnColumns, wanted: set, *, spark=None,
-                 backend: str = "rs") -> list[tuple]:
-    """``[(identity values, _seq)]`` of silver's live rows (not soft-deleted) whose values are in ``wanted``."""
-    if not wanted:
-        return []
+def stored_copies(path: str, t: Target, deletes: pa.Table, *, spark=None, backend: str = "rs") -> pa.Table:
+    """Silver's identity columns, ``_seq`` and deleted flag (:func:`pipelines.silver.keyless.fold`
+    takes them): of every row (delta-rs), or of the rows whose identity one of ``deletes``
+    (:func:`~pipelines.silver.keyless.keyless_events`' table) has (delta-spark)."""
     current = delta_io.open_table(path, backend, spark).schema()
     have = set(current.fieldNames())  # (a column the batch adds: NULL in silver)
-    stored = [n for n in identity if n in have]
-    at = [identity.index(n) for n in stored]
-    table = _read_wanted(spark, path, [*stored, own.seq, own.deleted], stored, {tuple(w[i] for i in at) for w in wanted},
-                         current, backend)
-    columns = [table.column(n).to_pylist() if n in have else [None] * table.num_rows for n in identity]
-    seqs, deleted = table.column(own.seq).to_pylist(), table.column(own.deleted).to_pylist()
-    out = []
-    for i, seq in enumerate(seqs):
-        if deleted[i]:
-            continue
-        values = tuple(c[i] for c in columns)
-        if values in wanted:
-            out.append((values, seq))
-    return out
+    stored = [n for n in keyless.identity(t) if n in have]
+    slots = [f"_v{t.values.fieldNames().index(n)}" for n in stored]
+    wanted = set(zip(*[deletes.column(s).to_pylist() for s in slots]))
+    return _read_wanted(spark, path, [*stored, t.own.seq, t.own.deleted], stored, wanted, current, backend)
 
 
 def _stored_rows(path: str, t: "Target", wanted: set, *, spark=None, backend: str = "rs") -> dict[tuple, tuple]:
@@ -340,10 +234,27 @@ def _stored_rows(path: str, t: "Target", wanted: set, *, spark=None, backend: st
 
 
 
+def _filled(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict, defaults: dict | None, *,
+            exists: bool, spark=None, backend: str = "rs") -> tuple[pa.Table, int]:
+    """A keyed segment of partial images: its events made whole rows (:func:`_fill_partial`, from
+    silver's stored rows of the keys it touches), then the latest per key
+    (:func:`pipelines.silver.columnar.latest_events`); and the zero dates nulled."""
+    ordinals = [i if sp.ordinal is None else sp.ordinal for i, sp in enumerate(specs)]
+    presences = _presences(seg.images["after"], seg.n, ordinals)
+    changes, zeros = _typed(seg, specs, t, fixes)
+    key_at = [t.values.fieldNames().index(k) for k in t.keys]
+    events = _partial_events(changes, presences, t, [(defaults or {}).get(sp.name) for sp in specs])
+    touched = {tuple(e.vals[i] for i in key_at) for e in events}
+    if any(None in key for key in touched):
+        raise NotCanonical("a change with a NULL key")  # (Spark's path names the error)
+    stored_rows = _stored_rows(t.path, t, touched, spark=spark, backend=backend) if exists else {}
+    return latest_events(events_table(_fill_partial(events, stored_rows, key_at), t), t), zeros
+
+
 def apply_small(
     spark: SparkSession | None,
     path: str,
-    rows: Sequence[dict],
+    rows: pa.Table | Sequence[dict],
     specs: Sequence[ColumnSpec],
     keys: Sequence[str],
     *,
@@ -355,10 +266,15 @@ def apply_small(
     partial: bool = False,
     defaults: dict[str, object] | None = None,
 ) -> ApplyStats:
-    """Apply one small segment of a table (``rows`` from :func:`pipelines.silver.driver.fetch`; no
-    ``keys``: a keyless table); what :func:`pipelines.silver.merge.apply_changes` would do with them (``fixes``: the
-    resolution's value fixes, per ``idx``, as Spark's path applies them). Raises
-    :class:`NotCanonical`, before writing anything, when a row needs Spark's path.
+    """Apply one small segment of a table (``rows`` from :func:`pipelines.silver.driver.fetch`, or
+    those rows as dicts; no ``keys``: a keyless table); what :func:`pipelines.silver.merge.apply_changes`
+    would do with them (``fixes``: the resolution's value fixes, per ``idx``, as Spark's path applies
+    them). Raises :class:`NotCanonical`, before writing anything, when a row needs Spark's path.
+
+    The images are typed and folded by Arrow as a big segment's are
+    (:func:`pipelines.silver.columnar.typed_images`, :func:`~pipelines.silver.columnar.fold_keyed`,
+    :func:`~pipelines.silver.columnar.classify`; :mod:`pipelines.silver.keyless`); partial images are
+    made whole rows here first, in Python over the typed values (:func:`_filled`).
 
     ``backend="rs"``: delta-rs MERGEs from Arrow, no Spark job. ``backend="spark"``: the MERGE
     source is a local relation of the folded rows, and the table costs delta-spark's MERGE and one
@@ -369,42 +285,40 @@ def apply_small(
     ``defaults``, spec name -> silver value, see :func:`pipelines.silver.schema_events.insert_defaults`)."""
     path = str(path)
     io = dict(spark=spark, backend=backend)
-    # (first: an unknown type raises before the table is touched)
-    typer = ImageTyper(specs, {idx: cell_fix(fix) for idx, fix in (fixes or {}).items()})
+    for spec in specs:  # (first: an unknown type raises before the table is touched)
+        converter(spec)
     t = target_of(spark, path, specs, keys, column_prefix=column_prefix, backend=backend)
-    own, exists, value_idx = t.own, t.exists, t.value_idx
-    fresh = [r for r in rows if ranges.above(r["_seq"], t.watermark)]
-    changes, zeros = _typed(fresh, typer)  # (may raise NotCanonical: nothing is written yet)
+    exists = t.exists
     if partial and t.keys is None:
         raise NotCanonical("partial images on a table without a key")  # (Spark's path sets them aside)
-    if t.keys is not None and partial:
-        key_at = [t.values.fieldNames().index(k) for k in t.keys]
-        events = _partial_events(changes, _presences(fresh, typer.ordinals), t,
-                                 [(defaults or {}).get(sp.name) for sp in specs])
-        touched = {tuple(e.vals[i] for i in key_at) for e in events}
-        stored_rows = _stored_rows(path, t, touched, **io) if exists else {}
-        latest = _latest(_fill_partial(events, stored_rows, key_at), key_at)
-    elif t.keys is not None:
-        latest = _latest(_events(changes, value_idx, t.key_spec), [t.values.fieldNames().index(k) for k in t.keys])
-    else:  # a keyless table: its rows are identified by all their values
-        identity = [f.name for f, i in zip(t.values.fields, value_idx) if i is not None]
-        identity_at = [t.values.fieldNames().index(n) for n in identity]
-        stored_copies = (lambda wanted: _live_copies(path, identity, own, wanted, **io)) if exists \
-            else (lambda wanted: [])
-        source, counts = _keyless_source(changes, value_idx, identity_at, stored_copies)
+    seg = segment_of_rows(rows)
+    total = seg.n
+    seg = above_watermark(seg, t.watermark)
+    fresh, fixes = seg.n, fixes or {}
+    if not fresh:
+        return write(spark, t, None, {}, new_mark=None, changes=0, skipped=total, zeros=0, delete_mode=delete_mode,
+                     backend=backend, properties=properties)
+    new_mark = pc.max(seg.seq).as_py()
     # a backend whose reads are Spark jobs (delta-spark), a keyed table, hard deletes: the MERGE's
     # own metrics say what each latest event did (its clauses apply only what is newer), so the
     # stored keys are not read first
     counted_by_merge = not delta_io.named(backend).on_driver and exists and t.keys is not None \
         and delete_mode == "hard"
-    if t.keys is not None and fresh:
-        if counted_by_merge:
-            source, counts = [(*vals, seq, op, commit_ts, action == DELETE, action) for seq, action, op, commit_ts, vals
-                              in latest.values()], None
-        else:
-            stored = _stored(path, t.keys, own, set(latest), types=t.target, **io) if exists else {}
-            source, counts = _keyed_source(latest, stored, delete_mode)
-    new_mark = max(r["_seq"] for r in fresh) if fresh else None
-    return write(spark, t, source if fresh else None, counts if fresh else {}, new_mark=new_mark, changes=len(fresh),
-                 skipped=len(rows) - len(fresh), zeros=zeros, delete_mode=delete_mode, backend=backend,
-                 properties=properties)
+    if t.keys is not None:  # (Arrow's fold, as a big segment's; partial images made whole rows first)
+        with arrow_refusals():
+            if partial:
+                latest, zeros = _filled(seg, specs, t, fixes, defaults, exists=exists, **io)
+            else:
+                latest, zeros = fold_keyed(seg, specs, t, fixes)
+            if counted_by_merge:
+                source, counts = merge_source(latest, t), None
+            else:
+                stored = _stored(path, t, latest, **io) if exists else None
+                source, counts = classify(latest, t, stored, delete_mode)
+    else:  # a keyless table: its rows are identified by all their values (by Arrow, as a big segment's)
+        with arrow_refusals():
+            copies, deletes, zeros = keyless.keyless_events(seg, specs, t, fixes)
+            stored = stored_copies(path, t, deletes, **io) if exists and deletes.num_rows else None
+            source, counts = keyless.fold(copies, deletes, stored, t)
+    return write(spark, t, source, counts, new_mark=new_mark, changes=fresh, skipped=total - fresh, zeros=zeros,
+                 delete_mode=delete_mode, backend=backend, properties=properties)

@@ -1,8 +1,8 @@
-"""What a small segment is written to and the write: the silver table as it is and as the
-segment's specs make it (:class:`Target`, :func:`target_of`), and the folded rows' one commit
-(:func:`write`: a new table created with its rows, an append, or a MERGE), shared by the driver's
-row path (:mod:`pipelines.silver.driver_fold`) and :mod:`pipelines.silver.columnar`. No typing,
-no folding."""
+"""What a segment folded on the driver is written to and the write: the silver table as it is and
+as the segment's specs make it (:class:`Target`, :func:`target_of`), and the folded rows' one
+commit (:func:`write`: a new table created with its rows, an append, or a MERGE), shared by the
+small segments (:mod:`pipelines.silver.driver_fold`) and the big ones
+(:mod:`pipelines.silver.big_segments`). No typing, no folding."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -15,11 +15,11 @@ from pyspark.sql import functions as F
 
 from pipelines import delta_io
 from pipelines.schema import resolve as schema_resolve
-from pipelines.bronze.schema import INSERT_OPS
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import Resolution, SchemaVersion
-from pipelines.silver import bronze_scan, columnar, driver, driver_fold, ranges, schema_events, segment_cells
+from pipelines.silver import (bronze_scan, big_segments, columnar, driver, driver_fold, ranges, schema_events,
+                              segment_cells)
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
@@ -27,7 +27,7 @@ from pipelines.silver.marks import write_watermarks
 from pipelines.silver.merge import apply_changes, read_watermark
 from pipelines.silver.segments import SegmentPlan
 from pipelines.silver.shapes import parse_shape, shape_key, slim_image
-from pipelines.silver.typed_values import ImageTyper, NotCanonical
+from pipelines.silver.typed_values import NotCanonical
 from pipelines.silver.value_fixes import cell_fixes, complete_values
 from pipelines.spark_session import job_description
 from pipelines.logs import get_logger
@@ -232,16 +232,14 @@ class SilverRun:
         return mark is not None and mark >= end
 
     def _big(self, seg: SegmentPlan, resolution: Resolution, n_rows: int, partial: bool) -> bool:
-        """A segment :mod:`pipelines.silver.columnar` applies: delta-rs, a keyed table or inserts
-        only (an append-only log without a key), nothing :func:`driver.eligible` refuses (its
-        bytes are counted as it is read)."""
-        return self.scan is not None and (bool(resolution.keys) or set(seg.ops) <= set(INSERT_OPS)) \
-            and driver.eligible(keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes,
-                                rejected=resolution.rejected, partial=partial,
-                                scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n_rows, limit=None)
+        """A segment :mod:`pipelines.silver.big_segments` applies: delta-rs, nothing
+        :func:`driver.eligible` refuses (its bytes are counted as it is read)."""
+        return self.scan is not None and driver.eligible(
+            keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
+            partial=partial, scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n_rows, limit=None)
 
     def apply_big(self, seg: SegmentPlan, path: str, resolution: Resolution, n_rows: int):
-        """Apply a segment with :func:`columnar.apply_big`: as read with the run's other big
+        """Apply a segment with :func:`big_segments.apply_big`: as read with the run's other big
         segments, else read by parts (:func:`segment_cells.read_parts`); None when Spark's path
         must: bronze read otherwise than Spark reads it (e.g. another count of rows), or a value
         it must judge."""
@@ -251,10 +249,10 @@ class SilverRun:
                 segment = segment_cells.read_parts(self.scan, segment_cells.SegmentRead(
                     seg.db, seg.table, seg.start, seg.end, with_name=bool(resolution.fixes)))
             try:
-                return columnar.apply_big(path, segment, resolution.specs, resolution.keys, rows=n_rows,
-                                          fixes=resolution.fixes, delete_mode=self.cfg.delete_mode,
-                                          column_prefix=self.cfg.silver.prefix_for(seg.db, seg.table),
-                                          spark=self.spark, properties=self.properties)
+                return big_segments.apply_big(path, segment, resolution.specs, resolution.keys, rows=n_rows,
+                                              fixes=resolution.fixes, delete_mode=self.cfg.delete_mode,
+                                              column_prefix=self.cfg.silver.prefix_for(seg.db, seg.table),
+                                              spark=self.spark, properties=self.properties)
             except (NotCanonical, segment_cells.Unreadable):
                 return None
 
@@ -325,9 +323,9 @@ class SilverRun:
         small = self.small.get((seg.db, seg.table, seg.start, seg.end))
         if small is not None:  # fetched: folded on the driver (silver.driver)
             try:
-                defaults = schema_events.insert_defaults(spark, version, resolution.specs, typer=ImageTyper) \
+                defaults = schema_events.insert_defaults(spark, version, resolution.specs, typer=columnar.typed_row) \
                     if partial else None
-                result = driver_fold.apply_small(spark, path, driver.rows_of(small), resolution.specs,
+                result = driver_fold.apply_small(spark, path, small, resolution.specs,
                                                  resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
                                                  column_prefix=cfg.silver.prefix_for(seg.db, seg.table),
                                                  backend=self.backend, properties=self.properties, partial=partial,

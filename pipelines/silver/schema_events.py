@@ -231,8 +231,8 @@ def insert_defaults(spark, version: SchemaVersion | None, specs, typer=None) -> 
     """Spec name -> the silver value of the column's DDL ``DEFAULT`` (literal defaults only; MySQL's
     implicit one for NOT NULL columns without a DEFAULT): what an INSERT whose partial image
     (binlog_row_image=MINIMAL) leaves out has on the server. Empty when the DDL is unknown.
-    ``typer`` (``specs -> cells -> values``, e.g. :class:`pipelines.silver.typed_values.ImageTyper`)
-    types them in Python instead of with a Spark job."""
+    ``typer`` (``(specs, cells) -> (values, zero dates)``, e.g. :func:`pipelines.silver.columnar.typed_row`)
+    types them on the driver instead of with a Spark job."""
     if version is None or version.schema is None:
         return {}
     by_name = {c.name.lower(): c for c in version.schema.columns}
@@ -242,7 +242,7 @@ def insert_defaults(spark, version: SchemaVersion | None, specs, typer=None) -> 
         values = default_values(spark, columns, by_spec)
     else:
         cells, use = default_cells(columns, by_spec)
-        typed = typer(use)([dict(zip(("idx", "name", "type", "text", "bin"), c)) for c in cells])[0] if use else ()
+        typed = typer(use, [dict(zip(("idx", "name", "type", "text", "bin"), c)) for c in cells])[0] if use else ()
         values = {sp.name: v for sp, v in zip(use, typed)}
     names = {s.name.lower(): s.name for s in specs}
     return {names[n.lower()]: v for n, v in values.items() if v is not None}

@@ -295,6 +295,19 @@ def segment_parts(batches, part_bytes: int, *, with_name: bool = True) -> Iterat
         yield kept.segment()
 
 
+_CELL = pa.struct([(f, t) for f, t in _CELL_FIELDS])
+ROWS = pa.schema([("_seq", pa.string()), ("op", pa.string()), ("commit_ts", pa.timestamp("us", "UTC")),
+                  ("before", pa.list_(_CELL)), ("after", pa.list_(_CELL))])  # what segment_of_rows takes
+
+
+def segment_of_rows(rows: pa.Table | Sequence[dict]) -> Segment:
+    """A :class:`Segment` of bronze's rows (an Arrow table with :data:`ROWS`' columns, e.g.
+    :func:`pipelines.silver.driver.fetch`'s, or those rows as dicts), every cell's field kept."""
+    if not isinstance(rows, pa.Table):
+        rows = pa.Table.from_pylist(list(rows), schema=ROWS)
+    return segment_of(rows.select(list(ROWS.names)).to_batches(), with_name=True)
+
+
 def segment_of(batches, max_bytes: int | None = None, *, with_name: bool = True) -> Segment | None:
     """A :class:`Segment` of record batches of bronze's ``_seq``, ``op``, ``commit_ts``,
     ``before`` and ``after``, in any order (the fold orders changes by ``_seq`` itself), keeping

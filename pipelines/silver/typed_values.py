@@ -1,5 +1,6 @@
-"""Bronze cells -> silver's Python values, on the driver: the values :func:`pipelines.schema.typemap.typed_columns`
-gives in Spark, for small batches that are applied without a Spark job (:mod:`pipelines.silver.driver`).
+"""Bronze cells -> silver's Python values, one value at a time: the rules :mod:`pipelines.silver.columnar`
+types a column by when Arrow's casts do not take it (a SET number, BIT, a padded BINARY, a text a
+cast refuses), and the reference those casts are tested against (``tests/test_columnar.py``).
 
 Pure functions of a :class:`~pipelines.schema.typemap.ColumnSpec` and a cell's ``(text, bin)``; nothing here
 imports Spark's session or Delta. A converter returns ``(value, zero)``: the Python value of the
@@ -9,9 +10,9 @@ and 1 when a zero or invalid date was nulled, else 0.
 Only the canonical texts that the decoder writes (see :mod:`pipelines.schema.typemap`) are converted
 here. Anything else (a text in another form, a value out of the type's range, a binary cell
 without bytes) raises :class:`NotCanonical`: the caller then applies the batch with Spark, whose
-typing either converts the value or fails the run with the column named. So the two paths can
-only differ where this module accepts a text, and there ``tests/test_typed_values.py`` checks
-them against each other, value for value.
+typing either converts the value or fails the run with the column named. So the driver's typing
+and Spark's can only differ where this module accepts a text, and there ``tests/test_typed_values.py``
+checks them against each other, value for value.
 
 >>> convert(ColumnSpec("n", "tinyint", unsigned=True), "255", None)
 (255, 0)
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
@@ -193,40 +194,3 @@ def converter(spec: ColumnSpec) -> Converter:
 def convert(spec: ColumnSpec, text: str | None, data: bytes | None) -> tuple[object, int]:
     """One cell's silver value and zero-date count (see the module doc)."""
     return converter(spec)(text, data)
-
-
-class ImageTyper:
-    """Types whole row images of one table: ``specs`` in image order (``ordinal``: the cell's ``idx``).
-    ``fixes``: per ``idx``, how a cell is completed before typing (see :mod:`pipelines.silver.driver`).
-
-    >>> typer = ImageTyper([ColumnSpec("id", "int"), ColumnSpec("d", "date")])
-    >>> typer([{"idx": 0, "text": "7", "bin": None}, {"idx": 1, "text": "0000-00-00", "bin": None}])
-    ((7, None), 1)
-    """
-
-    def __init__(self, specs: Sequence[ColumnSpec], fixes: Mapping[int, Callable] | None = None) -> None:
-        self.ordinals = [i if s.ordinal is None else s.ordinal for i, s in enumerate(specs)]
-        self.converters = [converter(s) for s in specs]
-        # idx -> a function of (text, bin, named) giving the cell's completed (text, bin)
-        self.fixes = dict(fixes or {})
-
-    def __call__(self, image: Sequence[dict] | None) -> tuple[tuple | None, int]:
-        """(values in spec order, zero dates nulled); a NULL image gives (None, 0). A column the
-        image lacks is None."""
-        if image is None:
-            return None, 0
-        cells = {c["idx"]: c for c in image}
-        values, zeros = [], 0
-        for ordinal, conv in zip(self.ordinals, self.converters):
-            cell = cells.get(ordinal)
-            if cell is None:
-                values.append(None)
-                continue
-            text, data = cell["text"], cell["bin"]
-            fix = self.fixes.get(ordinal)
-            if fix is not None:
-                text, data = fix(text, data, cell.get("name") is not None)
-            value, zero = conv(text, data)
-            values.append(value)
-            zeros += zero
-        return tuple(values), zeros
