@@ -65,15 +65,18 @@ def _by_value(specs, image, fixes):
 
 
 def _typed_both_ways(specs, images, fixes=None):
-    """Each column typed by columnar.typed_column, and by the converters value by value (or NotCanonical)."""
+    """Each column typed by columnar.typed_column (Arrow's casts where they take it), by columnar's
+    typing of a few changes (its cells read once into Python: typed_row per image), and by the
+    converters value by value (or NotCanonical)."""
     rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
              "after": [{"idx": c[0], "name": c[1], "type": c[2], "text": c[3], "bin": c[4]} for c in image]}
             for i, image in enumerate(images)]
     seg, out = _segment(rows, parts=3), {}
-    for way in ("columnar", "rows"):
+    for way in ("columnar", "few", "rows"):
         try:
-            if way == "rows":
-                typed = [_by_value(specs, r["after"], fixes or {}) for r in rows]
+            if way in ("rows", "few"):
+                typed = [_by_value(specs, r["after"], fixes or {}) if way == "rows"
+                         else columnar.typed_row(specs, r["after"], fixes) for r in rows]
                 out[way] = ([list(col) for col in zip(*[v for v, _ in typed])] or [[] for _ in specs],
                             sum(z for _, z in typed))
             else:
@@ -150,7 +153,7 @@ def test_random_canonical_values_type_in_arrow_as_value_by_value(rows):
     """Random values of every type in the decoder's texts (zero dates, 2023-02-30 and month 13
     included): Arrow's casts give the converters' values and zero-date counts."""
     out = _typed_both_ways(_INT_SPECS + _REST_SPECS, [_cells(r) for r in rows])
-    assert out["rows"] != "NotCanonical" and out["columnar"] == out["rows"]
+    assert out["rows"] != "NotCanonical" and out["columnar"] == out["few"] == out["rows"]
 
 
 _JUNK = st.one_of(st.none(), st.sampled_from(["", " 1", "+1", "1e3", "0x10", "1.", ".5", "-0", "00", "1.5555",
@@ -169,7 +172,7 @@ def test_texts_of_other_forms_type_in_arrow_as_value_by_value_or_go_to_spark(tex
     images = [[(0, spec.name, spec.mysql_type.upper(), row[column], b"\x01" if spec.name == "bn" else None)]
               for row in texts]
     out = _typed_both_ways([spec], images)
-    assert out["columnar"] == out["rows"]
+    assert out["columnar"] == out["few"] == out["rows"]
 
 
 _FIXED = [(ColumnSpec("e", "enum", enum_values=("a", "b", "é")), (FIX_ENUM, ("a", "b", "é"))),
@@ -188,7 +191,7 @@ def test_enum_numbers_and_signedness_are_fixed_in_arrow_as_value_by_value(cells,
     spec, fix = _FIXED[which]
     images = [[(0, "x" if named else None, "ENUM", text, None)] for text, named in cells]
     out = _typed_both_ways([spec], images, fixes={0: fix})
-    assert out["columnar"] == out["rows"]
+    assert out["columnar"] == out["few"] == out["rows"]
 
 
 def test_value_fixes_and_padded_binary_are_typed_value_by_value():
@@ -196,7 +199,7 @@ def test_value_fixes_and_padded_binary_are_typed_value_by_value():
     images = [[(0, None, "ENUM", "2", None), (1, None, "LONG", "-1", None), (2, None, "STRING", "x", b"ab")],
               [(0, None, "ENUM", "0", None), (1, None, "LONG", None, None), (2, None, "STRING", "x", b"abcd")]]
     out = _typed_both_ways(specs, images, fixes={0: (FIX_ENUM, ("a", "b")), 1: (FIX_UNSIGNED, 32)})
-    assert out["columnar"] == out["rows"] == ([["b", ""], [4294967295, None], [b"ab\x00\x00", b"abcd"]], 0)
+    assert out["columnar"] == out["few"] == out["rows"] == ([["b", ""], [4294967295, None], [b"ab\x00\x00", b"abcd"]], 0)
 
 
 _FIELDS = ("changes", "skipped_by_watermark", "inserted", "updated", "deleted", "unchanged", "missing_deletes",
@@ -413,11 +416,13 @@ def test_segments_folded_in_arrow_equal_the_server_run_after_run(spark, mariadb_
     keyless tables too (a log of inserts; copies deleted and updated, the second run's against
     silver's stored copies). Two runs, the second on the rows silver holds. Silver equals the
     server. Read together: the big segments in one pass over bronze; by parts: as segments too
-    big for that are, each part a record batch, folded part by part."""
+    big for that are, each part a record batch, folded part by part. Typed by Arrow's casts, as
+    segments of many changes are."""
     ok, why = mariadb_available()
     if not ok:
         pytest.skip(why)
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
+    monkeypatch.setattr(columnar, "VECTORIZE_FROM", 0)  # (Arrow's casts, however few the changes)
     passes = []  # the big segments read together: one pass over bronze for all of them
     read_segments = segment_cells.read_segments
     monkeypatch.setattr(segment_cells, "read_segments",

@@ -177,6 +177,9 @@ def _fixed(fix: tuple, column: CellColumn) -> pa.Array:
     raise _Fallback
 
 
+VECTORIZE_FROM = 64  # changes of a segment from which typing takes Arrow's casts (fewer: value by value)
+
+
 def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tuple | None = None) -> tuple[pa.Array, int]:
     """One column's cells as silver's values of Arrow type ``to``, and the zero dates nulled:
     what the column's :func:`~pipelines.silver.typed_values.converter` gives for them, value for value
@@ -187,9 +190,16 @@ def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tup
         return (values if values.type == to else pc.cast(values, to, safe=not pa.types.is_floating(to))), zeros
     except _Fallback:
         pass
+    return _by_value(spec, to, column.text.to_pylist(), column.bin.to_pylist(), column.name.to_pylist(), fix)
+
+
+def _by_value(spec: ColumnSpec, to: pa.DataType, texts: Sequence, data: Sequence, names: Sequence,
+              fix: tuple | None) -> tuple[pa.Array, int]:
+    """A column's cells (``texts``, ``data``, ``names``: per change, None where it has no cell)
+    typed value by value by the converter."""
     convert, complete = converter(spec), (cell_fix(fix) if fix is not None else None)
     out, zeros = [], 0
-    for t, b, named in zip(column.text.to_pylist(), column.bin.to_pylist(), column.name.to_pylist()):
+    for t, b, named in zip(texts, data, names):
         if complete is not None and (t is not None or b is not None):
             t, b = complete(t, b, named is not None)
         value, zero = convert(t, b)
@@ -199,6 +209,25 @@ def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tup
         return pa.array(out, type=to), zeros
     except (pa.ArrowException, TypeError, ValueError) as e:
         raise NotCanonical(f"column {spec.name!r}: {e}") from None
+
+
+def _few_typed(cells: Cells, n: int, columns: dict[int, tuple]) -> dict[int, tuple[pa.Array, int]]:
+    """The cells of a few changes typed value by value (:func:`_by_value`): ``columns`` maps a
+    column's number to its ``(spec, ordinal, Arrow type, fix)``. The cells are read once into
+    Python, not taken per column (each of Arrow's calls costs more than typing a value)."""
+    slot = {ordinal: i for i, (_, ordinal, _, _) in columns.items()}
+    at = {i: [None] * n for i in columns}
+    for k, (row, ordinal) in enumerate(zip(cells.row.tolist(), cells.idx.to_pylist())):
+        i = slot.get(ordinal)
+        if i is not None:
+            at[i][row] = k
+    texts, data, names = cells.text.to_pylist(), cells.bin.to_pylist(), cells.name.to_pylist()
+    out = {}
+    for i, (spec, _, to, fix) in columns.items():
+        ks = at[i]
+        out[i] = _by_value(spec, to, [None if k is None else texts[k] for k in ks],
+                           [None if k is None else data[k] for k in ks], [None if k is None else names[k] for k in ks], fix)
+    return out
 
 
 def typed_row(specs: Sequence[ColumnSpec], image: Sequence[dict] | None,
@@ -214,14 +243,10 @@ def typed_row(specs: Sequence[ColumnSpec], image: Sequence[dict] | None,
     if image is None:
         return None, 0
     cells = segment_of_rows([{"_seq": "0", "op": "c", "after": list(image)}]).images["after"]
-    values, zeros = [], 0
-    for i, spec in enumerate(specs):
-        ordinal = i if spec.ordinal is None else spec.ordinal
-        typed, z = typed_column(spec, spark_type_to_arrow(spark_type(spec)), cells.column(ordinal, 1),
-                                fix=(fixes or {}).get(ordinal))
-        values.append(typed[0].as_py())
-        zeros += z
-    return tuple(values), zeros
+    ordinals = [i if spec.ordinal is None else spec.ordinal for i, spec in enumerate(specs)]
+    typed = _few_typed(cells, 1, {i: (spec, o, spark_type_to_arrow(spark_type(spec)), (fixes or {}).get(o))
+                                  for i, (spec, o) in enumerate(zip(specs, ordinals))})
+    return tuple(typed[i][0][0].as_py() for i in range(len(specs))), sum(z for _, z in typed.values())
 
 
 # -- folding -----------------------------------------------------------------------------
@@ -248,14 +273,18 @@ def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
     zeros, typed = 0, {}
     arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
     wanted = {i for i in t.value_idx if i is not None}
+    columns = {}
+    for i in sorted(wanted):
+        ordinal = i if specs[i].ordinal is None else specs[i].ordinal
+        columns[i] = (specs[i], ordinal, arrow_types[t.value_idx.index(i)], fixes.get(ordinal))
     for image, cells in seg.images.items():
-        typed[image] = {}
-        for i in sorted(wanted):
-            spec = specs[i]
-            ordinal = i if spec.ordinal is None else spec.ordinal
-            to = arrow_types[t.value_idx.index(i)]
-            typed[image][i], z = typed_column(spec, to, cells.column(ordinal, seg.n), fix=fixes.get(ordinal))
-            zeros += z
+        if seg.n < VECTORIZE_FROM:
+            done = _few_typed(cells, seg.n, columns)
+        else:
+            done = {i: typed_column(spec, to, cells.column(ordinal, seg.n), fix=fix)
+                    for i, (spec, ordinal, to, fix) in columns.items()}
+        typed[image] = {i: values for i, (values, _) in done.items()}
+        zeros += sum(z for _, z in done.values())
     seg.images.clear()  # (typed: released before the events are built)
     return typed, zeros
 
