@@ -21,7 +21,7 @@ The semantics are :func:`pipelines.silver.driver_fold.apply_small`'s (which fold
 and keyless identities over this typing), and a value the converters would not take raises
 :class:`~pipelines.silver.typed_values.NotCanonical` here too, before anything is written: the caller
 then takes Spark's path. ``tests/test_columnar.py`` checks the casts against the converters value
-for value, and a big segment read by parts against the small path table for table.
+for value, and big segments (whole and read by parts) against Spark's path table for table.
 """
 from __future__ import annotations
 
@@ -265,7 +265,7 @@ def _checked(seg: Segment) -> None:
 
 
 def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
-                  fixes: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
+                 fixes: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
     """Per image, per spec that a silver value column holds, its typed values for every change;
     and the zero dates nulled. Checks the changes first (:func:`_checked`); the segment's cells
     are released once typed (its ``images`` emptied)."""

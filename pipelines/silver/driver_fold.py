@@ -2,8 +2,9 @@
 as a big segment's are (:mod:`pipelines.silver.columnar`: the latest change per key, classified
 against silver's stored keys; :mod:`pipelines.silver.keyless`: a keyless table by identity), from
 silver's stored rows read here for the purpose; partial images made whole rows first, here, in
-Python over the typed values (the one rule Arrow does not hold). Not here: which segments take this path and their rows' fetch
-(:mod:`pipelines.silver.driver`), the target table and the write (:mod:`pipelines.silver.driver_writes`).
+Python over the typed values (the one rule Arrow does not hold). Not here: which segments take
+this path and their rows' fetch (:mod:`pipelines.silver.driver`), the target table and the write
+(:mod:`pipelines.silver.driver_writes`).
 
 >>> stats = apply_small(spark, path, rows, specs, ["id"])  # doctest: +SKIP
 >>> stats.inserted, stats.updated, stats.deleted  # doctest: +SKIP
