@@ -296,7 +296,6 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
     (:func:`typed_images`): a big segment's memory goes to one copy at a time. The latest
     events of a segment's parts, folded again by :func:`latest_per_key`, are the segment's."""
     n = seg.n
-    arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
     typed, zeros = typed_images(seg, specs, t, fixes)
     op = seg.op
     upsert = pc.is_in(op, pa.array(UPSERT_OPS))
@@ -308,16 +307,23 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
     delete = pc.or_(pc.equal(op, "d"), pc.and_(pc.equal(op, "u"), changed))
 
     def events(image: str, mask: pa.Array, action: str, ops: pa.Array) -> pa.Table:
-        k = _count(mask)
-        columns = [pc.filter(typed[image][i], mask) if i is not None else pa.nulls(k, to)
-                   for i, to in zip(t.value_idx, arrow_types)]
-        return pa.Table.from_arrays([*columns, pc.filter(seg.seq, mask), pa.array([action] * k, pa.string()),
-                                     pc.filter(ops, mask), pc.filter(seg.commit_ts, mask)],
-                                    names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_action", "_op", "_ts"])
+        rows = image_rows(seg, typed[image], mask, t, ops)
+        return rows.append_column("_action", pa.array([action] * rows.num_rows, pa.string()))
     ev = pa.concat_tables([events("after", upsert, UPSERT, op),
                            events("before", delete, DELETE, pa.array(["d"] * n, pa.string()))])
     typed.clear()  # (the images' typed columns are in the events now)
     return latest_events(ev, t), zeros
+
+
+def image_rows(seg: Segment, typed: dict[int, pa.Array], mask: pa.Array, t: Target, ops: pa.Array) -> pa.Table:
+    """The changes of ``mask`` as rows of one of their images (``typed``: :func:`typed_images`'
+    columns of it): silver's value columns ``_v{j}`` (NULL where the specs lack one), ``_seq``,
+    ``_op`` (``ops``) and ``_ts``."""
+    k = _count(mask)
+    columns = [pc.filter(typed[i], mask) if i is not None else pa.nulls(k, spark_type_to_arrow(f.dataType))
+               for i, f in zip(t.value_idx, t.values.fields)]
+    return pa.Table.from_arrays([*columns, pc.filter(seg.seq, mask), pc.filter(ops, mask), pc.filter(seg.commit_ts, mask)],
+                                names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_op", "_ts"])
 
 
 def key_columns(t: Target) -> list[str]:

@@ -20,9 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.bronze.schema import UPSERT_OPS
-from pipelines.delta_io import spark_type_to_arrow
 from pipelines.schema.typemap import ColumnSpec
-from pipelines.silver.columnar import merge_source, typed_images
+from pipelines.silver.columnar import image_rows, merge_source, typed_images
 from pipelines.silver.columns import DELETE, INSERT
 from pipelines.silver.driver_writes import Target
 from pipelines.silver.segment_cells import Segment
@@ -40,19 +39,10 @@ def keyless_events(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
     """The segment's copies (its upserts' after images) and deletes (its deletes' and updates'
     before images), each a table of silver's value columns ``_v{j}``, ``_seq``, ``_op`` and
     ``_ts``; and the zero dates nulled. The segment's cells are released once typed."""
-    arrow_types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
     typed, zeros = typed_images(seg, specs, t, fixes)
     op = seg.op
-
-    def image(name: str, mask: pa.Array) -> pa.Table:
-        k = int(pc.sum(mask).as_py() or 0)
-        columns = [pc.filter(typed[name][i], mask) if i is not None else pa.nulls(k, to)
-                   for i, to in zip(t.value_idx, arrow_types)]
-        return pa.Table.from_arrays([*columns, pc.filter(seg.seq, mask), pc.filter(op, mask),
-                                     pc.filter(seg.commit_ts, mask)],
-                                    names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_op", "_ts"])
-    copies = image("after", pc.is_in(op, pa.array(UPSERT_OPS)))
-    deletes = image("before", pc.is_in(op, pa.array(_DELETING_OPS)))
+    copies = image_rows(seg, typed["after"], pc.is_in(op, pa.array(UPSERT_OPS)), t, op)
+    deletes = image_rows(seg, typed["before"], pc.is_in(op, pa.array(_DELETING_OPS)), t, op)
     return copies, deletes, zeros
 
 
