@@ -578,20 +578,20 @@ def keyed_segments_in_arrow(on: bool, by_parts: bool = False):
     ``by_parts``: each segment is read and folded by parts, a part per record batch of bronze, as
     a segment of more than :data:`pipelines.silver.segment_cells.BIG_BYTES` is. Either way, with ``on``
     every segment is typed by Arrow's casts, however few its changes
-    (:data:`pipelines.silver.columnar.VECTORIZE_FROM` 0)."""
-    from pipelines.silver import columnar, driver, segment_cells
+    (:data:`pipelines.silver.arrow_typing.VECTORIZE_FROM` 0)."""
+    from pipelines.silver import arrow_typing, driver, segment_cells
 
     budget, together, part = driver.FETCH_ROWS, segment_cells.BIG_BYTES, segment_cells.CHUNK_BYTES
-    vectorize = columnar.VECTORIZE_FROM
+    vectorize = arrow_typing.VECTORIZE_FROM
     driver.FETCH_ROWS = 0 if on else budget
-    columnar.VECTORIZE_FROM = 0 if on else vectorize
+    arrow_typing.VECTORIZE_FROM = 0 if on else vectorize
     if on and by_parts:
         segment_cells.BIG_BYTES, segment_cells.CHUNK_BYTES = 0, 1
     try:
         yield
     finally:
         driver.FETCH_ROWS, segment_cells.BIG_BYTES, segment_cells.CHUNK_BYTES = budget, together, part
-        columnar.VECTORIZE_FROM = vectorize
+        arrow_typing.VECTORIZE_FROM = vectorize
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pipelines.config import load_config
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 from pipelines.schema.typemap import ColumnSpec, spark_type
-from pipelines.silver import columnar, driver, segment_cells
+from pipelines.silver import arrow_typing, columnar, driver, segment_cells
 from pipelines.silver.big_segments import apply_big
 from pipelines.silver.typed_values import NotCanonical, converter
 
@@ -57,7 +57,7 @@ def _by_value(specs, image, fixes):
             continue
         text, data = cell["text"], cell["bin"]
         if i in fixes:
-            text, data = driver.cell_fix(fixes[i])(text, data, cell.get("name") is not None)
+            text, data = arrow_typing.cell_fix(fixes[i])(text, data, cell.get("name") is not None)
         value, zero = converter(spec)(text, data)
         values.append(value)
         zeros += zero
@@ -65,7 +65,7 @@ def _by_value(specs, image, fixes):
 
 
 def _typed_both_ways(specs, images, fixes=None):
-    """Each column typed by columnar.typed_column (Arrow's casts where they take it), by columnar's
+    """Each column typed by arrow_typing.typed_column (Arrow's casts where they take it), by arrow_typing's
     typing of a few changes (its cells read once into Python: typed_row per image), and by the
     converters value by value (or NotCanonical)."""
     rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
@@ -76,14 +76,14 @@ def _typed_both_ways(specs, images, fixes=None):
         try:
             if way in ("rows", "few"):
                 typed = [_by_value(specs, r["after"], fixes or {}) if way == "rows"
-                         else columnar.typed_row(specs, r["after"], fixes) for r in rows]
+                         else arrow_typing.typed_row(specs, r["after"], fixes) for r in rows]
                 out[way] = ([list(col) for col in zip(*[v for v, _ in typed])] or [[] for _ in specs],
                             sum(z for _, z in typed))
             else:
                 columns, zeros = [], 0
                 for i, spec in enumerate(specs):
                     to = spark_type_to_arrow(spark_type(spec))
-                    values, z = columnar.typed_column(spec, to, seg.images["after"].column(i, seg.n),
+                    values, z = arrow_typing.typed_column(spec, to, seg.images["after"].column(i, seg.n),
                                                       fix=(fixes or {}).get(i))
                     columns.append(values.to_pylist())
                     zeros += z
@@ -422,7 +422,7 @@ def test_segments_folded_in_arrow_equal_the_server_run_after_run(spark, mariadb_
     if not ok:
         pytest.skip(why)
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
-    monkeypatch.setattr(columnar, "VECTORIZE_FROM", 0)  # (Arrow's casts, however few the changes)
+    monkeypatch.setattr(arrow_typing, "VECTORIZE_FROM", 0)  # (Arrow's casts, however few the changes)
     passes = []  # the big segments read together: one pass over bronze for all of them
     read_segments = segment_cells.read_segments
     monkeypatch.setattr(segment_cells, "read_segments",

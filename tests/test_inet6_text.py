@@ -1,15 +1,18 @@
 """INET6 text as the server prints it, with the server as the oracle: MariaDB writes the leftmost
 longest run of zero groups as ``::`` even when the run is one group long (RFC 5952, which Python's
-``ipaddress`` follows, keeps a lone ``0``). Both typings are checked: the driver's
-(:func:`pipelines.schema.resolve.inet6_text`) and Spark SQL's (``value_fixes._inet6_sql``). Found
-by the soak (seed 27, full/minimal): ``::485b:...`` landed in silver as ``0:485b:...``."""
+``ipaddress`` follows, keeps a lone ``0``). Checked as the function gives it
+(:func:`pipelines.schema.resolve.inet6_text`) and as silver's typing gives it inside Spark's tasks
+(an INET6 cell logged as bytes, completed by its value fix). Found by the soak (seed 27,
+full/minimal): ``::485b:...`` landed in silver as ``0:485b:...``."""
 from __future__ import annotations
 
 import pytest
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from pipelines.schema.resolve import inet6_text
-from pipelines.silver.value_fixes import _inet6_sql
+from pipelines.schema.resolve import FIX_INET6
+from pipelines.schema.typemap import ColumnSpec
+from pipelines.silver.spark_typing import typed_columns
 
 pytestmark = pytest.mark.mariadb
 
@@ -45,7 +48,9 @@ def test_the_drivers_text_is_the_servers(server_texts):
 
 
 @pytest.mark.spark
-def test_spark_sqls_text_is_the_servers(spark, server_texts):  # noqa: F811
-    rows = spark.createDataFrame([(h.lower(),) for h, _ in server_texts], "h STRING").selectExpr(
-        f"{_inet6_sql('h')} AS a").collect()
-    assert [r.a for r in rows] == [a for _, a in server_texts]
+def test_the_text_typed_in_sparks_tasks_is_the_servers(spark, server_texts):  # noqa: F811
+    image = "ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>"
+    bronze = spark.createDataFrame([(i, [(0, None, "INET6", None, bytes.fromhex(h))]) for i, (h, _) in enumerate(server_texts)],
+                                   f"i INT, after {image}")
+    rows = typed_columns(bronze, [ColumnSpec("a", "inet6")], fixes={0: (FIX_INET6,)}).orderBy("i").collect()
+    assert [r.after.a for r in rows] == [a for _, a in server_texts]

@@ -584,59 +584,59 @@ def test_history_is_persisted_and_reruns_agree(spark, tmp_path):  # noqa: F811
                    ("orders", 1, "alter", "r3")]
 
 
-# ------------------------------------------------------------------------------------- value fixes in Spark (silver_step)
+# ------------------------------------------------------------------------------------- value fixes in Spark's tasks
 
 IMAGE = "ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>"
+_MYSQL_LATIN1 = "".join(chr(b) if 0x80 <= b < 0xA0 and b in (0x81, 0x8D, 0x8F, 0x90, 0x9D)
+                        else bytes([b]).decode("cp1252") for b in range(0x20, 0x100))  # cp1252, its holes kept as C1
 
 
 @pytest.mark.parametrize(
-    "fix, text, raw",
+    "fix, text, raw, value",
     [
-        ((sh.FIX_ENUM, ("a", "b''", "c,d")), "2", None),
-        ((sh.FIX_ENUM, ("a",)), "0", None),
-        ((sh.FIX_SET, tuple(f"m{i}" for i in range(64))), str((1 << 63) | 5), None),
-        ((sh.FIX_UNSIGNED, 64), "-1", None),
-        ((sh.FIX_UNSIGNED, 8), "-128", None),
-        ((sh.FIX_UNSIGNED, 32), "7", None),
-        ((sh.FIX_DECODE, "latin1"), None, bytes(range(0x20, 0x100))),
-        ((sh.FIX_DECODE, "utf8mb4"), None, "é😀\\'".encode()),
-        ((sh.FIX_DECODE, "ucs2"), None, "Ωж".encode("utf-16-be")),
-        ((sh.FIX_DECODE, "cp1251"), None, "привет".encode("cp1251")),
-        ((sh.FIX_INET6,), None, bytes(16)),
-        ((sh.FIX_INET6,), None, bytes(15) + b"\x01"),
-        ((sh.FIX_INET6,), None, bytes.fromhex("20010db8000000000000ff0000428329")),
-        ((sh.FIX_INET6,), None, bytes.fromhex("00010000000000000000000000000000")),
-        ((sh.FIX_INET6,), None, bytes.fromhex("20010db8000100000000000100000001")),
-        ((sh.FIX_INET6,), None, bytes.fromhex("00000000000000000000ffffc00002")),  # trailing zero byte stripped
-        ((sh.FIX_INET6,), None, bytes.fromhex("000000000000000000000000c0000201")),
-        ((sh.FIX_INET6,), None, bytes.fromhex("00000000000000000000000000000001")[:16]),
-        ((sh.FIX_INET6,), None, bytes.fromhex("00010000000000010000000000000001")),
-        ((sh.FIX_INET4,), None, b"\xc0\xa8\x01"),
-        ((sh.FIX_UUID,), None, bytes.fromhex("123e4567e89b12d3a4564266141740")),
-        ((sh.FIX_UUID,), None, b"\xff" * 16),
-        ((sh.FIX_UUID,), None, bytes(15) + b"\x01"),
+        ((sh.FIX_ENUM, ("a", "b''", "c,d")), "2", None, "b''"),
+        ((sh.FIX_ENUM, ("a",)), "0", None, ""),
+        ((sh.FIX_SET, tuple(f"m{i}" for i in range(64))), str((1 << 63) | 5), None, "m0,m2,m63"),
+        ((sh.FIX_UNSIGNED, 64), "-1", None, "18446744073709551615"),
+        ((sh.FIX_UNSIGNED, 8), "-128", None, "128"),
+        ((sh.FIX_UNSIGNED, 32), "7", None, "7"),
+        ((sh.FIX_DECODE, "latin1"), None, bytes(range(0x20, 0x100)), _MYSQL_LATIN1),
+        ((sh.FIX_DECODE, "utf8mb4"), None, "é😀\\'".encode(), "é😀\\'"),
+        ((sh.FIX_DECODE, "ucs2"), None, "Ωж".encode("utf-16-be"), "Ωж"),
+        ((sh.FIX_DECODE, "cp1251"), None, "привет".encode("cp1251"), "привет"),
+        ((sh.FIX_INET6,), None, bytes(16), "::"),
+        ((sh.FIX_INET6,), None, bytes(15) + b"\x01", "::1"),
+        ((sh.FIX_INET6,), None, bytes.fromhex("20010db8000000000000ff0000428329"), "2001:db8::ff00:42:8329"),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00010000000000000000000000000000"), "1::"),
+        ((sh.FIX_INET6,), None, bytes.fromhex("20010db8000100000000000100000001"), "2001:db8:1::1:0:1"),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00000000000000000000ffffc00002"), "::ffff:192.0.2.0"),  # trailing zero byte stripped
+        ((sh.FIX_INET6,), None, bytes.fromhex("000000000000000000000000c0000201"), "::192.0.2.1"),
+        ((sh.FIX_INET6,), None, bytes.fromhex("00010000000000010000000000000001"), "1:0:0:1::1"),
+        ((sh.FIX_INET4,), None, b"\xc0\xa8\x01", "192.168.1.0"),
+        ((sh.FIX_UUID,), None, bytes.fromhex("123e4567e89b12d3a4564266141740"), "123e4567-e89b-12d3-a456-426614174000"),
+        ((sh.FIX_UUID,), None, b"\xff" * 16, "ffffffff-ffff-ffff-ffff-ffffffffffff"),
+        ((sh.FIX_UUID,), None, bytes(15) + b"\x01", "00000000-0000-0000-0000-000000000001"),
     ],
 )
-def test_spark_value_fixes_agree_with_python(spark, fix, text, raw):  # noqa: F811
-    from chispa import assert_df_equality
-
-    from pipelines.silver.value_fixes import complete_values
+def test_value_fixes_complete_cells_in_sparks_tasks(spark, fix, text, raw, value):  # noqa: F811
+    from pipelines.schema.typemap import ColumnSpec
+    from pipelines.silver.spark_typing import typed_columns
 
     df = spark.createDataFrame([(1, [(3, None, "T", text, raw)], None)], f"k INT, after {IMAGE}, before {IMAGE}")
-    want_text, want_raw = sh.apply_fix(fix, text, raw)
-    expected = spark.createDataFrame([(1, [(3, None, "T", want_text, want_raw)], None)],
-                                     f"k INT, after {IMAGE}, before {IMAGE}")
-    assert_df_equality(complete_values(df, {3: fix}), expected)
+    got = typed_columns(df, [ColumnSpec("v", "varchar", ordinal=3)], fixes={3: fix}).collect()[0]
+    assert got["after"]["v"] == value == sh.apply_fix(fix, text, raw)[0]
 
 
 def test_enum_members_from_full_metadata_are_kept(spark):  # noqa: F811
-    from pipelines.silver.value_fixes import complete_values
+    from pipelines.schema.typemap import ColumnSpec
+    from pipelines.silver.spark_typing import typed_columns
 
     fix = (sh.FIX_ENUM, ("10", "20"))
     df = spark.createDataFrame([(1, [(0, "e", "ENUM", "10", None)], [(0, None, "ENUM", "2", None)])],
                                f"k INT, after {IMAGE}, before {IMAGE}")
-    got = complete_values(df, {0: fix}).collect()[0]
-    assert got["after"][0]["text"] == "10" and got["before"][0]["text"] == "20"
+    got = typed_columns(df, [ColumnSpec("e", "enum", enum_values=("10", "20"))], ("after", "before"),
+                        fixes={0: fix}).collect()[0]
+    assert got["after"]["e"] == "10" and got["before"]["e"] == "20"
     assert sh.apply_fix(fix, "10", None, named=True) == ("10", None)
 
 

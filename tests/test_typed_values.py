@@ -1,5 +1,6 @@
-"""typed_values (silver's typing on the driver) against typemap.typed_columns (Spark's), value for
-value; and silver.driver (small batches MERGEd from Arrow) against apply_changes, table for table."""
+"""Silver's typing (one implementation: silver.arrow_typing, on the driver and inside Spark's tasks)
+against values written by hand or derived from the generated ones, value for value; and
+silver.driver (small batches MERGEd from Arrow) against apply_changes, table for table."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,15 +16,16 @@ from test_typemap import ALL_TYPES, BRONZE_DDL, ZERO_DATES_IN_ALL_TYPES, _image
 from pipelines import delta_io, silver
 from pipelines.silver import driver
 from pipelines.silver.driver_fold import apply_small
-from pipelines.silver.columnar import typed_row
+from pipelines.silver.arrow_typing import typed_row
+from pipelines.silver.spark_typing import typed_columns
 from pipelines.silver.typed_values import NotCanonical, convert
-from pipelines.schema.typemap import ColumnSpec, typed_columns
+from pipelines.schema.typemap import ColumnSpec
 
 UTC = dt.timezone.utc
 
 
 def _spark_typed(spark, specs, images):
-    """Spark's typing of ``images`` (lists of (idx, name, type, text, bin)), as Python values by way of Arrow."""
+    """The typing in Spark's tasks of ``images`` (lists of (idx, name, type, text, bin)), as Python values by way of Arrow."""
     bronze = spark.createDataFrame([(f"{i:04d}", "c", image, None) for i, image in enumerate(images)], BRONZE_DDL)
     rows = typed_columns(bronze, specs).orderBy("_seq").select("after", "_zero_dates").toArrow().to_pylist()
     return [(None if r["after"] is None else tuple(r["after"].values()), r["_zero_dates"]) for r in rows]
@@ -33,7 +35,7 @@ def _driver_typed(specs, images):
     return [typed_row(specs, [{"idx": c[0], "text": c[3], "bin": c[4]} for c in image]) for image in images]
 
 
-def test_every_type_of_the_mapping_types_as_spark_types_it(spark):
+def test_every_type_of_the_mapping_types_on_the_driver_as_in_sparks_tasks(spark):
     specs = [e[0] for e in ALL_TYPES]
     driver = _driver_typed(specs, [_image(ALL_TYPES)])
     assert driver == _spark_typed(spark, specs, [_image(ALL_TYPES)])
@@ -86,19 +88,50 @@ def _cells(row) -> list:
             for i, (s, t) in enumerate(zip(specs, texts))]
 
 
+def _expected(row) -> tuple:
+    """The silver values of a generated row (:func:`_cells`), from the generated values themselves:
+    integers as they are (YEAR 0 NULL and a zero date; BIT(64) two's complement; BIGINT UNSIGNED a
+    Decimal), a DECIMAL(12,3), the FLOAT as single precision, dates and times NULL and counted
+    where the calendar has no such day, a TIMESTAMP in UTC, BINARY(6) padded with zero bytes."""
+    import calendar
+    import struct
+
+    ints, (dec, f, d, (y, m, day), parts, ts, bn, text) = row[:10], row[10:]
+    values, zeros = list(ints), 0
+    values[7] = Decimal(ints[7])  # BIGINT UNSIGNED
+    if values[8] == 0:  # YEAR 0000
+        values[8], zeros = None, zeros + 1
+    values[9] = ints[9] - 2**64 if ints[9] >= 2**63 else ints[9]  # BIT(64)
+
+    def day_of(year, month, mday):
+        ok = 1 <= month <= 12 and year > 0 and 1 <= mday <= calendar.monthrange(year, month)[1]
+        return dt.date(year, month, mday) if ok else None
+    date = day_of(y, m, day)
+    frac = int(f"{parts[6]:06d}"[: parts[7]].ljust(6, "0")) if parts[7] else 0
+    moment = day_of(*parts[:3])
+    moment = None if moment is None else dt.datetime(*parts[:6], frac)
+    values += [dec, struct.unpack("<f", struct.pack("<f", f))[0], d, date, moment, ts.replace(tzinfo=UTC),
+               bn.ljust(6, b"\x00"), text]
+    return tuple(values), zeros + (date is None) + (moment is None)
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.large_base_example,
                                                             HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(rows=st.lists(_row, min_size=50, max_size=50))
-def test_random_canonical_values_type_as_spark_types_them(spark, rows):
+@given(rows=st.lists(_row, min_size=70, max_size=70))
+def test_random_canonical_values_type_as_generated(spark, rows):
     """Random values of every type in the decoder's canonical texts (invalid dates such as
-    2023-02-30 and month 13 included): the driver's values and zero-date counts are Spark's."""
+    2023-02-30 and month 13 included): the values and zero-date counts, on the driver (a few
+    changes: value by value) and in Spark's tasks (70 changes: Arrow's casts), are the
+    generated values."""
     specs = _INT_SPECS + _REST_SPECS
     images = [_cells(r) for r in rows]
-    assert _driver_typed(specs, images) == _spark_typed(spark, specs, images)
+    expected = [_expected(r) for r in rows]
+    assert _driver_typed(specs, images) == expected
+    assert _spark_typed(spark, specs, images) == expected
 
 
 @pytest.mark.parametrize("spec, text", [
-    (ColumnSpec("ti", "tinyint"), "128"),  # out of the silver type's range: Spark's path names the column
+    (ColumnSpec("ti", "tinyint"), "128"),  # out of the silver type's range: the run fails naming the column
     (ColumnSpec("i", "int"), "1.5"),
     (ColumnSpec("i", "int"), " 7"),
     (ColumnSpec("dec", "decimal", precision=4, scale=2), "100.00"),
@@ -106,24 +139,25 @@ def test_random_canonical_values_type_as_spark_types_them(spark, rows):
     (ColumnSpec("f", "double"), "inf"),
     (ColumnSpec("dtm", "datetime"), "2024-01-01T00:00:00"),
 ])
-def test_texts_in_other_forms_are_left_to_spark(spec, text):
+def test_texts_in_other_forms_do_not_convert(spec, text):
     with pytest.raises(NotCanonical):
         convert(spec, text, None)
 
 
-@pytest.mark.parametrize("precision, scale, text", [
-    (38, 38, "0." + "9" * 38), (38, 0, "9" * 38), (38, 10, "-" + "9" * 28 + "." + "9" * 10),
-    (30, 2, "123456789012345678901234567.005"),  # (rounded half up to 2 places, as Spark's cast does)
+@pytest.mark.parametrize("precision, scale, text, value", [
+    (38, 38, "0." + "9" * 38, Decimal("0." + "9" * 38)), (38, 0, "9" * 38, Decimal("9" * 38)),
+    (38, 10, "-" + "9" * 28 + "." + "9" * 10, Decimal("-" + "9" * 28 + "." + "9" * 10)),
+    (30, 2, "123456789012345678901234567.005", Decimal("123456789012345678901234567.01")),  # (half up)
 ])
-def test_decimals_wider_than_28_digits_type_on_the_driver_as_spark_types_them(spark, precision, scale, text):
-    """The driver's DECIMAL typing is not held to Python's default 28 digits: a DECIMAL(38,38)
-    value sent its whole segment to Spark's path (the e2e workload's all-types table)."""
+def test_decimals_wider_than_28_digits_type_exactly(spark, precision, scale, text, value):
+    """The DECIMAL typing is not held to Python's default 28 digits: a DECIMAL(38,38) value sent
+    its whole segment to Spark's path (the e2e workload's all-types table)."""
     specs = [ColumnSpec("dec", "decimal", precision=precision, scale=scale)]
     images = [[(0, "dec", f"DECIMAL({precision},{scale})", text, None)]]
-    assert _driver_typed(specs, images) == _spark_typed(spark, specs, images)
+    assert _driver_typed(specs, images) == _spark_typed(spark, specs, images) == [((value,), 0)]
 
 
-def test_a_binary_cell_without_bytes_is_left_to_spark():
+def test_a_binary_cell_without_bytes_does_not_convert():
     with pytest.raises(NotCanonical):
         convert(ColumnSpec("b", "blob"), "x", None)
 
@@ -236,7 +270,7 @@ def test_keyless_batches_on_the_driver_give_the_table_apply_changes_gives(spark,
     assert live == [(2, "b2"), (3, "c")]
 
 
-def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
+def test_a_value_that_does_not_convert_writes_nothing_on_the_driver(spark, tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a", amount="1e3"))])  # not the decoder's decimal text
     with pytest.raises(NotCanonical):
@@ -245,11 +279,11 @@ def test_a_row_only_spark_types_writes_nothing_on_the_driver(spark, tmp_path):
 
 
 def test_eligible_for_small_batches():
-    ok = dict(keys=["id"], specs=SPECS, fixes={}, rejected={}, partial=False, scd2=False, rows=10)
+    ok = dict(keys=["id"], specs=SPECS, rejected={}, partial=False, scd2=False, rows=10)
     assert driver.eligible(**ok)
     assert driver.eligible(**{**ok, "keys": []})  # keyless tables too
     assert driver.eligible(**{**ok, "partial": True})  # partial images of a keyed table: filled first
-    for change in (dict(fixes={1: ("decode", "sjis")}), dict(rejected={"x": "y"}), dict(partial=True, keys=[]),
+    for change in (dict(rejected={"x": "y"}), dict(partial=True, keys=[]),
                    dict(scd2=True), dict(rows=driver.SMALL_ROWS + 1), dict(rows=0)):
         assert not driver.eligible(**{**ok, **change})
     # the Arrow path of big segments takes whole images only, of any number of changes
@@ -276,28 +310,28 @@ def test_fetch_gives_each_segment_its_rows_from_one_read(spark):
     }
 
 
-def test_value_fixes_complete_cells_as_spark_path_does(spark, tmp_path):
-    """ENUM numbers (a table map without names), a latin1 text logged as bytes: completed before
-    typing, as silver.value_fixes's SQL completes them; an ENUM number beyond the members goes to Spark."""
-    from pipelines.silver.value_fixes import cell_fixes
-
+def test_value_fixes_complete_cells_before_typing(spark, tmp_path):
+    """ENUM numbers (a table map without names), latin1 and sjis texts logged as bytes: completed
+    before typing, on the driver and in Spark's tasks; an ENUM number beyond the members does not
+    convert; bytes a charset refuses become U+FFFD."""
     specs = [ColumnSpec("id", "int"), ColumnSpec("tier", "enum", enum_values=("gold", "platinum")),
-             ColumnSpec("name", "varchar", charset="latin1")]
-    fixes = {1: ("enum", ("gold", "platinum")), 2: ("decode", "latin1")}
-    images = [[(0, None, "LONG", "1", None), (1, None, "ENUM", "2", None), (2, None, "VARCHAR", None, b"Caf\xe9 \x80")],
-              [(0, "id", "LONG", "2", None), (1, "tier", "ENUM", "gold", None), (2, "name", "VARCHAR", "x", None)]]
-    cells, rest = cell_fixes(fixes)
+             ColumnSpec("name", "varchar", charset="latin1"), ColumnSpec("jp", "varchar", charset="sjis")]
+    fixes = {1: ("enum", ("gold", "platinum")), 2: ("decode", "latin1"), 3: ("decode", "sjis")}
+    images = [[(0, None, "LONG", "1", None), (1, None, "ENUM", "2", None), (2, None, "VARCHAR", None, b"Caf\xe9 \x80"),
+               (3, None, "VARCHAR", None, "日本".encode("shift_jis"))],
+              [(0, "id", "LONG", "2", None), (1, "tier", "ENUM", "gold", None), (2, "name", "VARCHAR", "x", None),
+               (3, None, "VARCHAR", None, b"\x82")],
+              [(0, "id", "LONG", "3", None), (1, None, "ENUM", "\u0661", None), (2, None, "VARCHAR", None, None),
+               (3, None, "VARCHAR", None, None)]]  # (a member named by Arabic-Indic digit one: not a number)
     bronze = spark.createDataFrame([(f"{i:03d}", "c", img, None) for i, img in enumerate(images)], BRONZE_DDL)
-    by_spark = [tuple(r["after"].values()) for r in typed_columns(bronze, specs, cells=cells).orderBy("_seq")
+    by_spark = [tuple(r["after"].values()) for r in typed_columns(bronze, specs, fixes=fixes).orderBy("_seq")
                 .select("after").toArrow().to_pylist()]
-    assert not rest
     by_driver = [typed_row(specs, [{"idx": c[0], "name": c[1], "text": c[3], "bin": c[4]} for c in img], fixes)[0]
                  for img in images]
-    assert by_driver == by_spark == [(1, "platinum", "Café €"), (2, "gold", "x")]
-    with pytest.raises(NotCanonical):
+    assert by_driver == by_spark == [(1, "platinum", "Café €", "日本"), (2, "gold", "x", "\ufffd"),
+                                     (3, "\u0661", None, None)]
+    with pytest.raises(NotCanonical, match=r"column 'tier' \(enum\): cannot convert text 3"):
         typed_row(specs, [{"idx": 1, "name": None, "text": "3", "bin": None}], fixes)
-    assert not driver.eligible(keys=["id"], specs=specs, fixes={2: ("decode", "sjis")}, rejected={},
-                                     partial=False, scd2=False, rows=1)
 
 
 def test_segments_with_large_values_come_to_the_driver_only_within_a_byte_budget(spark):

@@ -14,8 +14,8 @@ from pipelines.schema.typemap import (
     UnsupportedColumnType,
     silver_schema,
     spark_type,
-    typed_columns,
 )
+from pipelines.silver.spark_typing import typed_columns
 
 BRONZE_DDL = f"_seq STRING, op STRING, after {IMAGE_DDL}, before {IMAGE_DDL}"
 UTC = dt.timezone.utc

@@ -47,8 +47,8 @@ Modules (each imports only those above it; none imports Spark but ``typemap``):
 * ``seeds``    ``SHOW CREATE TABLE`` seed folders (reads files)
 * ``resolve``  row images to a schema: names, types, keys, value fixes (pure)
 * ``store``    ``_pipeline/schema_history`` (layout: :mod:`pipelines.state`): rows <-> versions, the run's update (Delta I/O)
-* ``typemap``  bronze's text cells to Spark SQL types of silver columns (imports pyspark; not
-  imported here)
+* ``typemap``  MySQL types to silver's Spark types: the one table of type rules (imports pyspark;
+  not imported here)
 """
 from __future__ import annotations
 

@@ -430,15 +430,15 @@ def apply_fix(fix: tuple, text: str | None, raw: bytes | None, named: bool = Fal
             codec = CHARSET_CODECS.get(fix[1])
             if codec is None:
                 raise ValueError(f"no text decoding for the MySQL charset {fix[1]!r}")
-            return bytes(raw).decode(codec), None
+            return bytes(raw).decode(codec, "replace"), None  # (bytes the charset refuses: U+FFFD)
     elif kind == FIX_ENUM:
-        if text is not None and text.isdigit() and not named:
+        if text is not None and text.isascii() and text.isdigit() and not named:
             i = int(text)
             if i > len(fix[1]):
                 raise ValueError(f"ENUM index {i} but the schema has {len(fix[1])} members {fix[1]}")
             return ("" if i == 0 else fix[1][i - 1]), raw
     elif kind == FIX_SET:
-        if text is not None and text.isdigit() and not named:
+        if text is not None and text.isascii() and text.isdigit() and not named:
             bits = int(text)
             if bits >> len(fix[1]):
                 raise ValueError(f"SET bits 0x{bits:x} but the schema has {len(fix[1])} members {fix[1]}")

@@ -5,9 +5,12 @@ What each module holds (each imports only the ones above it in this list):
 * :mod:`~pipelines.silver.columns`: silver's own column names per table, the working names a batch
   is planned with, and silver's errors.
 * :mod:`~pipelines.silver.typed_values`: a bronze cell -> its silver Python value, one value at a
-  time (what Arrow's typing falls back to where its casts do not take a column; Spark's typing is
-  :func:`pipelines.schema.typemap.typed_columns`).
-* :mod:`~pipelines.silver.value_fixes`: cells completed with what only the schema knows, in Spark SQL.
+  time (what Arrow's typing falls back to where its casts do not take a column).
+* :mod:`~pipelines.silver.segment_cells`: a batch's bronze rows as flat cells (read from bronze on
+  the driver, or a record batch's image column).
+* :mod:`~pipelines.silver.arrow_typing`: silver's one typing, in Arrow (value fixes first): a
+  column, an image, a row, a record batch.
+* :mod:`~pipelines.silver.spark_typing`: that typing as a Spark transform, inside Spark's tasks.
 * :mod:`~pipelines.silver.shapes`: which columns a row's images logged; rows grouped by shape.
 * :mod:`~pipelines.silver.changes`: bronze rows -> per-key events (``DataFrame -> DataFrame``).
 * :mod:`~pipelines.silver.plan`: the MERGE plans of one batch (``DataFrame -> DataFrame``, given the
@@ -18,9 +21,7 @@ What each module holds (each imports only the ones above it in this list):
   their rows fetched in one Spark job.
 * :mod:`~pipelines.silver.driver_writes`: what a batch folded on the driver is written to, and its
   one commit (create, append or MERGE from Arrow).
-* :mod:`~pipelines.silver.segment_cells`: a batch's bronze rows on the driver as flat cells.
-* :mod:`~pipelines.silver.columnar`: the driver's typing of any batch, by Arrow a column at a time;
-  a keyed batch's fold in Arrow.
+* :mod:`~pipelines.silver.columnar`: a batch's images typed, and a keyed batch's fold in Arrow.
 * :mod:`~pipelines.silver.keyless`: a keyless batch's fold in Arrow, per identity.
 * :mod:`~pipelines.silver.driver_fold`: small batches on the driver (either backend): typed and
   folded by Arrow, partial images made whole rows here; the same rules without a Spark job per

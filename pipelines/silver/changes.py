@@ -14,10 +14,11 @@ from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.jsonb import PartialJson
 from pipelines.bronze.schema import INSERT_OPS, PARTIAL_JSON_MARK, UPSERT_OPS
 from pipelines.delta_io import quote_ident
-from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema, typed_columns
+from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
                                       SilverSchemaError, ACTION, BRONZE_ZEROS, DELETE, GUARD, MOVED, WORK, RN,
                                       UPSERT)
+from pipelines.silver.spark_typing import typed_columns
 
 
 # ---------------------------------------------------------------------------------------------
@@ -28,7 +29,7 @@ def changes_from_bronze(
     bronze_df: DataFrame,
     specs: Sequence[ColumnSpec],
     defaults: dict[str, object] | None = None,
-    cells: dict | None = None,
+    fixes: dict[int, tuple] | None = None,
     *,
     partial: bool = True,
     guard: Column | None = None,
@@ -38,9 +39,9 @@ def changes_from_bronze(
     Partial row images (``binlog_row_image`` MINIMAL/NOBLOB log only some columns) also get the
     ``_present`` flags of their after image.  An INSERT is always a whole row: the columns its
     image lacks take ``defaults`` (spec name -> silver value, e.g. the DDL's ``DEFAULT``; the
-    binlog does not carry defaults), else NULL. ``cells``: see :func:`pipelines.schema.typemap.typed_columns`.
+    binlog does not carry defaults), else NULL. ``fixes``: see :func:`pipelines.silver.spark_typing.typed_columns`.
     ``_zero_dates`` is bronze's own count where the rows have one (bronze versions that write
-    it), else the count :func:`pipelines.schema.typemap.typed_columns` makes while typing.
+    it), else the count :func:`pipelines.silver.spark_typing.typed_columns` makes while typing.
     ``partial=False`` says that every image has all the columns (the caller knows from the image
     shapes): the rows then get no ``_present`` flags, and nothing reads the images to make them.
     ``guard`` (a boolean over ``bronze_df``'s columns, e.g. the filter that picked its rows): rows
@@ -66,8 +67,7 @@ def changes_from_bronze(
         *([guard.alias(GUARD)] if guard is not None else []),
     )
     guarded = GUARD if guard is not None else None
-    typed = typed_columns(typed_columns(df, specs, "after", cells=cells, guard=guarded), specs, "before",
-                          cells=cells, guard=guarded)
+    typed = typed_columns(df, specs, ("after", "before"), fixes=fixes, guard=guarded)
     if guard is not None:
         typed = typed.drop(GUARD)
     out = typed

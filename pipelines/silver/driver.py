@@ -15,29 +15,27 @@ fit in a list. A run instead fetches the rows of every small segment in one Spar
 The semantics are :func:`pipelines.silver.merge.apply_changes`'s for a non-SCD2 table with whole row
 images, keyed or keyless, and the MERGE clauses are the same (:func:`pipelines.silver.plan.keyed_clauses`,
 :func:`pipelines.silver.plan.keyless_clauses`). A segment takes this path only when nothing in it needs
-more (:func:`eligible`): no partial images on a table without a key, no text in a charset other than
-UTF-8, latin1 or ASCII to decode, no quarantined shapes, at most :data:`SMALL_ROWS` changes. Partial
+more (:func:`eligible`): no partial images on a table without a key, no quarantined shapes, at
+most :data:`SMALL_ROWS` changes. Partial
 images (binlog_row_image MINIMAL/NOBLOB) are made whole rows first, by the rules of
 :func:`pipelines.silver.changes.fill_partial` (in :mod:`pipelines.silver.driver_fold`). A
-value this path's typing does not take (:class:`~pipelines.silver.typed_values.NotCanonical`) sends
-the segment back to the Spark path before anything is written.
+value that does not convert (:class:`~pipelines.silver.typed_values.NotCanonical`) sends the segment
+back to the Spark path before anything is written (whose typing, the same, then fails naming it).
 
-This module holds which segments take the path (:func:`eligible`, :func:`large_values`, :func:`cell_fix`)
+This module holds which segments take the path (:func:`eligible`, :func:`large_values`)
 and their rows' fetch (:func:`within_bytes`, :func:`fetch`); the fold is :mod:`pipelines.silver.driver_fold`'s,
 the write :mod:`pipelines.silver.driver_writes`'s.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.schema import resolve as schema_resolve
-from pipelines.silver.typed_values import NotCanonical
 from pipelines.schema.typemap import ColumnSpec
 from pipelines.silver import ranges
 
@@ -47,40 +45,14 @@ FETCH_BYTES = 256 * 2**20  # and their values' bytes, when a segment's columns m
 COLUMNS = ("_seq", "op", "commit_ts", "before", "after")  # what a fetched row holds
 
 
-# charsets whose bytes Python decodes as Spark's path does (Java's UTF-8; latin1 is cp1252 on both)
-_DECODED_HERE = frozenset({"utf8mb4", "utf8mb3", "utf8", "latin1", "ascii"})
-_DIGITS = re.compile(r"[0-9]+\Z")
-
-
-def _fixable(fix: tuple) -> bool:
-    return fix[0] != schema_resolve.FIX_DECODE or fix[1] in _DECODED_HERE
-
-
-def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], fixes: dict, rejected: dict, partial: bool,
+def eligible(*, keys: Sequence[str], specs: Sequence[ColumnSpec], rejected: dict, partial: bool,
              scd2: bool, rows: int, limit: int | None = SMALL_ROWS) -> bool:
     """True when a segment can take this path (see the module doc: partial images only with a
     key), or with ``limit=None`` :mod:`pipelines.silver.columnar`'s (whole images only, any
     number of changes)."""
-    return bool(specs) and all(_fixable(f) for f in fixes.values()) and not rejected \
+    return bool(specs) and not rejected \
         and (not partial or (bool(keys) and limit is not None and limit <= SMALL_ROWS)) and not scd2 \
         and 0 < rows <= (limit if limit is not None else rows)
-
-
-def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
-    """A cell's completion by ``fix`` (:func:`pipelines.schema.resolve.apply_fix`, the rules
-    Spark's path applies in SQL), or :class:`NotCanonical` where the two could differ: ENUM/SET
-    numbers in other digits than ASCII's, out of the members' range, bytes a codec refuses."""
-    kind = fix[0]
-
-    def complete(text, data, named):
-        if kind in (schema_resolve.FIX_ENUM, schema_resolve.FIX_SET) and text is not None and not named \
-                and text.isdigit() and not _DIGITS.match(text):
-            raise NotCanonical(f"an {kind} number in other digits: {text[:20]!r}")
-        try:
-            return schema_resolve.apply_fix(fix, text, data, named)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise NotCanonical(f"{kind}: {e}") from None
-    return complete
 
 
 # image types whose values can be large (TEXT is BLOB with a charset); TINYBLOB holds 255 bytes

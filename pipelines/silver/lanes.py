@@ -16,9 +16,10 @@ from pyspark.sql import functions as F
 from pipelines import delta_io
 from pipelines.schema import resolve as schema_resolve
 from pipelines.config import PipelineConfig
+from pipelines.errors import worker_error
 from pipelines.paths import silver_table_path
 from pipelines.schema import Resolution, SchemaVersion
-from pipelines.silver import (bronze_scan, big_segments, columnar, driver, driver_fold, ranges, schema_events,
+from pipelines.silver import (bronze_scan, big_segments, driver, driver_fold, ranges, schema_events,
                               segment_cells)
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
@@ -28,7 +29,6 @@ from pipelines.silver.merge import apply_changes, read_watermark
 from pipelines.silver.segments import SegmentPlan
 from pipelines.silver.shapes import parse_shape, shape_key, slim_image
 from pipelines.silver.typed_values import NotCanonical
-from pipelines.silver.value_fixes import cell_fixes, complete_values
 from pipelines.spark_session import job_description
 from pipelines.logs import get_logger
 
@@ -126,7 +126,8 @@ class SilverRun:
                     self.run_segment(seg)
             except Exception as e:
                 where = f"_seq {seg.start or 'start'} .. {seg.end or 'end'}"
-                raise SilverStepError(f"silver {seg.db}.{seg.table} ({where}): {type(e).__name__}: {e}") from e
+                what = worker_error(str(e)) or f"{type(e).__name__}: {e}"  # (a task's: its Python error)
+                raise SilverStepError(f"silver {seg.db}.{seg.table} ({where}): {what}") from e
 
     def resolution_of(self, seg: SegmentPlan) -> tuple[SchemaVersion | None, Resolution | None]:
         """The schema version a segment's rows follow, and how its image shapes map to columns."""
@@ -188,7 +189,7 @@ class SilverRun:
         n = sum(seg.shapes.values())
         partial = seg.min_image is not None and seg.min_image < len(resolution.specs)
         if n <= budget and driver.eligible(
-                keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
+                keys=resolution.keys, specs=resolution.specs, rejected=resolution.rejected,
                 partial=partial, scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n):
             return (seg.db, seg.table, seg.start, seg.end)
         return None
@@ -221,7 +222,7 @@ class SilverRun:
                                        f"keyless row is identified by all of them"),
                     "_q_class": F.lit("PartialRowImage")})
             rows = rows.where(~lacks)
-        defaults = schema_events.insert_defaults(self.spark, version, resolution.specs) if partial else {}
+        defaults = schema_events.insert_defaults(version, resolution.specs) if partial else {}
         return _apply_segment(self.spark, self.cfg, seg, path, rows, resolution, defaults, partial=partial)
 
     def _applied_past(self, path: str, end: str) -> bool:
@@ -235,7 +236,7 @@ class SilverRun:
         """A segment :mod:`pipelines.silver.big_segments` applies: delta-rs, nothing
         :func:`driver.eligible` refuses (its bytes are counted as it is read)."""
         return self.scan is not None and driver.eligible(
-            keys=resolution.keys, specs=resolution.specs, fixes=resolution.fixes, rejected=resolution.rejected,
+            keys=resolution.keys, specs=resolution.specs, rejected=resolution.rejected,
             partial=partial, scd2=self.cfg.is_scd2(seg.db, seg.table), rows=n_rows, limit=None)
 
     def apply_big(self, seg: SegmentPlan, path: str, resolution: Resolution, n_rows: int):
@@ -323,7 +324,7 @@ class SilverRun:
         small = self.small.get((seg.db, seg.table, seg.start, seg.end))
         if small is not None:  # fetched: folded on the driver (silver.driver)
             try:
-                defaults = schema_events.insert_defaults(spark, version, resolution.specs, typer=columnar.typed_row) \
+                defaults = schema_events.insert_defaults(version, resolution.specs) \
                     if partial else None
                 result = driver_fold.apply_small(spark, path, small, resolution.specs,
                                                  resolution.keys, fixes=resolution.fixes, delete_mode=cfg.delete_mode,
@@ -331,7 +332,7 @@ class SilverRun:
                                                  backend=self.backend, properties=self.properties, partial=partial,
                                                  defaults=defaults)
                 applied_by = "driver"
-            except NotCanonical:  # a value only Spark's typing takes (or names): that path instead
+            except NotCanonical:  # a value that does not convert, or a fold the driver refuses: Spark's path
                 result = None
         if result is None and small is None and self._big(seg, resolution, n_rows, partial):
             result = self.apply_big(seg, path, resolution, n_rows)
@@ -398,9 +399,8 @@ def _apply_segment(spark, cfg: PipelineConfig, seg: SegmentPlan, path: str, rows
         raise SilverStepError(
             f"{seg.db}.{seg.table} is configured as SCD2 (scd2: {list(cfg.scd2)}) but has no key: "
             f"add one under 'keys:' in {cfg.source}")
-    cells, rest = cell_fixes(resolution.fixes)
-    changes = changes_from_bronze(complete_values(rows, rest), resolution.specs, defaults, cells,
-                                         partial=partial, guard=F.col(_IN_SEGMENT))
+    changes = changes_from_bronze(rows, resolution.specs, defaults, resolution.fixes, partial=partial,
+                                  guard=F.col(_IN_SEGMENT))
     return apply_changes(spark, changes, resolution.specs, path, keys=keys, delete_mode=cfg.delete_mode,
                                 scd2=scd2, backend=cfg.delta.backend,
                                 column_prefix=cfg.silver.prefix_for(seg.db, seg.table),

@@ -10,7 +10,7 @@ The ``changes_df`` contract (one source table per call; :func:`changes_from_bron
 =============  =====================================================================
 ``_seq``       STRING, the bronze total-order key (fixed-width digits), unique per change
 ``op``         STRING, ``c`` (insert) | ``u`` (update) | ``d`` (delete)
-``after``      STRUCT with one typed field per spec (:func:`pipelines.schema.typemap.typed_columns`);
+``after``      STRUCT with one typed field per spec (:func:`pipelines.silver.spark_typing.typed_columns`);
                NULL for deletes
 ``before``     STRUCT of typed fields, NULL for inserts; needs the key fields (all fields for
                tables without a key); used for deletes and key-changing updates
@@ -88,10 +88,12 @@ Rules
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -348,41 +350,52 @@ def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[Co
     keys = None if keys is None else [silver_name[k] for k in keys]
 
     watermark = read_watermark(path, spark=spark, backend=which)
-    # Not cached: the overview reads only what it counts (Spark prunes the typing it does not
-    # need), and the plans cache what their MERGE reads, so each value is typed once.
+    # Cached (memory, then disk): the overview and the plans read the typed changes, and typing
+    # runs in Python (spark_typing), which Spark cannot prune: each value is typed once.
     marked = working_changes(changes_df).withColumn(_FRESH, ranges.spark_above(F.col(SEQ), F.lit(watermark)))
-    overview = _overview(marked, changes_df)
-    base = dict(
-        changes=int(overview["fresh"] or 0),
-        skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
-        zero_dates_nulled=int(overview["zero"] or 0),
-        columns_added=tuple(added),
-        backend=which,
-        table_path=path,
-    )
-    if not overview["fresh"]:
-        return ApplyStats(watermark=watermark, **base)
+    with _cached(marked):
+        overview = _overview(marked, changes_df)
+        base = dict(
+            changes=int(overview["fresh"] or 0),
+            skipped_by_watermark=int(overview["all"] or 0) - int(overview["fresh"] or 0),
+            zero_dates_nulled=int(overview["zero"] or 0),
+            columns_added=tuple(added),
+            backend=which,
+            table_path=path,
+        )
+        if not overview["fresh"]:
+            return ApplyStats(watermark=watermark, **base)
 
-    changes = _fresh_changes(marked, overview, keys)
-    # the table as it is now (after its schema evolved), for the plans to join with: with delta-rs
-    # it was listed on the driver, so the plans broadcast it
-    stored, small = table.read_df(), table.backend.on_driver
-    if scd2:
-        plan = plan_scd2(changes, keys, target, names, stored, small, delete_mode, own)
-    elif keys is not None:
-        plan = plan_keyed(changes, keys, target, names, stored, small, delete_mode, own)
-    else:
-        identity = [silver for silver in target.fieldNames() if silver in names]
-        plan = plan_keyless(changes, target, names, identity, stored, small, delete_mode, own)
-    new_mark = overview["max_seq"]
-    _merge_plan(table, plan, replace(txn, metadata=watermark_metadata(new_mark)), split_by=keys if not scd2 else None)
-    counts = plan.counts
-    return ApplyStats(inserted=counts.get("inserted", 0), updated=counts.get("updated", 0),
-                      deleted=counts.get("deleted", 0), unchanged=counts.get("unchanged", 0),
-                      missing_deletes=counts.get("missing_deletes", 0), watermark=new_mark, committed=True, **base)
+        changes = _fresh_changes(marked, overview, keys)
+        # the table as it is now (after its schema evolved), for the plans to join with: with delta-rs
+        # it was listed on the driver, so the plans broadcast it
+        stored, small = table.read_df(), table.backend.on_driver
+        if scd2:
+            plan = plan_scd2(changes, keys, target, names, stored, small, delete_mode, own)
+        elif keys is not None:
+            plan = plan_keyed(changes, keys, target, names, stored, small, delete_mode, own)
+        else:
+            identity = [silver for silver in target.fieldNames() if silver in names]
+            plan = plan_keyless(changes, target, names, identity, stored, small, delete_mode, own)
+        new_mark = overview["max_seq"]
+        _merge_plan(table, plan, replace(txn, metadata=watermark_metadata(new_mark)), split_by=keys if not scd2 else None)
+        counts = plan.counts
+        return ApplyStats(inserted=counts.get("inserted", 0), updated=counts.get("updated", 0),
+                          deleted=counts.get("deleted", 0), unchanged=counts.get("unchanged", 0),
+                          missing_deletes=counts.get("missing_deletes", 0), watermark=new_mark, committed=True, **base)
 
 
 _FRESH = f"{WORK}fresh"  # a change above the table's watermark
+
+
+@contextlib.contextmanager
+def _cached(df: DataFrame):
+    """``df`` cached (memory, then disk) while the block reads it."""
+    df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield df
+    finally:
+        df.unpersist()
 
 
 def _checked_arguments(changes_df, specs, keys, delete_mode: str, scd2: bool) -> list[str] | None:

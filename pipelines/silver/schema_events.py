@@ -5,24 +5,29 @@ and the prefix of silver's own columns when the configuration changes it. The si
 (:mod:`pipelines.silver.step`) calls these per table, once per event, before its changes."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import delta_io
-from pipelines.bronze.schema import IMAGE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import (ALTER, CREATE, DROP, DROP_DATABASE, RENAME_FROM, RENAME_TO, TRUNCATE, Resolution,
                               SchemaHistory, SchemaVersion, alter_effects)
 from pipelines.schema import resolve as schema_resolve
+from pipelines.schema.typemap import type_rule
 from pipelines.silver import properties as silver_properties
+from pipelines.silver.arrow_typing import typed_row
 from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
 from pipelines.silver.merge import check_reserved, read_watermark, silver_table_schema, watermark_metadata
+from pipelines.silver.typed_values import DATE_TEXT, INT_SILVER, NotCanonical
+from pipelines.logs import get_logger
+
+_log = get_logger(__name__)
 
 _RESETS = frozenset({CREATE, DROP, TRUNCATE, RENAME_TO, DROP_DATABASE})
-_IMAGE_TYPE = delta_io.spark_type_of(IMAGE)  # bronze's images
 
 
 def apply_events(spark, cfg: PipelineConfig, seg, path: str, resolution: Resolution | None,
@@ -124,7 +129,7 @@ def _alter_silver(spark, cfg: PipelineConfig, table: delta_io.Table, before, ver
     known = {c.name.lower() for c in before.columns} | {n.lower() for n in renamed.values()}
     added = [c for c in new.columns
              if (c.name.lower() not in known or c.name.lower() in effects.readded) and not c.generated]
-    values = default_values(spark, added, {c.name.lower(): specs[c.name.lower()] for c in added})
+    values = default_values(added, {c.name.lower(): specs[c.name.lower()] for c in added})
     # a column added under the name of one dropped earlier: silver still holds the dropped one's
     # values (it keeps dropped columns), and the server's rows have the new column's DEFAULT
     again = {c.name.lower(): c.name for c in added if c.name.lower() in have}
@@ -186,18 +191,43 @@ def default_cells(columns, specs) -> tuple[list[tuple], list]:
     return cells, use
 
 
-def default_values(spark, columns, specs) -> dict:
-    """Silver values of the DEFAULTs of ``columns`` (:func:`default_cells`, typed the way
-    :mod:`pipelines.schema.typemap` types bronze text), by column name; None where there is no
-    usable default."""
-    from pipelines.schema import typemap
-
+def default_values(columns, specs) -> dict:
+    """Silver values of the DEFAULTs of ``columns`` (:func:`default_cells`, typed as bronze's
+    cells are: :func:`pipelines.silver.arrow_typing.typed_row`), by column name; None where there
+    is no usable default. A DDL's text is as its statement wrote it, not the canonical text the
+    decoder writes: a date for a DATETIME, a sign or ``.0`` on a number, spaces, are taken as
+    the server takes them (:func:`_canonical_default`); a text that still does not convert is no
+    usable default, and says so."""
     cells, use = default_cells(columns, specs)
-    if not use:
-        return {}
-    df = spark.createDataFrame([(cells,)], T.StructType([T.StructField("after", _IMAGE_TYPE)]))
-    row = typemap.typed_columns(df, use, "after").collect()[0]["after"]
-    return {sp.name: row[sp.name] for sp in use}
+    out = {}
+    for (idx, name, kind, text, data), spec in zip(cells, use):
+        cell = {"idx": idx, "name": name, "type": kind, "text": _canonical_default(spec, text), "bin": data}
+        try:
+            out[spec.name] = typed_row([spec], [cell])[0][0]
+        except NotCanonical as e:
+            _log.warning(f"silver: column {spec.name!r}: its DEFAULT {text!r} is not taken ({e})")
+            out[spec.name] = None
+    return out
+
+
+_NUMBER = re.compile(r"\s*\+?(-?[0-9]+)(?:\.0*)?\s*\Z")
+
+
+def _canonical_default(spec, text: str | None) -> str | None:
+    """A DDL DEFAULT's text as the decoder would write the value: a DATETIME/TIMESTAMP given as a
+    date takes midnight; an integer loses its sign ``+``, a ``.0`` fraction and spaces; a decimal
+    or float its sign ``+`` and spaces."""
+    if text is None:
+        return None
+    kind = type_rule(spec)[0]
+    if kind in ("datetime", "timestamp") and DATE_TEXT.match(text.strip()):
+        return text.strip() + " 00:00:00"
+    if kind in INT_SILVER or kind in ("year", "bit"):
+        whole = _NUMBER.match(text)
+        return whole.group(1) if whole else text
+    if kind in ("decimal", "float", "double"):
+        return text.strip().removeprefix("+")
+    return text
 
 
 def retype(spark, cfg: PipelineConfig, path: str, specs) -> list[str]:
@@ -227,22 +257,14 @@ def _ddl_specs(version: SchemaVersion | None) -> tuple:
     return tuple(schema_resolve.spec_from_ddl(c, i) for i, c in enumerate(version.schema.columns))
 
 
-def insert_defaults(spark, version: SchemaVersion | None, specs, typer=None) -> dict:
+def insert_defaults(version: SchemaVersion | None, specs) -> dict:
     """Spec name -> the silver value of the column's DDL ``DEFAULT`` (literal defaults only; MySQL's
     implicit one for NOT NULL columns without a DEFAULT): what an INSERT whose partial image
-    (binlog_row_image=MINIMAL) leaves out has on the server. Empty when the DDL is unknown.
-    ``typer`` (``(specs, cells) -> (values, zero dates)``, e.g. :func:`pipelines.silver.columnar.typed_row`)
-    types them on the driver instead of with a Spark job."""
+    (binlog_row_image=MINIMAL) leaves out has on the server. Empty when the DDL is unknown."""
     if version is None or version.schema is None:
         return {}
     by_name = {c.name.lower(): c for c in version.schema.columns}
     columns = [by_name[s.name.lower()] for s in specs if s.name.lower() in by_name]
-    by_spec = {s.name.lower(): s for s in specs}
-    if typer is None:
-        values = default_values(spark, columns, by_spec)
-    else:
-        cells, use = default_cells(columns, by_spec)
-        typed = typer(use, [dict(zip(("idx", "name", "type", "text", "bin"), c)) for c in cells])[0] if use else ()
-        values = {sp.name: v for sp, v in zip(use, typed)}
+    values = default_values(columns, {s.name.lower(): s for s in specs})
     names = {s.name.lower(): s.name for s in specs}
     return {names[n.lower()]: v for n, v in values.items() if v is not None}

@@ -179,6 +179,14 @@ class _ImageParts:
                      np.concatenate(self.present) if self.present else np.zeros(0, bool))
 
 
+def image_cells(images: pa.Array) -> Cells:
+    """The cells of one image column (a list of cells per change, e.g. a record batch's
+    ``after``), every field kept."""
+    parts = _ImageParts(with_name=True)
+    parts.add(images, 0)
+    return parts.cells()
+
+
 @dataclass(frozen=True)
 class SegmentRead:
     """Which rows of bronze a segment is: ``db``.``table``'s with ``_seq`` above ``start`` (and

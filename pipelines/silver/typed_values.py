@@ -1,18 +1,17 @@
-"""Bronze cells -> silver's Python values, one value at a time: the rules :mod:`pipelines.silver.columnar`
-types a column by when Arrow's casts do not take it (a SET number, BIT, a padded BINARY, a text a
-cast refuses), and the reference those casts are tested against (``tests/test_columnar.py``).
+"""Bronze cells -> silver's Python values, one value at a time: the rules
+:mod:`pipelines.silver.arrow_typing` types a column by when Arrow's casts do not take it (a SET
+number, BIT, a padded BINARY, a text a cast refuses, a few changes), and the reference those casts
+are tested against (``tests/test_columnar.py``).
 
 Pure functions of a :class:`~pipelines.schema.typemap.ColumnSpec` and a cell's ``(text, bin)``; nothing here
 imports Spark's session or Delta. A converter returns ``(value, zero)``: the Python value of the
 silver type (``int``, ``Decimal``, ``float``, ``date``, ``datetime``, ``str``, ``bytes`` or None)
 and 1 when a zero or invalid date was nulled, else 0.
 
-Only the canonical texts that the decoder writes (see :mod:`pipelines.schema.typemap`) are converted
-here. Anything else (a text in another form, a value out of the type's range, a binary cell
-without bytes) raises :class:`NotCanonical`: the caller then applies the batch with Spark, whose
-typing either converts the value or fails the run with the column named. So the driver's typing
-and Spark's can only differ where this module accepts a text, and there ``tests/test_typed_values.py``
-checks them against each other, value for value.
+Only the canonical texts that the decoder writes (see :mod:`pipelines.schema.typemap`) are converted.
+Anything else (a text in another form, a value out of the type's range, a binary cell without
+bytes) raises :class:`NotCanonical`, which :mod:`pipelines.silver.arrow_typing` names with the
+column, its type and the text: the value does not convert, and the run says so.
 
 >>> convert(ColumnSpec("n", "tinyint", unsigned=True), "255", None)
 (255, 0)
@@ -35,7 +34,7 @@ _UTC = _dt.timezone.utc
 
 
 class NotCanonical(ValueError):
-    """A cell this module does not convert (the batch goes to Spark's typing instead)."""
+    """A cell that does not convert, or a batch the driver's fold does not take (Spark's path then)."""
 
 
 INT_TEXT = re.compile(r"-?[0-9]{1,20}\Z")
