@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.bronze.schema import PARTIAL_JSON_MARK
 from pipelines.delta_io import spark_type_to_arrow
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, decimal_type, silver_schema, spark_type, type_rule
@@ -133,6 +134,8 @@ def _vectorized(spec: ColumnSpec, text: pa.Array, column: CellColumn) -> tuple[p
         return _padded(spec, text, column.bin)
     if name == "bit":
         raise _Fallback
+    if name == "json" and pc.any(pc.equal(column.bin, pa.scalar(PARTIAL_JSON_MARK, pa.binary()))).as_py():
+        raise _Fallback  # (diffs, not the document: the converter refuses them)
     return _blob(text, column.bin) if rule.from_bin else (text, 0)
 
 
