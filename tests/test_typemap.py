@@ -262,6 +262,15 @@ def test_hostile_column_names_pass_through(spark):
     assert_df_equality(actual, expected, ignore_row_order=True)
 
 
+def test_top_level_names_with_dots_pass_through(spark):
+    """The typing runs in Spark's tasks (mapInArrow), which read a DataFrame's columns by name: a
+    dot in a column's name (an image's, the guard's, another's) must not be read as a field."""
+    bronze = spark.createDataFrame([(1, [(0, "i.d", "LONG", "7", None)], True)],
+                                   f"`a.b` INT, `im.age` {IMAGE_DDL}, `g.uard` BOOLEAN")
+    actual = typed_columns(bronze, [ColumnSpec("i.d", "int")], "im.age", guard="g.uard").collect()
+    assert [tuple(r) for r in actual] == [(1, (7,), True, 0)]
+
+
 def test_typed_columns_guards(spark):
     bronze = spark.createDataFrame([("01", "c", None, None)], BRONZE_DDL)
     with pytest.raises(ValueError, match="no column 'image'"):

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io import spark_type_to_arrow
 from pipelines.schema.typemap import ColumnSpec
+from pipelines.silver.arrow_fold import latest_rows
 from pipelines.silver.arrow_typing import columns_of, every, typed_cells
 from pipelines.silver.segment_cells import Cells, Segment
 from pipelines.silver.columns import DELETE, UPSERT
@@ -138,16 +139,9 @@ def latest_events(ev: pa.Table, t: Target) -> pa.Table:
 
 
 def latest_per_key(ev: pa.Table, t: Target) -> pa.Table:
-    """Of events (:func:`fold_keyed`'s columns), the latest per key: the largest ``_seq``, a
-    delete before an upsert on a tie; in ``_seq`` order."""
-    keys = key_columns(t)
-    # sorted and grouped: only the keys, the order and the event's number, not its values
-    order = pa.table({**{k: ev.column(k) for k in keys}, "_seq": ev.column("_seq"), "_action": ev.column("_action"),
-                      "_e": pa.array(np.arange(ev.num_rows))})
-    order = order.take(pc.sort_indices(order, [("_seq", "ascending"), ("_action", "ascending")]))  # "delete" < "upsert"
-    order = order.append_column("_i", pa.array(np.arange(order.num_rows)))
-    last = order.group_by(keys, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
-    return ev.take(order.column("_e").take(last.take(pc.sort_indices(last))))
+    """Of events (:func:`fold_keyed`'s columns), the latest per key
+    (:func:`pipelines.silver.arrow_fold.latest_rows`); in ``_seq`` order."""
+    return latest_rows(ev, key_columns(t), "_seq", "_action")
 
 
 def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: str) -> tuple[pa.Table, dict]:

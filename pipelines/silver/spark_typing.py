@@ -46,9 +46,8 @@ def typed_columns(
     caller typing the rows of a filtered read sets it to the filter itself. A value that does not
     convert fails the Spark job with the column, its type and the text named.
 
-    >>> bronze = spark.createDataFrame(
-    ...     [("c", [(0, "id", "LONG", "7", None), (1, "d", "DATE", "0000-00-00", None)])],
-    ...     "op STRING, after ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>")  # doctest: +SKIP
+    >>> bronze = spark.createDataFrame([("c", [(0, "id", "LONG", "7", None), (1, "d", "DATE", "0000-00-00", None)])],  # doctest: +SKIP
+    ...     "op STRING, after ARRAY<STRUCT<idx INT, name STRING, type STRING, text STRING, bin BINARY>>")
     >>> typed_columns(bronze, [ColumnSpec("id", "int"), ColumnSpec("d", "date")]).collect()  # doctest: +SKIP
     [Row(op='c', after=Row(id=7, d=None), _zero_dates=1)]
     """
@@ -64,11 +63,18 @@ def typed_columns(
     else:
         fields = [T.StructField(f.name, T.IntegerType(), True) if f.name == zero_dates_col else f for f in fields]
     specs, fixes = list(specs), dict(fixes or {})
+    # by position: mapInArrow reads its columns by name, and a dot in a name would mean a field
+    names = [f.name for f in fields]
+    at = {name: f"_c{i}" for i, name in enumerate(names)}
+    mine = [at[i] for i in images]
+    guard_at, zeros_at = (at[guard] if guard is not None else None), at[zero_dates_col]
 
     def typed(batches):
         from pipelines.silver.arrow_typing import typed_batch  # (imported in the Python worker)
 
         for batch in batches:
-            yield typed_batch(batch, specs, images, fixes=fixes, guard=guard, zero_dates_col=zero_dates_col)
+            yield typed_batch(batch, specs, mine, fixes=fixes, guard=guard_at, zero_dates_col=zeros_at)
 
-    return df.mapInArrow(typed, T.StructType(fields))
+    plain = df.toDF(*[at[c] for c in df.columns])
+    out = T.StructType([T.StructField(at[f.name], f.dataType, f.nullable) for f in fields])
+    return plain.mapInArrow(typed, out).toDF(*names)
