@@ -34,14 +34,3 @@ def test_latest_rows_keep_the_winner_of_each_key(seed):
     got = arrow_fold.latest_rows(events, ["k"], "s", "a").to_pylist()
     assert {e["k"]: (e["s"], e["a"] == "upsert") for e in got} == _by_hand(events)
     assert len(got) == len(_by_hand(events)) and [e["s"] for e in got] == sorted(e["s"] for e in got)
-
-
-@pytest.mark.parametrize("fold_rows", [1, 7, 10**6])
-def test_a_stream_of_batches_is_folded_as_the_whole(monkeypatch, fold_rows):
-    """Folded as they come (every FOLD_ROWS events, then as many as are kept), the batches give
-    the winners the whole gives."""
-    monkeypatch.setattr(arrow_fold, "FOLD_ROWS", fold_rows)
-    events = _events(400, 11)
-    out = pa.Table.from_batches(list(arrow_fold.latest_of_batches(events.to_batches(max_chunksize=13), ["k"], "s", "a")))
-    assert {e["k"]: (e["s"], e["a"] == "upsert") for e in out.to_pylist()} == _by_hand(events)
-    assert out.num_rows == len(_by_hand(events))

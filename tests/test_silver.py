@@ -103,9 +103,9 @@ def test_latest_per_key_orders_by_seq_not_by_arrival(spark):
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_latest_per_key_in_sparks_tasks_takes_any_name_and_minus_zero(spark):
-    """The fold runs per partition of events repartitioned by key: a key named with a dot, and a
-    DOUBLE key whose -0.0 and 0.0 are one key (MySQL's equality), land in one partition each."""
+def test_latest_per_key_takes_any_name_and_minus_zero(spark):
+    """A key named with a dot; a DOUBLE key whose -0.0 and 0.0 are one key (MySQL's equality, and
+    arrow_fold.latest_rows'); NULL keys as one key."""
     events = spark.createDataFrame(
         [(0.0, "a", "01", "upsert"), (-0.0, "b", "03", "upsert"), (0.0, "c", "02", "upsert"), (1.5, "d", "04", "delete"),
          (1.5, "e", "04", "upsert"), (None, "f", "05", "upsert"), (None, "g", "06", "delete")],

@@ -11,7 +11,7 @@ What each module holds (each imports only the ones above it in this list):
 * :mod:`~pipelines.silver.arrow_typing`: silver's one typing, in Arrow (value fixes first): a
   column, an image, a row, a record batch.
 * :mod:`~pipelines.silver.spark_typing`: that typing as a Spark transform, inside Spark's tasks.
-* :mod:`~pipelines.silver.arrow_fold`: which change wins, in Arrow: the latest event per key.
+* :mod:`~pipelines.silver.arrow_fold`: which change wins, in Arrow: the latest event per key (the driver's).
 * :mod:`~pipelines.silver.shapes`: which columns a row's images logged; rows grouped by shape.
 * :mod:`~pipelines.silver.changes`: bronze rows -> per-key events (``DataFrame -> DataFrame``).
 * :mod:`~pipelines.silver.plan`: the MERGE plans of one batch (``DataFrame -> DataFrame``, given the

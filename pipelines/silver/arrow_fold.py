@@ -1,18 +1,16 @@
-"""Which change wins, in Arrow: of a table's events, the latest per key (:func:`latest_rows`).
-The one implementation of that rule: the driver's fold (:mod:`pipelines.silver.columnar`) calls it
-on a segment's events, and Spark's path (:func:`pipelines.silver.changes.latest_per_key`) inside
-its tasks, per partition of events repartitioned by key. Pure Arrow; no Spark, no Delta.
+"""Which change wins, in Arrow: of a table's events, the latest per key (:func:`latest_rows`),
+as the driver's fold (:mod:`pipelines.silver.columnar`) takes it for a segment's events, small or
+big. Spark's path writes the same rule as a window (:func:`pipelines.silver.changes.latest_per_key`):
+run inside Spark's tasks, this code made that path's silver 20% slower (BENCHMARKS.md). Pure
+Arrow; no Spark, no Delta.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-FOLD_ROWS = 1_000_000  # events gathered before a partition's events are folded (then at least as many as kept)
-
 
 def _group_key(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A key column as it groups: -0.0 is 0.0 (as Spark's grouping and MySQL's equality have it)."""
@@ -39,26 +37,3 @@ def latest_rows(events: pa.Table, keys: Sequence[str], seq: str, action: str) ->
     order = order.append_column("_i", pa.array(np.arange(n)))
     last = order.group_by(names, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
     return events.take(order.column("_e").take(last.take(pc.sort_indices(last))))
-
-
-def latest_of_batches(batches: Iterable[pa.RecordBatch], keys: Sequence[str], seq: str,
-                      action: str) -> Iterator[pa.RecordBatch]:
-    """:func:`latest_rows` of a stream of record batches (a Spark partition's events, every event
-    of a key in the same partition), folded as they come: the memory it takes is the events of
-    :data:`FOLD_ROWS` and the latest per key so far."""
-    kept: pa.Table | None = None
-    pending: list[pa.RecordBatch] = []
-    rows = 0
-    for batch in batches:
-        if batch.num_rows:
-            pending.append(batch)
-            rows += batch.num_rows
-        if rows >= max(FOLD_ROWS, kept.num_rows if kept is not None else 0):
-            kept = latest_rows(pa.Table.from_batches(([*kept.to_batches()] if kept is not None else []) + pending),
-                               keys, seq, action)
-            pending, rows = [], 0
-    if pending:
-        kept = latest_rows(pa.Table.from_batches(([*kept.to_batches()] if kept is not None else []) + pending),
-                           keys, seq, action)
-    if kept is not None:
-        yield from kept.combine_chunks().to_batches()

@@ -1,8 +1,7 @@
 """Bronze rows of one table -> per-key events: the ``DataFrame -> DataFrame`` transforms silver's
 MERGE plans start from (:func:`changes_from_bronze`, :func:`key_events`, :func:`fill_partial`,
-:func:`latest_per_key`). :mod:`pipelines.silver.merge` says which rules they follow. Typing and
-"latest per key" run the driver's Arrow code inside Spark's tasks (:mod:`pipelines.silver.spark_typing`,
-:mod:`pipelines.silver.arrow_fold`).
+:func:`latest_per_key`). :mod:`pipelines.silver.merge` says which rules they follow. Typing runs
+the driver's Arrow code inside Spark's tasks (:mod:`pipelines.silver.spark_typing`).
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from pipelines.bronze.schema import INSERT_OPS, PARTIAL_JSON_MARK, UPSERT_OPS
 from pipelines.delta_io import quote_ident
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
-                                      SilverSchemaError, ACTION, BRONZE_ZEROS, DELETE, GUARD, MOVED, WORK,
+                                      SilverSchemaError, ACTION, BRONZE_ZEROS, DELETE, GUARD, MOVED, WORK, RN,
                                       UPSERT)
 from pipelines.silver.spark_typing import typed_columns
 
@@ -445,26 +444,16 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
 
 def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
     """Keep, per key, the event with the largest ``_seq`` (ties: an upsert before a delete): the
-    events repartitioned by key (-0.0 with 0.0), each partition folded inside Spark's tasks by
-    :func:`pipelines.silver.arrow_fold.latest_rows`, the rule the driver's fold follows.
+    rule of :func:`pipelines.silver.arrow_fold.latest_rows`, which the driver's fold runs, written
+    as a window over the events partitioned by key (-0.0 with 0.0, NULLs as one key). Spark's own:
+    run in Spark's tasks instead, Arrow's made this path's silver 20% slower (BENCHMARKS.md, "One
+    typing for silver").
 
     >>> latest_per_key(key_events(changes, ["id"], value_schema), ["id"])  # doctest: +SKIP
     """
     if not keys:
         raise ValueError("latest_per_key needs at least one key column")
-    by = []
-    for k in keys:
-        c, dt = F.col(quote_ident(k)), events.schema[k].dataType
-        by.append(F.when(c == 0, F.lit(0).cast(dt)).otherwise(c) if isinstance(dt, (T.FloatType, T.DoubleType)) else c)
-    # by position: mapInArrow reads its columns by name, and a dot in a name would mean a field
-    names = events.columns
-    at = {name: f"_c{i}" for i, name in enumerate(names)}
-    keys, seq, action = [at[k] for k in keys], at[SEQ], at[ACTION]
-    plain = events.repartition(*by).toDF(*at.values())
-
-    def latest(batches):
-        from pipelines.silver.arrow_fold import latest_of_batches  # (imported in the Python worker)
-
-        yield from latest_of_batches(batches, keys, seq, action)
-
-    return plain.mapInArrow(latest, plain.schema).toDF(*names)
+    w = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(
+        F.col(SEQ).desc(), F.col(ACTION).desc()
+    )
+    return events.withColumn(RN, F.row_number().over(w)).where(F.col(RN) == 1).drop(RN)
