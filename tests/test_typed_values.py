@@ -348,3 +348,23 @@ def test_segments_with_large_values_come_to_the_driver_only_within_a_byte_budget
     assert driver.large_values(["0\x1fid\x1fLONG\x1e1\x1fbody\x1fLONGBLOB utf8mb4"])
     assert driver.large_values(["0\x1f\x00\x1fJSON"]) and driver.large_values(["0\x1fv\x1fVARCHAR(4000) utf8mb4"])
     assert not driver.large_values(["0\x1fid\x1fLONG\x1e1\x1fv\x1fVARCHAR(255) utf8mb4\x1e2\x1ft\x1fTINYBLOB"])
+
+
+def test_ddl_defaults_are_typed_as_the_server_takes_them():
+    """A DEFAULT's text is as its statement wrote it: a date for a DATETIME takes midnight, a sign
+    or a zero fraction on an integer and spaces are dropped; a text that still does not convert is
+    no usable default (None); a NOT NULL column without one takes MySQL's implicit default."""
+    from types import SimpleNamespace as Col
+
+    from pipelines.silver.schema_events import default_values
+
+    cols = [Col(name="d", type="DATETIME", default="2020-01-02", nullable=True, values=()),
+            Col(name="n", type="INT", default="+5.0", nullable=True, values=()),
+            Col(name="x", type="DECIMAL", default=" 1.50", nullable=True, values=()),
+            Col(name="bad", type="INT", default="abc", nullable=True, values=()),
+            Col(name="z", type="INT", default=None, nullable=False, values=())]
+    specs = {"d": ColumnSpec("d", "datetime"), "n": ColumnSpec("n", "int"),
+             "x": ColumnSpec("x", "decimal", precision=5, scale=2), "bad": ColumnSpec("bad", "int"),
+             "z": ColumnSpec("z", "int")}
+    assert default_values(cols, specs) == {"d": dt.datetime(2020, 1, 2), "n": 5, "x": Decimal("1.50"), "bad": None,
+                                           "z": 0}
