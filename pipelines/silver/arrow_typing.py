@@ -242,14 +242,11 @@ def typed_row(specs: Sequence[ColumnSpec], image: Sequence[dict] | None,
     return tuple(typed[i][0][0].as_py() for i in range(len(specs))), sum(z for _, z in typed.values())
 
 
-def columns_of(specs: Sequence[ColumnSpec], fixes: dict[int, tuple] | None = None,
-               types: Sequence[pa.DataType] | None = None) -> dict[int, tuple]:
+def columns_of(specs: Sequence[ColumnSpec], fixes: dict[int, tuple] | None = None) -> dict[int, tuple]:
     """What :func:`typed_cells` types, per spec's number: ``(spec, ordinal, Arrow type, fix)``
-    (the ordinal: the cells' ``idx``, the spec's position when it has none; the type: silver's,
-    or ``types``)."""
-    ordinals = [i if spec.ordinal is None else spec.ordinal for i, spec in enumerate(specs)]
-    types = types or [spark_type_to_arrow(spark_type(spec)) for spec in specs]
-    return {i: (spec, o, to, (fixes or {}).get(o)) for i, (spec, o, to) in enumerate(zip(specs, ordinals, types))}
+    (the ordinal: the cells' ``idx``, the spec's position when it has none; the type: silver's)."""
+    return {i: (spec, i if spec.ordinal is None else spec.ordinal, spark_type_to_arrow(spark_type(spec)),
+                (fixes or {}).get(i if spec.ordinal is None else spec.ordinal)) for i, spec in enumerate(specs)}
 
 
 def typed_cells(cells: Cells, n: int, columns: dict[int, tuple]) -> dict[int, tuple[pa.Array, int]]:
@@ -295,7 +292,7 @@ def typed_batch(batch: pa.RecordBatch, specs: Sequence[ColumnSpec], images: Sequ
     rows can raise. Raises :class:`NotCanonical` for a value that does not convert."""
     n = batch.num_rows
     struct = spark_type_to_arrow(silver_schema(specs))
-    columns = columns_of(specs, fixes, [f.type for f in struct])
+    columns = columns_of(specs, fixes)
     temporal = {i for i, spec in enumerate(specs) if type_rule(spec)[1].temporal}
     mine = np.ones(n, bool) if guard is None else \
         pc.fill_null(batch.column(guard), False).to_numpy(zero_copy_only=False)

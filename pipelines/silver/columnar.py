@@ -62,11 +62,9 @@ def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
     are released once typed (its ``images`` emptied)."""
     _checked(seg)
     zeros, typed = 0, {}
-    wanted = sorted(i for i in t.value_idx if i is not None)
-    types = [spark_type_to_arrow(f.dataType) for f in t.values.fields]
-    every_column = columns_of(specs, fixes, [types[t.value_idx.index(i)] if i in wanted else None
-                                             for i in range(len(specs))])
-    columns = {i: every_column[i] for i in wanted}
+    # the columns silver holds, each of the type of its silver column
+    columns = {i: (spec, ordinal, spark_type_to_arrow(t.values.fields[t.value_idx.index(i)].dataType), fix)
+               for i, (spec, ordinal, _, fix) in columns_of(specs, fixes).items() if i in t.value_idx}
     for image, cells in seg.images.items():
         done = typed_cells(cells, seg.n, columns)
         typed[image] = {i: values for i, (values, _) in done.items()}
