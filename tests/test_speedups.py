@@ -9,6 +9,7 @@ rather than skip, so a broken build cannot pass unnoticed.
 """
 from __future__ import annotations
 
+import array
 import csv
 import datetime as dt
 import gc
@@ -32,6 +33,8 @@ from pipelines.binlog.decimal import decimal_bin_size
 from pipelines.binlog.errors import BinlogError
 from pipelines.binlog.events import RowsEvent
 from pipelines.binlog.stream import EventStream
+from pipelines.binlog.typetext import column_fsp
+from pipelines.binlog.values import InvalidText, canonical_text
 from test_columns import (
     BINARY,
     LATIN1,
@@ -378,6 +381,161 @@ def test_no_leaks_on_success_and_fallback_paths():
     assert (sys.getrefcount(member), sys.getrefcount(flag)) == refs
 
 
+# -- cells: the images as canonical text, written in C ----------------------------------------
+
+def image_cells(img: R.ImageCells | None) -> list | None:
+    """An image's cells as ``(text, bytes)`` pairs, row-major."""
+    if img is None:
+        return None
+    text_lens, bin_lens = array.array("i", img.text_lens), array.array("i", img.bin_lens)
+    assert len(text_lens) == len(bin_lens)
+    out, t_at, b_at = [], 0, 0
+    for tl, bl in zip(text_lens, bin_lens):
+        text = img.text[t_at : t_at + tl].decode("utf-8") if tl >= 0 else None
+        data = img.bin[b_at : b_at + bl] if bl >= 0 else None
+        t_at, b_at = t_at + max(tl, 0), b_at + max(bl, 0)
+        out.append((text, data))
+    assert (t_at, b_at) == (len(img.text), len(img.bin))
+    return out
+
+
+def value_cells(tm, cols: tuple, images) -> list | None:
+    """The ``(text, bytes)`` cells of decoded values, each as :func:`canonical_text` with its column's
+    fractional digits spells it (bytes in the second place); None: no image."""
+    if images is None:
+        return None
+    out = []
+    for image in images:
+        for i, v in zip(cols, image):
+            if type(v) is bytes:
+                out.append((None, v))
+            else:
+                out.append((canonical_text(v, column_fsp(tm, i)), None))
+    return out
+
+
+_DATES = (CT.DATE, CT.NEWDATE, CT.TIME, CT.DATETIME, CT.TIMESTAMP, CT.TIME2, CT.DATETIME2, CT.TIMESTAMP2)
+
+
+def declined(tm, cols: tuple, image) -> bool:
+    """Whether an image holds a value the cells leave to the Python path: a zero or invalid date
+    (MySQL's text), YEAR 0, text not valid in its charset."""
+    for i, v in zip(cols, image or ()):
+        t = tm.column_types[i]
+        if type(v) is InvalidText or (t in _DATES and type(v) is str) or (t == CT.YEAR and v == 0):
+            return True
+    return False
+
+
+def check_cells(op, tm, body, before, after):
+    """decode_cells: None, or the canonical text of the Python path's values; returns what happened."""
+    cells = R.decode_cells(op, tm, body, before, after)
+    with decoder_path(False):
+        slow = outcome(lambda: R.decode_rows(op, tm, body, before, after, event_type=30))
+    if cells is None:
+        return "declined" if slow[0] == "rows" else "error"
+    assert slow[0] == "rows", "cells for a body the Python decoders refuse"
+    with decoder_path(False):
+        rows = R.decode_rows(op, tm, body, before, after, event_type=30)
+    assert cells.rows == len(rows)
+    assert image_cells(cells.before) == value_cells(tm, before, [r[0] for r in rows] if op != "insert" else None)
+    assert image_cells(cells.after) == value_cells(tm, after, [r[1] for r in rows] if op != "delete" else None)
+    return "cells"
+
+
+@SETTINGS
+@given(tables_and_bodies())
+def test_cells_are_the_canonical_text_of_the_values(case):
+    tm, op, before, after, body = case
+    speedups()
+    what = check_cells(op, tm, body, before, after)
+    event(f"cells: {what}")
+    if what == "declined":  # only where C declines the values, or for what the cells leave to Python
+        _, _, direct = decode_both_ways(op, tm, body, before, after)
+        if direct not in (None, "fallback"):
+            with decoder_path(False):
+                rows = R.decode_rows(op, tm, body, before, after, event_type=30)
+            assert any(declined(tm, before, b) or declined(tm, after, a) for b, a in rows)
+
+
+@SETTINGS
+@given(tables_and_bodies(), st.data())
+def test_cells_of_truncated_and_corrupted_bodies(case, data):
+    tm, op, before, after, body = case
+    buf = bytearray(body)
+    i = data.draw(st.integers(0, max(len(buf) - 1, 0)))
+    if data.draw(st.booleans()):
+        del buf[i:]
+    elif buf:
+        buf[i] ^= 1 << data.draw(st.integers(0, 7))
+    check_cells(op, tm, bytes(buf), before, after)
+
+
+def test_cells_of_every_supported_type_and_what_they_decline():
+    speedups()
+    cols = [int_col(CT.LONGLONG, 8, False), int_col(CT.LONGLONG, 8, True), enum(("a", "b"), 1), newdecimal(12, 2),
+            newdecimal(40, 30), newdecimal(5, 0), datetime2(6), datetime2(2), timestamp2(3), time2(3),
+            varchar(64, UTF8MB4), Col(CT.FLOAT, 4, encode=lambda v: struct.pack("<f", v)),
+            Col(CT.DOUBLE, 8, encode=lambda v: struct.pack("<d", v)), bit(10), set_col(("x", "y"), 1),
+            Col(CT.BLOB, 3, None, LATIN1, encode=prefixed(3)), char(4, BINARY)]
+    tm = table_map(cols)
+    present = tuple(range(len(cols)))
+    rows = [
+        [-5, 2 ** 64 - 1, 2, Decimal("-0.50"), Decimal("5E-30"), Decimal("-7"), (2024, 2, 29, 23, 59, 59, 123456),
+         (1, 1, 1, 0, 0, 0, 990000), (1700000000, 5000), (True, 838, 59, 59, 5000), "h\u00e9 \U0001f600", 0.1,
+         1e16, 1000, 3, b"\x80caf\xe9", b"ab"],
+        [None] * len(cols),
+    ]
+    body = b"".join(encode_row(cols, present, r) for r in rows)
+    assert check_cells("insert", tm, body, (), present) == "cells"
+    texts = [t for t, _ in image_cells(R.decode_cells("insert", tm, body, (), present).after)[: len(cols)]]
+    assert texts == ["-5", "18446744073709551615", "b", "-0.50", "0." + "0" * 29 + "5", "-7",
+                     "2024-02-29 23:59:59.123456", "0001-01-01 00:00:00.99", "2023-11-14 22:13:20.005",
+                     "-838:59:59.005", "h\u00e9 \U0001f600", repr(struct.unpack("<f", struct.pack("<f", 0.1))[0]),
+                     "1e+16", "1000", "x,y", "\u20accaf\u00e9", None]
+    year, date = Col(CT.YEAR, 0, encode=lambda v: bytes([v])), Col(CT.DATE, 0, encode=lambda v: v)
+    utf8 = varchar(8, UTF8MB4)
+    for col, raw in [(year, 0), (date, bytes(3)), (utf8, b"\x02\xc3\x28")]:  # YEAR 0, zero date, bad UTF-8
+        one = table_map([col])
+        tm_body = b"\x00" + (bytes([raw]) if type(raw) is int else raw)
+        assert R.decode_cells("insert", one, tm_body, (), (0,)) is None
+        assert check_cells("insert", one, tm_body, (), (0,)) == "declined"
+
+
+def test_cells_do_not_leak():
+    S = speedups()
+    member = "member-" + "a" * 20
+    cols = [int_col(CT.LONG, 4, False), varchar(20, UTF8MB4), newdecimal(10, 2), set_col(("f", "y"), 1),
+            datetime2(3), enum((member, "b"), 1), Col(CT.BLOB, 3, None, LATIN1, encode=prefixed(3))]
+    tm = table_map(cols)
+    present = tuple(range(len(cols)))
+    row = [1, "abc", Decimal("1.25"), 3, (2020, 1, 2, 3, 4, 5, 6000), 1, b"caf\xe9"]
+    good = (encode_row(cols, present, row) + encode_row(cols, present, [None] * 3 + row[3:])) * 10
+    plan = R.row_plan(tm, present)
+    cases = [(good, 0), (good, 2), (good[:-3], 0), (good + b"\x01", 2)]
+
+    def traced_after(rounds: int) -> int:
+        for _ in range(rounds):
+            for body, op in cases:
+                try:
+                    S.decode_cells(body, op, plan, plan)
+                except S.Fallback:
+                    pass
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+
+    traced_after(1)
+    refs = sys.getrefcount(member)
+    tracemalloc.start()
+    try:
+        base = traced_after(300)
+        grown = traced_after(1500) - base
+    finally:
+        tracemalloc.stop()
+    assert grown < 16 * 1024, f"{grown} bytes kept by 1500 more rounds"
+    assert sys.getrefcount(member) == refs
+
+
 # -- the existing suites both ways -----------------------------------------------------------
 
 def _corpus_files() -> list[Path]:
@@ -513,3 +671,25 @@ def test_binlog_decoder_environment_variable(mode, expected):
     out = subprocess.run([sys.executable, "-c", "from pipelines.binlog import accel; print(accel.ACCELERATED)"],
                          env=env, cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+@pytest.mark.corpus
+def test_corpus_rows_mostly_become_cells_in_c():
+    """Every rows event of the corpus: its cells are the canonical text of its values, and nearly
+    every one is written in C (a vacuous pass would leave them all to Python)."""
+    speedups()
+    outcomes: dict[str, int] = {}
+    for path in _corpus_files():
+        try:
+            with EventStream(path, decode_rows=False) as s:
+                for ev in s.events():
+                    if type(ev) is not RowsEvent or ev.table_map is None or not ev.body or ev.partial:
+                        continue
+                    what = check_cells(ev.op, ev.table_map, ev.body, ev.columns_before, ev.columns_after)
+                    outcomes[what] = outcomes.get(what, 0) + 1
+        except BinlogError:
+            pass  # the broken public files
+    total = sum(outcomes.values())
+    if not total:
+        pytest.skip("../shared/corpus is not present")
+    assert outcomes.get("cells", 0) >= 0.9 * total, outcomes

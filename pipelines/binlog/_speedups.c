@@ -9,6 +9,9 @@
  *   decode_rows(buf, op, plan_a, plan_b) -> tuple of (before, after) pairs
  *                                       op 0 insert: (None, A); 1 delete: (A, None);
  *                                       2 update: (A, B)
+ *   decode_cells(buf, op, plan_a, plan_b) -> (rows, before, after): the same images as
+ *                                       canonical-text cells in Arrow-ready buffers
+ *                                       (see "cells" below)
  *
  * Only the common column types are handled here. Anything else - a zero or
  * invalid date, an out-of-range ENUM/SET/DECIMAL digit group, bytes that are
@@ -756,12 +759,590 @@ done:
     return result;
 }
 
+/* -- cells: row images as canonical text, ready for Arrow ------------------------------- */
+
+/*
+ * decode_cells(buf, op, plan_a, plan_b=None) -> (rows, before, after)
+ *
+ * The same images as decode_rows, each value written as its canonical text
+ * (pipelines.binlog.values.canonical_text with the column's fractional digits)
+ * or, for bytes, as its bytes: one cell per (row, column), row-major. An image
+ * is (text_lens, text, bin_lens, bin): int32 lengths per cell (-1: no text, or
+ * no bytes) and the concatenated UTF-8 texts and bytes; an absent image is None.
+ * Besides what decode_rows refuses, Fallback is raised for text not valid in its
+ * charset and YEAR 0, whose cells the Python path writes (InvalidText, zero dates).
+ */
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int
+buf_grow(Buf *b, Py_ssize_t extra)
+{
+    if (b->n + extra <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + extra)
+        cap *= 2;
+    char *p = PyMem_Realloc(b->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+buf_put(Buf *b, const void *src, Py_ssize_t n)
+{
+    if (buf_grow(b, n) < 0)
+        return -1;
+    if (n)
+        memcpy(b->p + b->n, src, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+static inline int
+buf_len(Buf *b, int32_t v)
+{
+    return buf_put(b, &v, sizeof v);
+}
+
+typedef struct {
+    Buf text_lens, text, bin_lens, bin;
+} Cells;
+
+static void
+cells_free(Cells *c)
+{
+    PyMem_Free(c->text_lens.p);
+    PyMem_Free(c->text.p);
+    PyMem_Free(c->bin_lens.p);
+    PyMem_Free(c->bin.p);
+}
+
+static int
+put_text(Cells *c, const char *s, Py_ssize_t n)
+{
+    if (buf_len(&c->text_lens, (int32_t)n) < 0 || buf_put(&c->text, s, n) < 0)
+        return -1;
+    return buf_len(&c->bin_lens, -1);
+}
+
+static PyObject *
+put_text_or_fallback(Cells *c, const Column *col, Py_ssize_t k, Py_ssize_t off, const char *s, Py_ssize_t n)
+{
+    if (n > INT32_MAX)
+        return fallback(col, k, off, "value of 2 GiB or more");
+    return put_text(c, s, n) < 0 ? NULL : Py_None;
+}
+
+static char *
+put_u64(char *out, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *out++ = tmp[--n];
+    return out;
+}
+
+static char *
+put_i64(char *out, int64_t v)
+{
+    if (v < 0) {
+        *out++ = '-';
+        return put_u64(out, (uint64_t)0 - (uint64_t)v);
+    }
+    return put_u64(out, (uint64_t)v);
+}
+
+/* ".ffffff" cut to fsp digits (nothing for fsp 0), as values.datetime_text/time_text */
+static char *
+put_fraction(char *out, long us, int fsp)
+{
+    if (fsp <= 0)
+        return out;
+    char six[6];
+    put_uint(six, (uint32_t)us, 6);
+    *out++ = '.';
+    memcpy(out, six, (size_t)fsp);
+    return out + fsp;
+}
+
+static char *
+put_date(char *out, long y, long mo, long d)
+{
+    out = put_uint(out, (uint32_t)y, 4);
+    *out++ = '-';
+    out = put_uint(out, (uint32_t)mo, 2);
+    *out++ = '-';
+    return put_uint(out, (uint32_t)d, 2);
+}
+
+static char *
+put_datetime(char *out, long y, long mo, long d, long h, long mi, long s, long us, int fsp)
+{
+    out = put_date(out, y, mo, d);
+    *out++ = ' ';
+    out = put_uint(out, (uint32_t)h, 2);
+    *out++ = ':';
+    out = put_uint(out, (uint32_t)mi, 2);
+    *out++ = ':';
+    out = put_uint(out, (uint32_t)s, 2);
+    return put_fraction(out, us, fsp);
+}
+
+static char *
+put_utc(char *out, uint64_t seconds, long us, int fsp)
+{
+    long y, m, d;
+    civil_from_days((int64_t)(seconds / 86400), &y, &m, &d);
+    long rem = (long)(seconds % 86400);
+    return put_datetime(out, y, m, d, rem / 3600, rem / 60 % 60, rem % 60, us, fsp);
+}
+
+/* MySQL TIME text of signed microseconds: [-]HH:MM:SS[.f] (hours at least two digits) */
+static char *
+put_time(char *out, int64_t total, int fsp)
+{
+    if (total < 0) {
+        *out++ = '-';
+        total = -total;
+    }
+    int64_t secs = total / 1000000;
+    out = put_uint(out, (uint32_t)(secs / 3600), 2);
+    *out++ = ':';
+    out = put_uint(out, (uint32_t)(secs / 60 % 60), 2);
+    *out++ = ':';
+    out = put_uint(out, (uint32_t)(secs % 60), 2);
+    return put_fraction(out, (long)(total % 1000000), fsp);
+}
+
+/* NEWDECIMAL as values.decimal_text gives it: [-]int.frac with exactly `scale` digits */
+static char *
+put_decimal(const Column *col, const unsigned char *p, char *out, int *bad)
+{
+    unsigned char d[80];
+    char digits[96], *q = digits;
+    int size = (int)col->size, positive = p[0] >> 7, started = 0, scale = col->b;
+    unsigned char flip = positive ? 0 : 0xFF;
+    for (int i = 0; i < size; i++)
+        d[i] = p[i] ^ flip;
+    d[0] ^= 0x80;
+    const unsigned char *r = d;
+    for (int g = 0; g < col->ngroups; g++) {
+        int nd = col->gdigits[g];
+        uint32_t v = (uint32_t)be(r, col->gbytes[g]);
+        r += col->gbytes[g];
+        if (v > POW10[nd] - 1) {
+            *bad = 1;
+            return out;
+        }
+        if (started)
+            q = put_uint(q, v, nd);
+        else if (v) {
+            q = put_uint(q, v, 0);
+            started = 1;
+        }
+    }
+    int n = (int)(q - digits);  /* the unscaled digits, no leading zeros (none for zero) */
+    if (!positive)
+        *out++ = '-';
+    if (n <= scale) {  /* 0.00ddd */
+        *out++ = '0';
+        if (scale) {
+            *out++ = '.';
+            memset(out, '0', (size_t)(scale - n));
+            out += scale - n;
+            memcpy(out, digits, (size_t)n);
+            out += n;
+        }
+        return out;
+    }
+    memcpy(out, digits, (size_t)(n - scale));
+    out += n - scale;
+    if (scale) {
+        *out++ = '.';
+        memcpy(out, digits + n - scale, (size_t)scale);
+        out += scale;
+    }
+    return out;
+}
+
+/* Well-formed UTF-8 (Unicode table 3-7), what Python's strict utf-8 decoder accepts. */
+static int
+valid_utf8(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        }
+        else
+            return 0;
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (int j = 2; j < len; j++)
+            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
+                return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A str object's UTF-8 as a text cell (steals the reference). */
+static PyObject *
+put_str(Cells *c, const Column *col, Py_ssize_t k, Py_ssize_t off, PyObject *s)
+{
+    if (s == NULL)
+        return NULL;
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    PyObject *r = u == NULL ? NULL : put_text_or_fallback(c, col, k, off, u, n);
+    Py_DECREF(s);
+    return r;
+}
+
+/* One non-null value at buf[*off] as a cell; advances *off. Returns Py_None (borrowed) or NULL. */
+static PyObject *
+encode_value(Cells *c, const Column *col, Py_ssize_t k, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end)
+{
+    Py_ssize_t off = *poff;
+    const unsigned char *p = buf + off;
+    char text[160], *out = text;
+    uint64_t u;
+    long y, mo, d, h, mi, s, us;
+
+    if (col->size >= 0) {
+        if (col->size > end - off)
+            return fallback(col, k, off, "truncated");
+        *poff = off + col->size;
+    }
+    switch (col->kind) {
+    case K_NULL:
+        if (buf_len(&c->text_lens, -1) < 0 || buf_len(&c->bin_lens, -1) < 0)
+            return NULL;
+        return Py_None;
+    case K_INT:
+        u = le(p, col->a);
+        if (col->b)
+            out = put_u64(out, u);
+        else if (col->a < 8) {
+            uint64_t sign = (uint64_t)1 << (8 * col->a - 1);
+            out = put_i64(out, (int64_t)((u ^ sign) - sign));
+        }
+        else
+            out = put_i64(out, (int64_t)u);
+        break;
+    case K_FLOAT:
+    case K_DOUBLE: {
+        double v = col->kind == K_FLOAT ? PyFloat_Unpack4((const char *)p, 1) : PyFloat_Unpack8((const char *)p, 1);
+        char *r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);  /* repr(float) */
+        if (r == NULL)
+            return NULL;
+        PyObject *done = put_text_or_fallback(c, col, k, off, r, (Py_ssize_t)strlen(r));
+        PyMem_Free(r);
+        return done;
+    }
+    case K_YEAR:
+        if (!p[0])
+            return fallback(col, k, off, "YEAR 0");
+        out = put_u64(out, (uint64_t)p[0] + 1900);
+        break;
+    case K_DATE:
+        u = le(p, 3);
+        y = (long)(u >> 9);
+        mo = (long)(u >> 5 & 15);
+        d = (long)(u & 31);
+        if (!valid_date(y, mo, d))
+            return fallback(col, k, off, "zero or invalid date");
+        out = put_date(out, y, mo, d);
+        break;
+    case K_TIME: {
+        int64_t v = (int64_t)((le(p, 3) ^ 0x800000) - 0x800000);
+        int neg = v < 0;
+        if (neg)
+            v = -v;
+        int64_t total = (v / 10000 * 3600 + v / 100 % 100 * 60 + v % 100) * 1000000;
+        out = put_time(out, neg ? -total : total, 0);
+        break;
+    }
+    case K_DATETIME: {
+        u = le(p, 8);
+        uint64_t dd = u / 1000000, t = u % 1000000;
+        if (u == 0 || dd / 10000 > 9999)
+            return fallback(col, k, off, "zero or invalid datetime");
+        y = (long)(dd / 10000);
+        mo = (long)(dd / 100 % 100);
+        d = (long)(dd % 100);
+        h = (long)(t / 10000);
+        mi = (long)(t / 100 % 100);
+        s = (long)(t % 100);
+        if (!valid_datetime(y, mo, d, h, mi, s, 0))
+            return fallback(col, k, off, "zero or invalid datetime");
+        out = put_datetime(out, y, mo, d, h, mi, s, 0, 0);
+        break;
+    }
+    case K_TIMESTAMP:
+        u = le(p, 4);
+        if (u == 0)
+            return fallback(col, k, off, "zero timestamp");
+        out = put_utc(out, u, 0, 0);
+        break;
+    case K_TIME2: {
+        int fsp = col->a;
+        int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed, frac;
+        if (fsp == 0)
+            packed = intpart * ((int64_t)1 << 24);
+        else if (fsp <= 2) {
+            frac = p[3];
+            if (intpart < 0 && frac) {
+                intpart += 1;
+                frac -= 0x100;
+            }
+            packed = intpart * ((int64_t)1 << 24) + frac * 10000;
+        }
+        else if (fsp <= 4) {
+            frac = (int64_t)be(p + 3, 2);
+            if (intpart < 0 && frac) {
+                intpart += 1;
+                frac -= 0x10000;
+            }
+            packed = intpart * ((int64_t)1 << 24) + frac * 100;
+        }
+        else
+            packed = (int64_t)be(p, 6) - 0x800000000000LL;
+        int neg = packed < 0;
+        if (neg)
+            packed = -packed;
+        int64_t hms = packed >> 24, usec = packed & 0xFFFFFF;
+        if (usec > 999999)
+            return fallback(col, k, off, "TIME with too many microseconds");
+        int64_t total = ((((hms >> 12) & 0x3FF) * 60 + ((hms >> 6) & 0x3F)) * 60 + (hms & 0x3F)) * 1000000 + usec;
+        out = put_time(out, neg ? -total : total, fsp);
+        break;
+    }
+    case K_DATETIME2: {
+        int fb = FRAC_BYTES[col->a];
+        int64_t ip = (int64_t)be(p, 5) - 0x8000000000LL;
+        us = fb ? (long)be(p + 5, fb) * FRAC_MULT[col->a] : 0;
+        if (ip < 0 || us > 999999)
+            return fallback(col, k, off, "negative datetime or too many microseconds");
+        int64_t ymd = ip >> 17, ym = ymd >> 5;
+        y = (long)(ym / 13);
+        mo = (long)(ym % 13);
+        d = (long)(ymd & 31);
+        h = (long)(ip >> 12 & 31);
+        mi = (long)(ip >> 6 & 63);
+        s = (long)(ip & 63);
+        if (!valid_datetime(y, mo, d, h, mi, s, us))
+            return fallback(col, k, off, "zero or invalid datetime");
+        out = put_datetime(out, y, mo, d, h, mi, s, us, col->a);
+        break;
+    }
+    case K_TIMESTAMP2: {
+        int fb = FRAC_BYTES[col->a];
+        u = be(p, 4);
+        us = fb ? (long)be(p + 4, fb) * FRAC_MULT[col->a] : 0;
+        if (u == 0 || us > 999999)
+            return fallback(col, k, off, "zero timestamp or too many microseconds");
+        out = put_utc(out, u, us, col->a);
+        break;
+    }
+    case K_NEWDECIMAL: {
+        int bad = 0;
+        out = put_decimal(col, p, out, &bad);
+        if (bad)
+            return fallback(col, k, off, "NEWDECIMAL digit group out of range");
+        break;
+    }
+    case K_BIT:
+        out = put_u64(out, be(p, col->a));
+        break;
+    case K_ENUM:
+        u = le(p, col->a);
+        if (col->obj == NULL) {
+            out = put_u64(out, u);
+            break;
+        }
+        if (u >= (uint64_t)PyTuple_GET_SIZE(col->obj))
+            return fallback(col, k, off, "ENUM index beyond its members");
+        return put_str(c, col, k, off, Py_NewRef(PyTuple_GET_ITEM(col->obj, (Py_ssize_t)u)));
+    case K_SET:
+        u = le(p, col->a);
+        if (col->obj == NULL) {
+            out = put_u64(out, u);
+            break;
+        }
+        return put_str(c, col, k, off, set_value(col, u, k, off));
+    case K_STR: {
+        if (col->a > end - off)
+            return fallback(col, k, off, "truncated length");
+        Py_ssize_t n = (Py_ssize_t)le(p, col->a);
+        off += col->a;
+        if (n > end - off)
+            return fallback(col, k, off, "truncated string");
+        *poff = off + n;
+        const unsigned char *v = buf + off;
+        if (n > INT32_MAX || col->b > INT32_MAX)
+            return fallback(col, k, off, "value of 2 GiB or more");
+        switch (col->c) {
+        case C_BYTES: {
+            Py_ssize_t width = n < col->b ? col->b : n;  /* BINARY(n): right-padded with \0 */
+            if (buf_len(&c->text_lens, -1) < 0 || buf_len(&c->bin_lens, (int32_t)width) < 0
+                || buf_put(&c->bin, v, n) < 0 || buf_grow(&c->bin, width - n) < 0)
+                return NULL;
+            memset(c->bin.p + c->bin.n, 0, (size_t)(width - n));
+            c->bin.n += width - n;
+            return Py_None;
+        }
+        case C_UTF8:
+            if (!valid_utf8(v, n))
+                return fallback(col, k, off, "text not valid UTF-8");
+            return put_text_or_fallback(c, col, k, off, (const char *)v, n);
+        default:
+            return put_str(c, col, k, off, string_value(col, v, n));
+        }
+    }
+    default:
+        return fallback(col, k, off, "unknown kind");
+    }
+    return put_text_or_fallback(c, col, k, off, text, out - text);
+}
+
+static int
+encode_image(const PlanObject *plan, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end, Cells *c)
+{
+    Py_ssize_t off = *poff, nb = plan->null_bytes;
+    if (nb > end - off) {
+        PyErr_Format(Fallback, "null bitmap at body offset %zd: truncated", off);
+        return -1;
+    }
+    const unsigned char *nulls = buf + off;
+    off += nb;
+    for (Py_ssize_t k = 0; k < plan->ncols; k++) {
+        if (nulls[k >> 3] >> (k & 7) & 1) {
+            if (buf_len(&c->text_lens, -1) < 0 || buf_len(&c->bin_lens, -1) < 0)
+                return -1;
+            continue;
+        }
+        Py_ssize_t start = off;
+        if (encode_value(c, &plan->cols[k], k, buf, &off, end) == NULL) {
+            if (!PyErr_ExceptionMatches(Fallback))
+                fallback_from_error(&plan->cols[k], k, start);
+            return -1;
+        }
+    }
+    *poff = off;
+    return 0;
+}
+
+static PyObject *
+cells_result(Cells *c)
+{
+    return Py_BuildValue("(y#y#y#y#)", c->text_lens.p ? c->text_lens.p : "", c->text_lens.n,
+                         c->text.p ? c->text.p : "", c->text.n, c->bin_lens.p ? c->bin_lens.p : "", c->bin_lens.n,
+                         c->bin.p ? c->bin.p : "", c->bin.n);
+}
+
+static PyObject *
+decode_cells(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    int op;
+    PyObject *pa, *pb = Py_None, *result = NULL, *first = NULL, *second = NULL;
+    if (!PyArg_ParseTuple(args, "y*iO!|O:decode_cells", &view, &op, &PlanType, &pa, &pb))
+        return NULL;
+    const PlanObject *a = (const PlanObject *)pa, *b = NULL;
+    Cells ca, cb;
+    memset(&ca, 0, sizeof ca);
+    memset(&cb, 0, sizeof cb);
+    Py_ssize_t rows = 0;
+    if (op < 0 || op > 2) {
+        PyErr_SetString(PyExc_ValueError, "op must be 0 (insert), 1 (delete) or 2 (update)");
+        goto done;
+    }
+    if (op == 2) {
+        if (!PyObject_TypeCheck(pb, &PlanType)) {
+            PyErr_SetString(PyExc_TypeError, "an update needs two plans");
+            goto done;
+        }
+        b = (const PlanObject *)pb;
+    }
+    if (a->null_bytes == 0 && (b == NULL || b->null_bytes == 0)) {
+        PyErr_SetString(Fallback, "row images with no columns");
+        goto done;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t off = 0, end = view.len;
+    while (off < end) {
+        if (encode_image(a, buf, &off, end, &ca) < 0)
+            goto done;
+        if (b != NULL && encode_image(b, buf, &off, end, &cb) < 0)
+            goto done;
+        rows++;
+    }
+    first = cells_result(&ca);
+    if (first == NULL)
+        goto done;
+    if (op == 2) {
+        second = cells_result(&cb);
+        if (second == NULL)
+            goto done;
+        result = Py_BuildValue("(nOO)", rows, first, second);
+    }
+    else
+        result = op == 0 ? Py_BuildValue("(nOO)", rows, Py_None, first) : Py_BuildValue("(nOO)", rows, first, Py_None);
+done:
+    Py_XDECREF(first);
+    Py_XDECREF(second);
+    cells_free(&ca);
+    cells_free(&cb);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS,
      "decode_rows(buf, op, plan_a, plan_b=None) -> tuple of (before, after) pairs.\n\n"
      "op 0 (insert): (None, A); 1 (delete): (A, None); 2 (update): (A, B), where A and B\n"
      "are images decoded with plan_a and plan_b. Raises Fallback when the Python\n"
      "decoder has to decode the body instead (odd values, truncated or corrupt bytes)."},
+    {"decode_cells", decode_cells, METH_VARARGS,
+     "decode_cells(buf, op, plan_a, plan_b=None) -> (rows, before, after).\n\n"
+     "The images of decode_rows as canonical-text cells, row-major: each image is\n"
+     "(text_lens, text, bin_lens, bin) with int32 lengths per cell (-1: none), or None.\n"
+     "Raises Fallback where decode_rows does, and for invalid text and YEAR 0."},
     {NULL, NULL, 0, NULL},
 };
 

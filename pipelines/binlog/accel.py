@@ -17,6 +17,10 @@ ENUM/SET, and the VARCHAR/CHAR/BINARY/TEXT/BLOB family in any charset Python has
 codec for. A layout with any other column (JSON, GEOMETRY, VECTOR, pre-5.0 DECIMAL,
 MariaDB 5.3 fractional temporals, MariaDB compressed columns) stays in Python.
 
+``speedups.decode_cells`` reads the same bodies with the same plans but writes each value as its
+canonical text (or bytes) straight into Arrow-ready buffers (:func:`.rows.decode_cells`, what
+bronze's tasks use); it also declines text not valid in its charset and YEAR 0.
+
 >>> plan = build_plan(column_specs(table_map), (0, 1, 2))   # doctest: +SKIP
 >>> speedups.decode_rows(body, OPS["insert"], plan)         # doctest: +SKIP
 ((None, (1, 'ann', 30)), (None, (2, None, 255)))

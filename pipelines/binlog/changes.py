@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from .constants import EventType
 from .events import RowsEvent, TableMapEvent
@@ -99,7 +99,10 @@ class StatementChange:
 class RowsBatch:
     """The rows of one rows event: ``rows`` holds ``(before, after)`` value tuples aligned with
     ``columns_before`` / ``columns_after``; row ``i`` has ``row_idx = first_row + i``. Every row
-    of a batch has the same op, table map and column sets, so a consumer can work column-wise."""
+    of a batch has the same op, table map and column sets, so a consumer can work column-wise.
+    With ``row_cells`` (:func:`iter_change_batches`), ``rows`` may be empty and ``cells`` hold the
+    images as canonical-text cells instead (:class:`~pipelines.binlog.rows.RowCells`); ``n``
+    counts the rows either way."""
 
     file: str
     pos: int
@@ -112,6 +115,11 @@ class RowsBatch:
     event_ts: int
     server_id: int
     tx: TxInfo
+    cells: Any = None
+
+    @property
+    def n(self) -> int:
+        return self.cells.rows if self.cells is not None else len(self.rows)
 
 
 def iter_changes(source, index: FileIndex | None = None, start: int | None = None, end: int | None = None,
@@ -141,12 +149,15 @@ def iter_change_batches(
     name: str | None = None,
     verify_checksums: bool = True,
     table_map_hook=None,
+    row_cells: bool = False,
 ) -> Iterator[RowsBatch | StatementChange]:
     """:func:`iter_changes` one rows event at a time: a :class:`RowsBatch` per rows event
     (statements as in :func:`iter_changes`). ``name`` names the file in errors (default: its
     path); ``verify_checksums`` checks each event's CRC32; ``table_map_hook`` may replace each
-    table map as it is read (e.g. to complete column metadata)."""
-    with EventStream(source, name=name, verify_checksums=verify_checksums, table_map_hook=table_map_hook) as stream:
+    table map as it is read (e.g. to complete column metadata); ``row_cells`` gives rows events'
+    images as cells where the compiled decoder takes them (:attr:`RowsBatch.cells`)."""
+    with EventStream(source, name=name, verify_checksums=verify_checksums, table_map_hook=table_map_hook,
+                     row_cells=row_cells) as stream:
         if index is None:
             index = scan(stream.file.buf, name=stream.name, verify_checksums=verify_checksums)
         stop = index.complete_until if end is None else min(end, index.complete_until)
@@ -168,10 +179,9 @@ def iter_change_batches(
                     continue  # the dummy end-of-statement event carries no rows
                 if pos != last_pos:
                     last_pos, next_row = pos, 0
-                rows = ev.rows
                 yield RowsBatch(h.file, pos, next_row, ev.op, ev.table_map, ev.columns_before, ev.columns_after,
-                                rows, h.timestamp, h.server_id, tx)
-                next_row += len(rows)
+                                ev.rows, h.timestamp, h.server_id, tx, ev.cells)
+                next_row += ev.row_count
             elif h.type_code in _QUERY_TYPES:
                 kind = _query_kind(ev.query)
                 if kind == "statement":

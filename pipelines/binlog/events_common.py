@@ -30,6 +30,9 @@ class DecodeContext:
     # Completes a table map from outside knowledge (e.g. the precision of MariaDB
     # 5.3 temporal columns, which the binlog does not carry): TableMapEvent -> TableMapEvent.
     table_map_hook: Any = None
+    # Rows events' images as canonical-text cells where the compiled accelerator takes them
+    # (RowsEvent.cells; rows.decode_cells), values otherwise.
+    row_cells: bool = False
 
 
 # =============================================================================

@@ -26,6 +26,9 @@ class RowsEvent:
 
     With ``DecodeContext.decode_rows`` false, ``rows`` is ``()`` and ``body``
     holds the row images undecoded (decompressed for MariaDB compressed events).
+    With ``DecodeContext.row_cells``, ``rows`` is ``()`` and ``cells`` holds the images as
+    canonical-text cells (:class:`~pipelines.binlog.rows.RowCells`) when the compiled decoder
+    takes the event; otherwise ``rows`` holds the values as usual.
     ``extra_data`` (v2 only) may hold ``"ndb"`` (``{"format": int, "data": bytes}``),
     ``"partition_id"``, ``"source_partition_id"`` (updates), and ``"_unparsed"``
     (the bytes from an unknown extra-data type on, which stops the parse as in
@@ -45,6 +48,11 @@ class RowsEvent:
     partial: bool = False
     compressed: bool = False
     body: bytes = b""
+    cells: Any = None  # RowCells, with DecodeContext.row_cells
+
+    @property
+    def row_count(self) -> int:
+        return self.cells.rows if self.cells is not None else len(self.rows)
 
     @property
     def stmt_end(self) -> bool:
@@ -161,6 +169,13 @@ def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False)
         from .rows import decode_rows
     except ImportError as e:  # pragma: no cover - depends on the checkout
         raise UnsupportedType(f"row images need pipelines.binlog.rows ({e}); decode with decode_rows=False") from None
+    if ctx.row_cells and not partial:
+        from .rows import decode_cells
+
+        cells = decode_cells(op, table_map, body, before, after)
+        if cells is not None:
+            return RowsEvent(header, op, ph.table_id, ph.flags, extra, width, before, after, table_map, (), partial,
+                             compressed, cells=cells)
     rows = tuple(decode_rows(op, table_map, body, before, after, partial=partial, event_type=kind))
     return RowsEvent(header, op, ph.table_id, ph.flags, extra, width, before, after, table_map, rows, partial, compressed)
 

@@ -24,7 +24,7 @@ column, the value is a :class:`.jsonb.PartialJson` for the caller to apply.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from . import accel
 from .columns import ColumnDecoding, column_specs, compile_row_decoder, decode_column, decode_row_reference, null_bitmap
@@ -227,6 +227,46 @@ def decode_rows(
             )
         e.args = (e.message,)
         raise
+
+
+class ImageCells(NamedTuple):
+    """One image of every row of a rows event as cells, row-major (row ``r``, column ``j`` is cell
+    ``r * width + j``), in Arrow-ready buffers: ``text_lens``/``bin_lens`` are int32 lengths per
+    cell, -1 where the cell has no text (bytes) or no bytes (text); both -1 is SQL NULL. ``text``
+    is the cells' UTF-8 :func:`~.values.canonical_text` (the column's fractional digits)
+    concatenated, ``bin`` their bytes."""
+
+    text_lens: bytes
+    text: bytes
+    bin_lens: bytes
+    bin: bytes
+
+
+class RowCells(NamedTuple):
+    """The row images of a rows event as cells (:func:`decode_cells`); an absent image is None."""
+
+    rows: int
+    before: ImageCells | None
+    after: ImageCells | None
+
+
+def decode_cells(op: str, table_map, body, columns_before: tuple[int, ...],
+                 columns_after: tuple[int, ...]) -> RowCells | None:
+    """The rows of a (not partial) rows event body as :class:`RowCells`, written by the compiled
+    accelerator without a Python value per cell; None when it does not take the event (not built,
+    a layout it leaves to Python, or a value it declines: a zero date, YEAR 0, text not valid in its
+    charset, bad bytes): :func:`decode_rows` then gives the values, or the precise error."""
+    if not accel.ACCELERATED or not len(body) or op not in accel.OPS:
+        return None
+    presents = {OP_INSERT: (columns_after,), OP_DELETE: (columns_before,)}.get(op, (columns_before, columns_after))
+    plans = tuple(_plans.get(table_map, p) for p in presents)
+    if None in plans:
+        return None
+    try:
+        rows, before, after = accel.speedups.decode_cells(body, accel.OPS[op], *plans)
+    except accel.Fallback:
+        return None
+    return RowCells(rows, None if before is None else ImageCells(*before), None if after is None else ImageCells(*after))
 
 
 def _as_pairs(images: list, op: str) -> list[tuple]:

@@ -37,9 +37,10 @@ class EventStream:
         verify_checksums: bool = True,
         skip_ignorable: bool = True,
         table_map_hook=None,
+        row_cells: bool = False,
     ):
         self.file = BinlogFile(source, name=name, verify_checksums=verify_checksums)
-        self.ctx = DecodeContext(self.file.format, {}, decode_rows, table_map_hook)
+        self.ctx = DecodeContext(self.file.format, {}, decode_rows, table_map_hook, row_cells)
         self.skip_ignorable = skip_ignorable
         self.stats: Counter[str] = Counter()
 

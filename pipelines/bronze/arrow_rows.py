@@ -3,10 +3,13 @@ rows as the row-by-row reference of :mod:`pipelines.bronze.rows` (not here), who
 layouts they take.
 
 :class:`ArrowRowsBuilder` takes whole rows events (:class:`pipelines.binlog.changes.RowsBatch`),
-whose rows share a table map and column set, converts each column's values to text in one go
-(Arrow casts for ints and datetimes, one Python pass for the rest) and interleaves the columns
-into the row-major cell lists with Arrow ``take``; values of unusual types take the per-value
-path of :func:`~pipelines.bronze.rows.bronze_row`. :class:`SnapshotRowsBuilder` does the same
+whose rows share a table map and column set. The compiled decoder wrote most events' images
+already as row-major text cells (:class:`~pipelines.binlog.rows.ImageCells`): their buffers become
+the cells' arrays as they are. An event decoded to values (a zero date, text not valid in its
+charset, a type the compiled decoder leaves to Python) has each column's values converted to text in
+one go (Arrow casts for ints and datetimes, one Python pass for the rest), interleaved into
+row-major cells with Arrow ``take``; values of unusual types take the per-value path of
+:func:`~pipelines.bronze.rows.bronze_row`. :class:`SnapshotRowsBuilder` does the same
 for a dump's INSERTs (op ``r``, :func:`~pipelines.bronze.rows.snapshot_row`).
 
 >>> builder = ArrowRowsBuilder(arrow_schema, file_seq=1, run_id="r", ingested_at=now)  # doctest: +SKIP
@@ -16,6 +19,7 @@ for a dump's INSERTs (op ``r``, :func:`~pipelines.bronze.rows.snapshot_row`).
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 from decimal import Decimal
 
@@ -25,6 +29,7 @@ import pyarrow.compute as pc
 
 from pipelines.binlog.changes import RowsBatch
 from pipelines.binlog.jsonb import PartialJson
+from pipelines.binlog.rows import ImageCells
 from pipelines.binlog.values import InvalidText, canonical_text, decimal_text
 from pipelines.bronze.rows import OPS, TableLayout, file_basename, is_zero_date
 from pipelines.bronze.schema import DECODER_VERSION, PARTIAL_JSON_MARK, SEQ_ROW_DIGITS, seq_key, snapshot_seq
@@ -85,7 +90,9 @@ def column_arrays(values, fsp: int | None) -> tuple[pa.Array, pa.Array]:
 
 
 class _Group:
-    """The rows of one table layout, op and column sets (and image presence) in a chunk."""
+    """The rows of one table layout, op and column sets (and image presence) in a chunk. Each
+    image is a list of pieces in row order: value tuples gathered in a list, or an event's
+    :class:`~pipelines.binlog.rows.ImageCells`."""
 
     __slots__ = ("layout", "op", "cols_before", "cols_after", "has_before", "has_after", "before", "after", "n",
                  "shape")
@@ -99,7 +106,58 @@ class _Group:
         self.n = 0
 
 
-def _image_array(layout: "TableLayout", cols: tuple, rows: list, n: int, present: bool,
+def _add_rows(pieces: list, rows) -> None:
+    """Add rows of values to an image's pieces (one list for consecutive ones)."""
+    if pieces and type(pieces[-1]) is list:
+        pieces[-1].extend(rows)
+    else:
+        pieces.append(list(rows))
+
+
+def _value_cells(layout: "TableLayout", cols: tuple, rows: list, zeros: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The row-major ``text`` and ``bin`` cells of rows of values; adds each row's zero dates (see
+    :meth:`TableLayout.zero_dates`) to ``zeros``."""
+    n, width = len(rows), len(cols)
+    texts, bins = [], []
+    for j, values in enumerate(zip(*rows)):
+        t, b = column_arrays(values, layout.fsps[cols[j]])
+        texts.append(t)
+        bins.append(b)
+        if cols[j] in layout.dates:
+            kinds = set(map(type, values))
+            if str in kinds or int in kinds:  # else all are dates (or NULL): no zero date
+                zeros += np.fromiter(map(is_zero_date, values), dtype=np.int32, count=n)
+    # column-major -> row-major: cell (row r, column j) is at j * n + r
+    order = (np.arange(n)[:, None] + np.arange(width)[None, :] * n).ravel()
+    return pa.concat_arrays(texts).take(order), pa.concat_arrays(bins).take(order)
+
+
+def _buffer_array(typ: pa.DataType, lens: np.ndarray, data: bytes) -> pa.Array:
+    """The array of cells of lengths ``lens`` (-1: NULL) over ``data``, without a copy of the data."""
+    n = len(lens)
+    valid = lens >= 0
+    nulls = n - int(np.count_nonzero(valid))
+    if nulls == n:
+        return pa.nulls(n, typ)
+    ends = np.cumsum(np.where(valid, lens, 0), dtype=np.int64)
+    large = bool(n) and int(ends[-1]) > np.iinfo(np.int32).max
+    offsets = np.zeros(n + 1, np.int64 if large else np.int32)
+    offsets[1:] = ends
+    mask = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    kind = (pa.large_string() if typ == pa.string() else pa.large_binary()) if large else typ
+    arr = pa.Array.from_buffers(kind, n, [mask, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
+    return arr.cast(typ) if large else arr
+
+
+def _decoded_cells(run: list[ImageCells]) -> tuple[pa.Array, pa.Array]:
+    """The row-major ``text`` and ``bin`` cells of consecutive events' cells, as they are."""
+    text_lens = np.frombuffer(b"".join(c.text_lens for c in run), dtype=np.int32)
+    bin_lens = np.frombuffer(b"".join(c.bin_lens for c in run), dtype=np.int32)
+    return (_buffer_array(pa.string(), text_lens, b"".join(c.text for c in run)),
+            _buffer_array(pa.binary(), bin_lens, b"".join(c.bin for c in run)))
+
+
+def _image_array(layout: "TableLayout", cols: tuple, pieces: list, n: int, present: bool,
                  list_type: pa.ListType, zeros: np.ndarray) -> tuple[pa.Array, pa.StructArray | None]:
     """The list array of one image for ``n`` rows (all NULL when not ``present``) and its cells;
     adds each row's zero dates (see :meth:`TableLayout.zero_dates`) to ``zeros``."""
@@ -108,19 +166,18 @@ def _image_array(layout: "TableLayout", cols: tuple, rows: list, n: int, present
     width = len(cols)
     struct_type = list_type.value_type
     if width:
-        texts, bins = [], []
-        for j, values in enumerate(zip(*rows)):
-            t, b = column_arrays(values, layout.fsps[cols[j]])
-            texts.append(t)
-            bins.append(b)
-            if cols[j] in layout.dates:
-                kinds = set(map(type, values))
-                if str in kinds or int in kinds:  # else all are dates (or NULL): no zero date
-                    zeros += np.fromiter(map(is_zero_date, values), dtype=np.int32, count=n)
-        # column-major -> row-major: cell (row r, column j) is at j * n + r
-        order = (np.arange(n)[:, None] + np.arange(width)[None, :] * n).ravel()
-        text = pa.concat_arrays(texts).take(order)
-        binary = pa.concat_arrays(bins).take(order)
+        texts, bins, at = [], [], 0
+        for values, run in itertools.groupby(pieces, key=lambda piece: type(piece) is list):
+            for rows in run if values else [list(run)]:
+                if values:
+                    t, b = _value_cells(layout, cols, rows, zeros[at : at + len(rows)])
+                else:
+                    t, b = _decoded_cells(rows)
+                at += len(t) // width
+                texts.append(t)
+                bins.append(b)
+        text = texts[0] if len(texts) == 1 else pa.concat_arrays(texts)
+        binary = bins[0] if len(bins) == 1 else pa.concat_arrays(bins)
         tiles = np.tile(np.arange(width), n)
         idx = pa.array(np.asarray(cols, dtype=np.int32)).take(tiles)
         names = pa.array([layout.names[i] for i in cols], pa.string()).take(tiles)
@@ -266,6 +323,19 @@ class ArrowRowsBuilder(_ColumnarRows):
 
     def add(self, batch: RowsBatch, layout: "TableLayout") -> int:
         """Add the rows of one rows event; returns how many."""
+        cells = batch.cells
+        if cells is not None:
+            if not cells.rows:
+                return 0
+            hb, ha = cells.before is not None, cells.after is not None
+            g = self._group(layout, batch.op, batch.columns_before, batch.columns_after, hb, ha)
+            for has, pieces, image in ((hb, g.before, cells.before), (ha, g.after, cells.after)):
+                if has:
+                    pieces.append(image)
+            self._ev.append((g, g.n, cells.rows, batch, batch.first_row))
+            g.n += cells.rows
+            self.rows += cells.rows
+            return cells.rows
         rows = batch.rows
         if not rows:
             return 0
@@ -278,9 +348,9 @@ class ArrowRowsBuilder(_ColumnarRows):
             hb, ha = befores[lo] is not None, afters[lo] is not None
             g = self._group(layout, batch.op, batch.columns_before, batch.columns_after, hb, ha)
             if hb:
-                g.before.extend(befores[lo:hi])
+                _add_rows(g.before, befores[lo:hi])
             if ha:
-                g.after.extend(afters[lo:hi])
+                _add_rows(g.after, afters[lo:hi])
             self._ev.append((g, g.n, hi - lo, batch, batch.first_row + lo))
             g.n += hi - lo
             self.rows += hi - lo
@@ -336,7 +406,7 @@ class SnapshotRowsBuilder(_ColumnarRows):
         if not rows:
             return 0
         g = self._group(layout, "insert", None, cols, False, True)
-        g.after.extend(rows)
+        _add_rows(g.after, rows)
         self._ev.append((g, g.n, len(rows), offset, first_row, db, table))
         g.n += len(rows)
         self.rows += len(rows)

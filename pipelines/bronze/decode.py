@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -107,7 +108,8 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
       replacements in the text and the exact bytes beside it (``query_raw``, a cell's ``bin``).
 
     With ``batches``, each rows event comes as one ``("rows", (RowsBatch, layout))`` record
-    instead of its ``("row", ...)`` records (see :class:`ArrowRowsBuilder`).
+    instead of its ``("row", ...)`` records, its images as cells where the compiled decoder takes
+    them (see :class:`ArrowRowsBuilder`).
 
     ``buf`` holds the file's bytes when the caller has them (a file Spark's ``binaryFile`` source read whole);
     otherwise the task reads what it needs (:func:`task_bytes`). Without ``w.index`` the task
@@ -128,7 +130,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
         tx_begin, tx_ops = None, Counter()  # rows of the current transaction, counted once it is over
         while err is None:
             try:
-                changes = iter_change_batches if batches else iter_changes
+                changes = functools.partial(iter_change_batches, row_cells=True) if batches else iter_changes
                 for ch in changes(buf, w.index, pos, w.end, name=w.name, table_map_hook=w.precision):
                     if ch.tx.begin_pos != tx_begin:
                         ops.update(tx_ops)
@@ -138,7 +140,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                         if lay is None or lay.tm is not ch.table_map:
                             lay = layouts[id(ch.table_map)] = TableLayout(ch.table_map)
                     if type(ch) is RowsBatch:
-                        tx_ops[OPS[ch.op]] += len(ch.rows)
+                        tx_ops[OPS[ch.op]] += ch.n
                         yield ("rows", (ch, lay))
                     elif type(ch) is RowChange:
                         row = bronze_row(ch, lay, w.file_seq, w.run_id, w.ingested_at)
