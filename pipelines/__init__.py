@@ -8,3 +8,10 @@ import sys as _sys
 # (pyarrow's Linux wheels have jemalloc).
 if _sys.platform.startswith("linux"):
     _os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+
+# In a Spark Python worker, the zip importers on its path (pyspark.zip, the --py-files zip) keep
+# the directory they read instead of re-reading it before every task (pipelines.worker_zips).
+if "pyspark.worker_util" in _sys.modules:
+    from pipelines.worker_zips import keep_zip_directories as _keep_zip_directories
+
+    _keep_zip_directories()
