@@ -8,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
 from pipelines.bronze.decode import (
-    StageTarget, TemporalPrecision, WorkRange, decode_partition, stage_partition, whole_file_partition,
+    SMALL_COLUMN, StageTarget, TemporalPrecision, WorkRange, frame_partition, stage_partition, whole_file_partition,
 )
 from pipelines.bronze.plan import FilePlan
 from pipelines.bronze.schema import BRONZE_TABLE, DECODER_VERSION
@@ -52,27 +52,71 @@ def reads_whole(p: FilePlan, cfg: PipelineConfig) -> bool:
             and p.file.size <= WHOLE_FILE_MAX and not GLOB.search(p.file.uri))
 
 
-def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target,
-                  kept: KeptFiles | None = None):
-    """The RDD of the batch's tagged records (:func:`decode_range`): files read whole come from
-    the run's kept copy (``kept``, :func:`pipelines.bronze.tasks.keep_whole`) or one whole-file
-    read (:func:`pipelines.bronze.tasks.whole_files`), split files from one task per byte range."""
+def _split_work(cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], kept: KeptFiles | None) -> tuple:
+    """The batch's work as ``(from_kept, to_read, ranged)``: files read whole from the run's kept
+    copy (``kept``, :func:`pipelines.bronze.tasks.keep_whole`), files read whole by one whole-file
+    read (:func:`pipelines.bronze.tasks.whole_files`), each ``{name: WorkRange}``; and the byte
+    ranges of split files, a task each."""
     whole_names = {p.file.name for p in plans if reads_whole(p, cfg)}
     whole = {w.name: w for w in work if w.name in whole_names}
-    ranged = [w for w in work if w.name not in whole_names]
-    sc = spark.sparkContext
-    parts = []
     from_kept = {n: w for n, w in whole.items() if kept is not None and n in kept.names}
     to_read = {n: w for n, w in whole.items() if n not in from_kept}
+    return from_kept, to_read, [w for w in work if w.name not in whole_names]
+
+
+def _task_records(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target,
+                  kept: KeptFiles | None = None):
+    """The RDD of the batch's records of :func:`~pipelines.bronze.decode.stage_range` (the tasks
+    write the bronze rows as Parquet files): see :func:`_split_work` for what each task reads."""
+    from_kept, to_read, ranged = _split_work(cfg, plans, work, kept)
+    sc = spark.sparkContext
+    parts = []
     if from_kept:
         parts.append(kept.records(from_kept).mapPartitions(whole_file_partition(from_kept, target)))
     if to_read:
         files = whole_files(spark, cfg.parallelism.whole_files, [w.uri for w in to_read.values()])
         parts.append(files.mapPartitions(whole_file_partition(to_read, target)))
     if ranged:
-        fn = stage_partition(target) if target is not None else decode_partition
-        parts.append(sc.parallelize(ranged, len(ranged)).mapPartitions(fn))
+        parts.append(sc.parallelize(ranged, len(ranged)).mapPartitions(stage_partition(target)))
     return parts[0] if len(parts) == 1 else sc.union(parts)
+
+
+_FRAME_INPUT = "work BINARY, path STRING, content BINARY"
+
+
+def _task_frame(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], kept: KeptFiles | None):
+    """The DataFrame of the batch's decoded records (:func:`~pipelines.bronze.decode.frame_partition`):
+    the bronze rows as the tasks' Arrow batches, and the other records in :data:`SMALL_COLUMN`. The
+    tasks read what :func:`_split_work` says, each file read whole as one row of its bytes."""
+    import pickle
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from_kept, to_read, ranged = _split_work(cfg, plans, work, kept)
+    sc = spark.sparkContext
+    parts = []
+    if from_kept:
+        parts.append(spark.createDataFrame(kept.records(from_kept).map(lambda r: (None, r[0], bytes(r[1]))), _FRAME_INPUT))
+    if to_read:
+        uris = [w.uri for w in to_read.values()]
+        if cfg.parallelism.whole_files == "binaryFiles":
+            files = whole_files(spark, "binaryFiles", uris).map(lambda r: (None, r[0], bytes(r[1])))
+            parts.append(spark.createDataFrame(files, _FRAME_INPUT))
+        else:
+            parts.append(spark.read.format("binaryFile").load(uris)
+                         .select(F.lit(None).cast("binary").alias("work"), "path", "content"))
+    if ranged:
+        items = sc.parallelize([(pickle.dumps(w), None, None) for w in ranged], len(ranged))
+        parts.append(spark.createDataFrame(items, _FRAME_INPUT))
+    frame = parts[0]
+    for part in parts[1:]:
+        frame = frame.union(part)
+    struct = bronze_struct()
+    schema = delta_io_module().spark_schema_to_arrow(struct, force_nullable=True)
+    out = T.StructType([T.StructField(f.name, f.dataType, True) for f in struct.fields]
+                       + [T.StructField(SMALL_COLUMN, T.BinaryType(), True)])
+    return frame.mapInArrow(frame_partition({**from_kept, **to_read}, schema), out)
 
 
 def run_batch(spark, cfg: PipelineConfig, plans: list[FilePlan], batch: int, stats: BronzeStats, now,
@@ -94,7 +138,8 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
 
     Spark jobs: one that decodes every range and brings back the small
     records (per-range stats, statements, statement quarantine rows) while the
-    bronze rows stay cached on the executors, then the bronze write.
+    bronze rows stay cached on the executors (or, with delta-rs, are staged as Parquet files by
+    the tasks), then the bronze write.
     """
     run_id = stats.run_id
     settings = storage.current()  # shipped to the tasks with their work
@@ -106,7 +151,7 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     struct = bronze_struct()
     target = (StageTarget(bronze_path, d.prepare_staging(bronze_path, struct), settings)
               if staged and work else None)
-    rdd, small = _decode(spark, cfg, plans, work, target, batch, run_id, kept, cached)
+    frame, small = _decode(spark, cfg, plans, work, target, batch, run_id, kept, cached)
     op_counts, skips, cuts, ranges = _fold_range_stats(small, by_name)
     if cfg.strict:
         _refuse_bad_input(cuts, by_name, small)
@@ -117,8 +162,8 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     staged_files: list = []
     if target is not None:
         staged_files = _landing_files(d, bronze_path, small, cuts, op_counts, ranges)
-    if rdd is not None:
-        bronze_df = _bronze_rows(spark, rdd, cuts, skips, op_counts, keep, outside_skips)
+    if frame is not None:
+        bronze_df = _bronze_rows(frame, cuts, skips, op_counts)
     stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec)) and outside_skips((kind, rec))]
     quar_rows = [rec[:7] + (batch,) + rec[8:] for kind, rec in small if kind == "quar" and keep((kind, rec))]
     # the bad events found by the survey or by the decode tasks
@@ -161,30 +206,37 @@ def _work_ranges(plans: list[FilePlan], run_id: str, now, history: "Callable[[],
 
 def _decode(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRange], target, batch: int,
             run_id: str, kept: KeptFiles | None, cached: list) -> tuple:
-    """Run the batch's decode tasks: ``(rdd, small)``, the cached RDD of every record (None when
-    the tasks staged the bronze rows themselves, ``target``) and the small records brought back
-    (per-range stats, statements, quarantine rows, staged files)."""
+    """Run the batch's decode tasks: ``(frame, small)``, the cached DataFrame of every record
+    (:func:`_task_frame`; None when the tasks staged the bronze rows themselves, ``target``) and
+    the small records brought back (per-range stats, statements, quarantine rows, staged files)."""
     if not work:
         return None, []
-    from pyspark import StorageLevel
+    import pickle
 
-    rdd = None
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    frame = None
     if target is not None:
         job = _task_records(spark, cfg, plans, work, target, kept)
+        tasks, collect = job.getNumPartitions(), job.collect
     else:
-        rdd = _task_records(spark, cfg, plans, work, None, kept).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(rdd)
-        job = rdd.filter(lambda r: r[0] != "row")
-    with TaskProgress(spark, f"bronze-{run_id}-{batch}", job.getNumPartitions(), progress_enabled(cfg),
-                       f"bronze batch {batch}"):
-        small = job.collect()
+        frame = _task_frame(spark, cfg, plans, work, kept).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(frame)
+        smalls = frame.where(F.col(SMALL_COLUMN).isNotNull()).select(SMALL_COLUMN)
+        tasks = len(work)
+
+        def collect():
+            return [pickle.loads(r[0]) for r in smalls.collect()]
+    with TaskProgress(spark, f"bronze-{run_id}-{batch}", tasks, progress_enabled(cfg), f"bronze batch {batch}"):
+        small = collect()
     missing = {(w.name, w.start) for w in work} - {(rec[1][0], rec[1][1]) for rec in small if rec[0] == "stat"}
     if missing:  # e.g. a file Spark's file source would not list: nothing of this batch is written
         name, start = min(missing)
         raise BronzeError(f"{name}: the task that decodes bytes from offset {start} on returned nothing "
                           f"(not read by Spark's whole-file reader? set parallelism.whole_files: ranges); "
                           f"nothing of batch {batch} was written")
-    return rdd, small
+    return frame, small
 
 
 def _fold_range_stats(small: list, by_name: dict[str, FilePlan]) -> tuple[Counter, dict, dict, list]:
@@ -267,19 +319,26 @@ def _landing_files(d, bronze_path: str, small: list, cuts: dict[str, int], op_co
     return landing
 
 
-def _bronze_rows(spark, rdd, cuts: dict[str, int], skips: dict, op_counts: Counter, keep: Callable,
-                 outside_skips: Callable):
-    """The DataFrame of the cached rows that land (before their file's cut, outside skipped
-    transactions); the rows of cut files are counted again."""
-    rows = rdd.filter(lambda r: r[0] == "row")
+def _bronze_rows(frame, cuts: dict[str, int], skips: dict, op_counts: Counter):
+    """The bronze rows of the cached ``frame`` that land: before their file's cut, outside the
+    transactions skipped whole (:func:`_row_filters`' rule, as a filter); the rows of cut files
+    are counted again."""
+    from pyspark.sql import functions as F
+
+    rows = frame.where(F.col(SMALL_COLUMN).isNull()).drop(SMALL_COLUMN)
+    dropped = F.lit(False)
+    for name, cut in cuts.items():
+        dropped = dropped | ((F.col("source_file") == name) & (F.col("event_pos") >= cut))
+    for name, spans in skips.items():
+        for begin, end in spans:
+            dropped = dropped | ((F.col("source_file") == name) & F.col("event_pos").between(begin, end - 1))
     if cuts or skips:
-        rows = rows.filter(lambda r: keep(r) and outside_skips(r))
+        rows = rows.where(~dropped)
     if cuts:
         _forget_counts(op_counts, cuts)  # the cut dropped rows counted by the tasks
-        cut_names = set(cuts)
-        op_counts.update(rows.filter(lambda r: r[1][0] in cut_names)
-                         .map(lambda r: (r[1][0], r[1][12])).countByValue())
-    return spark.createDataFrame(rows.map(lambda r: r[1]), bronze_struct())
+        counted = rows.where(F.col("source_file").isin(list(cuts))).groupBy("source_file", "op").count().collect()
+        op_counts.update({(r["source_file"], r["op"]): r["count"] for r in counted})
+    return rows
 
 
 def _count_batch(stats: BronzeStats, cfg: PipelineConfig, plans: list[FilePlan], stmts: list,

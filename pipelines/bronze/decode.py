@@ -1,6 +1,7 @@
 """The Spark tasks of a bronze batch: decode one byte range (or one whole file) into bronze rows,
-statements and quarantine rows (:func:`decode_range`), or stage the rows as Parquet files
-(:func:`stage_range`, the delta-rs backend)."""
+statements and quarantine rows (:func:`decode_range`), the rows as Arrow record batches
+(:func:`arrow_range`): staged as Parquet files (:func:`stage_range`, the delta-rs backend) or
+handed to Spark as one DataFrame (:func:`frame_partition`, the delta-spark backend)."""
 from __future__ import annotations
 
 import contextlib
@@ -232,11 +233,6 @@ def _skippable(e: BinlogError, tx) -> bool:
     return not isinstance(e, ChecksumMismatch) and tx.end_pos - tx.begin_pos <= MAX_RAW_EVENT
 
 
-def decode_partition(items):
-    for w in items:
-        yield from decode_range(w)
-
-
 @dataclass(frozen=True)
 class StageTarget:
     """Where tasks write bronze Parquet files themselves (the delta-rs backend)."""
@@ -262,6 +258,28 @@ def parquet_options(schema) -> dict:
     return {"use_dictionary": flat + cells, "write_statistics": [*STATS_COLUMNS, *WRITTEN_LATER]}
 
 
+def arrow_range(w: WorkRange, schema, buf=None, batch_rows: int = 20_000) -> Iterator[tuple]:
+    """:func:`decode_range` with the bronze rows as Arrow record batches in ``schema`` (a pyarrow
+    schema of the bronze table): ``("batch", RecordBatch)`` records of up to about ``batch_rows``
+    rows, every row the range decoded (also those the driver will not land: past a bad event, in
+    a skipped transaction); the other records as they are, the ``stat`` record's count of text not
+    valid in its charset with the cells'."""
+    builder = ArrowRowsBuilder(schema, w.file_seq, w.run_id, w.ingested_at)
+    for rec in decode_range(w, batches=True, buf=buf):
+        kind = rec[0]
+        if kind == "rows":
+            builder.add(*rec[1])
+            if builder.rows >= batch_rows:
+                yield ("batch", builder.take())
+            continue
+        if kind == "stat":
+            if builder.rows:
+                yield ("batch", builder.take())
+            *head, invalid = rec[1]
+            rec = ("stat", (*head, invalid + builder.invalid_text))
+        yield rec
+
+
 def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
     """:func:`decode_range` with the bronze rows written to Parquet files in the bronze table's
     folder instead of returned: yields the small records, then ``("files", (name, start,
@@ -270,26 +288,24 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
     Rows that must not land (from the transaction of the range's bad event on, and those of
     skipped transactions) were written before the range knew; the files are rewritten without
     them at the end (rare: bad input only)."""
+    import pyarrow.compute as pc
+
     from pipelines.delta_io import ParquetStager
 
     stager = ParquetStager(target.table_uri, target.schema, stats_columns=STATS_COLUMNS,
                            parquet_options=parquet_options(target.schema), settings=target.storage)
-    builder = ArrowRowsBuilder(target.schema, w.file_seq, w.run_id, w.ingested_at)
     ops: Counter = Counter()
     try:
-        for rec in decode_range(w, batches=True, buf=buf):
+        for rec in arrow_range(w, target.schema, buf, stager.batch_rows):
             kind = rec[0]
-            if kind == "rows":
-                batch, layout = rec[1]
-                ops[OPS[batch.op]] += builder.add(batch, layout)
-                if builder.rows >= stager.batch_rows:
-                    stager.add_batch(builder.take())
+            if kind == "batch":
+                counts = pc.value_counts(rec[1].column("op"))
+                ops.update(dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist())))
+                stager.add_batch(rec[1])
                 continue
             if kind == "stat":
                 name, start, end, events, _ops, err, skipped, ignorable, invalid = rec[1]
                 drop = list(skipped) + ([(err[1], 1 << 62)] if err else [])
-                if builder.rows:
-                    stager.add_batch(builder.take())
                 files = stager.close()
                 if drop and stager.drop_rows("event_pos", drop):
                     ops = Counter()
@@ -297,8 +313,7 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
                         ops.update(stager.read(f, ["op"]).column("op").to_pylist())
                     files = stager.files
                 yield ("files", (name, start, files))
-                rec = ("stat", (name, start, end, events, dict(ops), err, skipped, ignorable,
-                                invalid + builder.invalid_text))
+                rec = ("stat", (name, start, end, events, dict(ops), err, skipped, ignorable, invalid))
             yield rec
     except BaseException:
         stager.abort()
@@ -323,6 +338,45 @@ def whole_file_partition(works: dict[str, WorkRange], target: StageTarget | None
             w = works[file_name(path)]
             buf = memoryview(content)
             yield from (stage_range(w, target, buf) if target is not None else decode_range(w, buf=buf))
+
+    return run
+
+
+SMALL_COLUMN = "_small"  # frame_partition's column of the records that are not rows (pickled)
+
+
+def frame_partition(works: dict[str, WorkRange], schema):
+    """The function for ``mapInArrow`` that decodes a batch into one DataFrame (the delta-spark
+    backend): over rows of ``(work, path, content)``, each a byte range (``work``: a pickled
+    :class:`WorkRange`) or one whole file (``path``, ``content``: a ``binaryFile`` row, its work in
+    ``works`` by name), it yields the bronze rows of :func:`arrow_range` as they are, with
+    :data:`SMALL_COLUMN` NULL, and the other records pickled in :data:`SMALL_COLUMN` of rows whose
+    bronze columns are NULL."""
+    import pickle
+
+    import pyarrow as pa
+
+    out = schema.append(pa.field(SMALL_COLUMN, pa.binary()))
+
+    def run(batches):
+        for b in batches:
+            work, path, content = b.column("work"), b.column("path"), b.column("content")
+            for i in range(b.num_rows):
+                if work[i].is_valid:
+                    w, buf = pickle.loads(work[i].as_py()), None
+                else:
+                    # (a pyarrow buffer's view is of signed bytes: read as unsigned ones)
+                    w, buf = works[file_name(path[i].as_py())], memoryview(content[i].as_buffer()).cast("B")
+                small = []
+                for rec in arrow_range(w, schema, buf):
+                    if rec[0] == "batch":
+                        rows = rec[1]
+                        yield pa.RecordBatch.from_arrays([*rows.columns, pa.nulls(rows.num_rows, pa.binary())], schema=out)
+                    else:
+                        small.append(pickle.dumps(rec))
+                if small:
+                    yield pa.RecordBatch.from_arrays([*(pa.nulls(len(small), f.type) for f in schema),
+                                                      pa.array(small, pa.binary())], schema=out)
 
     return run
 
