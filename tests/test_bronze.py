@@ -373,6 +373,54 @@ def test_corrupt_file_is_quarantined_and_the_rest_lands(spark, corpus_binlogs, t
 
 
 @pytest.mark.spark
+def test_delta_spark_lands_what_delta_rs_lands_around_a_bad_event(spark, corpus_binlogs, tmp_path, read_path):
+    """On delta-spark the tasks hand their Arrow batches to Spark as one DataFrame and the driver
+    keeps what lands by a filter: a file cut at a bad event lands the same rows, quarantine row and
+    counts as on delta-rs, whose tasks drop those rows from their own files."""
+    d = copy_in(corpus_binlogs, tmp_path, "binlog.000007", "binlog.000008")
+    data = bytearray((d / "binlog.000007").read_bytes())
+    with BinlogFile(bytes(data)) as bf:
+        ev = next(raw.header for raw in bf.events() if raw.header.end_pos > len(data) // 2)
+    data[ev.pos + 20] ^= 0x5A  # CRC32 mismatch in the middle of the file
+    (d / "binlog.000007").write_bytes(bytes(data))
+    landed = {}
+    for backend in ("rs", "spark"):
+        cfg = make_cfg(tmp_path, warehouse=str(tmp_path / f"wh-{backend}"), **{"delta.backend": backend})
+        stats = bronze.run(spark, cfg)
+        rows = sorted(({k: v for k, v in r.items() if k not in ("_run_id", "_ingested_at")} for r in bronze_rows(cfg)),
+                      key=lambda r: r["_seq"])
+        (q,) = _read(cfg, cfg.pipeline_path("quarantine"))
+        landed[backend] = (stats.rows, stats.quarantined, rows, {k: q[k] for k in ("file", "offset", "error_class", "raw")})
+    assert landed["spark"] == landed["rs"]
+    rows_, quarantined, rows, q = landed["spark"]
+    assert quarantined == 1 and q["file"] == "binlog.000007" and q["error_class"] == "ChecksumMismatch"
+    assert ops(r for r in rows if r["source_file"] == "binlog.000008") == truth(corpus_binlogs, "binlog.000008")
+    good = [r for r in rows if r["source_file"] == "binlog.000007"]
+    assert good and all(r["event_pos"] < q["offset"] for r in good)
+    assert rows_ == ops(rows)
+
+
+def test_the_landing_filter_is_the_records_rule(spark):
+    """What the delta-spark path keeps of a batch's rows (before a file's cut, outside the
+    transactions skipped whole) is what :func:`_row_filters` keeps of the same records, and cut
+    files are counted again."""
+    from collections import Counter
+
+    recs = [("a", 100, "c"), ("a", 199, "u"), ("a", 200, "d"), ("a", 500, "c"), ("b", 10, "c"), ("b", 20, "u"),
+            ("b", 29, "c"), ("b", 30, "d"), ("c", 7, "c")]
+    cuts, skips = {"a": 200}, {"b": [(20, 30)], "a": [(50, 150)]}
+    frame = spark.createDataFrame([(f, p, op, None) for f, p, op in recs] + [(None, None, None, b"stat")],
+                                  "source_file STRING, event_pos BIGINT, op STRING, _small BINARY")
+    counts = Counter({("a", "c"): 99, ("b", "c"): 2})
+    kept = bronze_commit._bronze_rows(frame, cuts, skips, counts)
+    keep, outside = bronze_commit._row_filters(cuts, skips)
+    want = [r for r in recs if keep(("row", (r[0], 0, r[1]))) and outside(("row", (r[0], 0, r[1])))]
+    assert sorted(tuple(r) for r in kept.collect()) == sorted(want) == [("a", 199, "u"), ("b", 10, "c"), ("b", 30, "d"),
+                                                                        ("c", 7, "c")]
+    assert counts == Counter({("a", "u"): 1, ("b", "c"): 2})  # a's counted again, b's as the tasks said
+
+
+@pytest.mark.spark
 def test_truncated_file_that_is_not_the_newest_is_quarantined(spark, corpus_binlogs, tmp_path):
     d = copy_in(corpus_binlogs, tmp_path, "binlog.000008")
     full = (corpus_binlogs / "binlog.000007").read_bytes()
