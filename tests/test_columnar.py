@@ -4,7 +4,6 @@ against Spark's path table for table; and the pipeline with every keyed segment 
 against the server's SELECT."""
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
@@ -451,23 +450,3 @@ def test_segments_folded_in_arrow_equal_the_server_run_after_run(spark, mariadb_
             cols = server_columns(srv, db, t)
             want, got = server_rows(srv, db, t, cols), silver_rows(wh, db, t, cols)
             assert got == want, _diff(f"run {run + 1}: {db}.{t}", cols, want, got or [])
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.integers(1, 150), st.data())
-def test_typing_some_changes_is_typing_all_then_taking_them(n, data):
-    """fold_keyed types the columns it does not fold on only for the latest events: the values of
-    some changes (``of``, vectorized or value by value) are the values of all, taken at them."""
-    rows = [{"_seq": f"{i:04d}", "op": "c", "commit_ts": None, "before": None,
-             "after": [{"idx": c[0], "name": c[1], "type": c[2], "text": c[3], "bin": c[4]}
-                       for c in _img(i, data.draw(st.sampled_from([None, "a", "é b"])), f"{i}.25",
-                                     d=data.draw(st.sampled_from(["2024-05-01", "0000-00-00", None])))
-                       if data.draw(st.booleans()) or c[0] == 0]}  # (a change may lack any column but the key)
-            for i in range(n)]
-    seg = _segment(rows, parts=data.draw(st.integers(1, 3)))
-    of = np.array(sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1))), dtype=np.int64)
-    columns = arrow_typing.columns_of(SPECS)
-    every_change = arrow_typing.typed_cells(seg.images["after"], n, columns)
-    some = arrow_typing.typed_cells(seg.images["after"], len(of), columns, of)
-    for i in columns:
-        assert some[i][0].to_pylist() == every_change[i][0].take(pa.array(of)).to_pylist(), SPECS[i]

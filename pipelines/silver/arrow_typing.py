@@ -206,20 +206,15 @@ def _by_value(spec: ColumnSpec, to: pa.DataType, texts: Sequence, data: Sequence
         raise NotCanonical(f"column {spec.name!r}: {e}") from None
 
 
-def _few_typed(cells: Cells, n: int, columns: dict[int, tuple],
-               of: np.ndarray | None = None) -> dict[int, tuple[pa.Array, int]]:
+def _few_typed(cells: Cells, n: int, columns: dict[int, tuple]) -> dict[int, tuple[pa.Array, int]]:
     """The cells of a few changes typed value by value (:func:`_by_value`): ``columns`` maps a
-    column's number to its ``(spec, ordinal, Arrow type, fix)``; ``of``: see :func:`typed_cells`.
-    The cells are read once into Python, not taken per column (each of Arrow's calls costs more
-    than typing a value)."""
+    column's number to its ``(spec, ordinal, Arrow type, fix)``. The cells are read once into
+    Python, not taken per column (each of Arrow's calls costs more than typing a value)."""
     slot = {ordinal: i for i, (_, ordinal, _, _) in columns.items()}
     at = {i: [None] * n for i in columns}
-    place = None if of is None else {int(r): k for k, r in enumerate(of)}
     for k, (row, ordinal) in enumerate(zip(cells.row.tolist(), cells.idx.to_pylist())):
         i = slot.get(ordinal)
-        if place is not None:
-            row = place.get(row)
-        if i is not None and row is not None:
+        if i is not None:
             at[i][row] = k
     texts, data, names = cells.text.to_pylist(), cells.bin.to_pylist(), cells.name.to_pylist()
     out = {}
@@ -254,15 +249,12 @@ def columns_of(specs: Sequence[ColumnSpec], fixes: dict[int, tuple] | None = Non
                 (fixes or {}).get(i if spec.ordinal is None else spec.ordinal)) for i, spec in enumerate(specs)}
 
 
-def typed_cells(cells: Cells, n: int, columns: dict[int, tuple],
-                of: np.ndarray | None = None) -> dict[int, tuple[pa.Array, int]]:
+def typed_cells(cells: Cells, n: int, columns: dict[int, tuple]) -> dict[int, tuple[pa.Array, int]]:
     """One image's cells of ``n`` changes typed: per column of ``columns`` (:func:`columns_of`),
-    its values and the zero dates nulled; ``of``: of these changes only (ascending positions;
-    ``n`` is their number), in that order."""
+    its values and the zero dates nulled."""
     if n < VECTORIZE_FROM:
-        return _few_typed(cells, n, columns, of)
-    return {i: typed_column(spec, to, cells.column(ordinal, n, of), fix=fix)
-            for i, (spec, ordinal, to, fix) in columns.items()}
+        return _few_typed(cells, n, columns)
+    return {i: typed_column(spec, to, cells.column(ordinal, n), fix=fix) for i, (spec, ordinal, to, fix) in columns.items()}
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io import spark_type_to_arrow
-from pipelines.schema.typemap import ColumnSpec, type_rule
+from pipelines.schema.typemap import ColumnSpec
 from pipelines.silver.arrow_fold import latest_rows
 from pipelines.silver.arrow_typing import columns_of, every, typed_cells
 from pipelines.silver.segment_cells import Cells, Segment
@@ -55,45 +55,32 @@ def _checked(seg: Segment) -> None:
         raise NotCanonical("a change without the image it needs")
 
 
-def _held(specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> dict[int, tuple]:
-    """The columns silver holds (:func:`columns_of`), each of the type of its silver column."""
-    return {i: (spec, ordinal, spark_type_to_arrow(t.values.fields[t.value_idx.index(i)].dataType), fix)
-            for i, (spec, ordinal, _, fix) in columns_of(specs, fixes).items() if i in t.value_idx}
-
-
 def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
                  fixes: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
     """Per image, per spec that a silver value column holds, its typed values for every change;
     and the zero dates nulled. Checks the changes first (:func:`_checked`); the segment's cells
     are released once typed (its ``images`` emptied)."""
     _checked(seg)
-    typed, zeros = _typed(seg, _held(specs, t, fixes))
-    seg.images.clear()  # (typed: released before the events are built)
-    return typed, zeros
-
-
-def _typed(seg: Segment, columns: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
-    typed, zeros = {}, 0
+    zeros, typed = 0, {}
+    # the columns silver holds, each of the type of its silver column
+    columns = {i: (spec, ordinal, spark_type_to_arrow(t.values.fields[t.value_idx.index(i)].dataType), fix)
+               for i, (spec, ordinal, _, fix) in columns_of(specs, fixes).items() if i in t.value_idx}
     for image, cells in seg.images.items():
         done = typed_cells(cells, seg.n, columns)
         typed[image] = {i: values for i, (values, _) in done.items()}
         zeros += sum(z for _, z in done.values())
+    seg.images.clear()  # (typed: released before the events are built)
     return typed, zeros
 
 
 def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
     """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
     as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
-    zero dates nulled in its typed images. Every change's keys (what the fold reads) and temporal
-    columns (whose zero dates are counted) are typed; the other columns only of the latest
-    events, once they are known. The segment's cells are released then: a big segment's memory
-    goes to one part at a time. The latest events of a segment's parts, folded again by
-    :func:`latest_per_key`, are the segment's."""
+    zero dates nulled in its typed images. The segment's cells are released once typed
+    (:func:`typed_images`): a big segment's memory goes to one copy at a time. The latest
+    events of a segment's parts, folded again by :func:`latest_per_key`, are the segment's."""
     n = seg.n
-    _checked(seg)
-    columns = _held(specs, t, fixes)
-    first = {i: c for i, c in columns.items() if i in t.key_spec or type_rule(c[0])[1].temporal}
-    typed, zeros = _typed(seg, first)
+    typed, zeros = typed_images(seg, specs, t, fixes)
     op = seg.op
     upsert = pc.is_in(op, pa.array(UPSERT_OPS))
     changed = pa.array(np.zeros(n, bool))
@@ -105,52 +92,20 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
 
     def events(image: str, mask: pa.Array, action: str, ops: pa.Array) -> pa.Table:
         rows = image_rows(seg, typed[image], mask, t, ops)
-        return (rows.append_column("_action", pa.array([action] * rows.num_rows, pa.string()))
-                .append_column("_image", pa.array([image] * rows.num_rows, pa.string()))
-                .append_column("_change", pa.array(np.flatnonzero(mask.to_numpy(zero_copy_only=False)))))
+        return rows.append_column("_action", pa.array([action] * rows.num_rows, pa.string()))
     ev = pa.concat_tables([events("after", upsert, UPSERT, op),
                            events("before", delete, DELETE, pa.array(["d"] * n, pa.string()))])
     typed.clear()  # (the images' typed columns are in the events now)
-    latest = latest_events(ev, t)
-    rest = {i: c for i, c in columns.items() if i not in first}
-    if rest:
-        latest = _completed(latest, seg, t, rest)
-    seg.images.clear()
-    return latest.drop_columns(["_image", "_change"]), zeros
-
-
-def _completed(latest: pa.Table, seg: Segment, t: Target, rest: dict[int, tuple]) -> pa.Table:
-    """``latest`` (events with each one's ``_image`` and ``_change``) with the value columns of
-    ``rest`` typed from its own changes' cells."""
-    m = latest.num_rows
-    if not m:
-        return latest
-    change = latest.column("_change").to_numpy()
-    parts: dict[int, list] = {i: [] for i in rest}
-    for name in ("after", "before"):
-        mine = np.flatnonzero(pc.equal(latest.column("_image"), name).to_numpy(zero_copy_only=False))
-        if not len(mine):
-            continue
-        of, place = np.unique(change[mine], return_inverse=True)
-        for i, (values, _) in typed_cells(seg.images[name], len(of), rest, of).items():
-            parts[i].append((mine, values.take(pa.array(place))))
-    for i, done in parts.items():
-        order = np.concatenate([mine for mine, _ in done])
-        back = np.empty(m, np.int64)
-        back[order] = np.arange(m)
-        name = f"_v{t.value_idx.index(i)}"
-        latest = latest.set_column(latest.schema.get_field_index(name), name,
-                                   pa.concat_arrays([values for _, values in done]).take(pa.array(back)))
-    return latest
+    return latest_events(ev, t), zeros
 
 
 def image_rows(seg: Segment, typed: dict[int, pa.Array], mask: pa.Array, t: Target, ops: pa.Array) -> pa.Table:
     """The changes of ``mask`` as rows of one of their images (``typed``: :func:`typed_images`'
-    columns of it): silver's value columns ``_v{j}`` (NULL where the specs lack one, or ``typed``
-    does), ``_seq``, ``_op`` (``ops``) and ``_ts``."""
+    columns of it): silver's value columns ``_v{j}`` (NULL where the specs lack one), ``_seq``,
+    ``_op`` (``ops``) and ``_ts``."""
     k = _count(mask)
-    columns = [pc.filter(typed[i], mask) if i is not None and i in typed else
-               pa.nulls(k, spark_type_to_arrow(f.dataType)) for i, f in zip(t.value_idx, t.values.fields)]
+    columns = [pc.filter(typed[i], mask) if i is not None else pa.nulls(k, spark_type_to_arrow(f.dataType))
+               for i, f in zip(t.value_idx, t.values.fields)]
     return pa.Table.from_arrays([*columns, pc.filter(seg.seq, mask), pc.filter(ops, mask), pc.filter(seg.commit_ts, mask)],
                                 names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_op", "_ts"])
 

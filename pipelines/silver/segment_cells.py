@@ -52,16 +52,10 @@ class Cells:
             self._by_ordinal = by_ordinal(idx, int(np.searchsorted(self.row, self.row[0], "right")) if len(idx) else 0)
         return self._by_ordinal(ordinal)
 
-    def column(self, ordinal: int, n: int, of: np.ndarray | None = None) -> CellColumn:
-        """Cell ``ordinal`` of every change (null where it has none); ``of``: of these changes only
-        (ascending positions; ``n`` is their number), in that order."""
+    def column(self, ordinal: int, n: int) -> CellColumn:
+        """Cell ``ordinal`` of every change (null where it has none)."""
         at = self._positions(ordinal)
         rows = self.row[at]
-        if of is not None:
-            place = np.searchsorted(of, rows)
-            inside = place < len(of)
-            inside[inside] = of[place[inside]] == rows[inside]
-            at, rows = at[inside], place[inside]
         if len(at) == n and (rows == np.arange(n)).all():  # (every change has it: a full image)
             return CellColumn(self, at, None)
         slot = np.full(n, -1, dtype=np.int64)
