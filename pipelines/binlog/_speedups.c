@@ -419,27 +419,26 @@ put_uint(char *out, uint32_t v, int width)  /* width 0: no padding */
     return out;
 }
 
-/* NEWDECIMAL: the same string the Python decoder builds, f"{sign}{unscaled}E-{scale}",
-   given to Decimal once, so the scale and a negative zero come out the same. */
-static PyObject *
-newdecimal(const Column *col, const unsigned char *p, Py_ssize_t k, Py_ssize_t off)
+/* NEWDECIMAL's unscaled digits, without leading zeros (none for zero), into digits[] (room for
+   81); *positive its sign. Returns how many, or -1 for a digit group out of range. */
+static int
+decimal_digits(const Column *col, const unsigned char *p, char *digits, int *positive)
 {
     unsigned char d[80];
-    char text[128], *out = text;
-    int size = (int)col->size, positive = p[0] >> 7, started = 0;
-    unsigned char flip = positive ? 0 : 0xFF;
+    char *out = digits;
+    int size = (int)col->size, started = 0;
+    *positive = p[0] >> 7;
+    unsigned char flip = *positive ? 0 : 0xFF;
     for (int i = 0; i < size; i++)
         d[i] = p[i] ^ flip;
     d[0] ^= 0x80;
-    if (!positive)
-        *out++ = '-';
     const unsigned char *q = d;
     for (int g = 0; g < col->ngroups; g++) {
         int nd = col->gdigits[g];
         uint32_t v = (uint32_t)be(q, col->gbytes[g]);
         q += col->gbytes[g];
         if (v > POW10[nd] - 1)
-            return fallback(col, k, off, "NEWDECIMAL digit group out of range");
+            return -1;
         if (started)
             out = put_uint(out, v, nd);
         else if (v) {
@@ -447,7 +446,180 @@ newdecimal(const Column *col, const unsigned char *p, Py_ssize_t k, Py_ssize_t o
             started = 1;
         }
     }
-    if (!started)
+    return (int)(out - digits);
+}
+
+/* One value's fields as read from the wire, before any Python object or text is made of them. */
+typedef struct {
+    uint64_t u;         /* unsigned integers, BIT, ENUM/SET numbers, YEAR, TIMESTAMP seconds */
+    int64_t i;          /* signed integers; TIME's signed microseconds */
+    double d;           /* FLOAT, DOUBLE */
+    long y, mo, day, h, mi, s, us;  /* DATE, DATETIME; TIMESTAMP's microseconds */
+    const unsigned char *str;       /* a string's bytes */
+    Py_ssize_t n;
+    char digits[96];    /* NEWDECIMAL: its unscaled digits (decimal_digits) */
+    int ndigits, positive;
+} Raw;
+
+/* Read the non-null value of column k at buf[*poff] into *v and advance *poff. Returns NULL, or
+   why the Python decoders must read it (a zero or invalid date, bad bytes, ...). */
+static const char *
+read_value(const Column *col, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end, Raw *v)
+{
+    Py_ssize_t off = *poff;
+    const unsigned char *p = buf + off;
+    uint64_t u;
+
+    if (col->size >= 0) {
+        if (col->size > end - off)
+            return "truncated";
+        *poff = off + col->size;
+    }
+    switch (col->kind) {
+    case K_NULL:
+        return NULL;
+    case K_INT:
+        v->u = le(p, col->a);
+        if (col->a < 8) {  /* sign-extend */
+            uint64_t sign = (uint64_t)1 << (8 * col->a - 1);
+            v->i = (int64_t)((v->u ^ sign) - sign);
+        }
+        else
+            v->i = (int64_t)v->u;
+        return NULL;
+    case K_FLOAT:
+        v->d = PyFloat_Unpack4((const char *)p, 1);
+        return NULL;
+    case K_DOUBLE:
+        v->d = PyFloat_Unpack8((const char *)p, 1);
+        return NULL;
+    case K_YEAR:
+        v->u = p[0] ? (uint64_t)p[0] + 1900 : 0;
+        return NULL;
+    case K_DATE:
+        u = le(p, 3);
+        v->y = (long)(u >> 9);
+        v->mo = (long)(u >> 5 & 15);
+        v->day = (long)(u & 31);
+        return valid_date(v->y, v->mo, v->day) ? NULL : "zero or invalid date";
+    case K_TIME: {  /* signed [-]HHMMSS */
+        int64_t t = (int64_t)((le(p, 3) ^ 0x800000) - 0x800000);
+        int neg = t < 0;
+        if (neg)
+            t = -t;
+        int64_t total = (t / 10000 * 3600 + t / 100 % 100 * 60 + t % 100) * 1000000;
+        v->i = neg ? -total : total;
+        return NULL;
+    }
+    case K_DATETIME: {  /* YYYYMMDDhhmmss */
+        u = le(p, 8);
+        uint64_t dd = u / 1000000, t = u % 1000000;
+        if (u == 0 || dd / 10000 > 9999)
+            return "zero or invalid datetime";
+        v->y = (long)(dd / 10000);
+        v->mo = (long)(dd / 100 % 100);
+        v->day = (long)(dd % 100);
+        v->h = (long)(t / 10000);
+        v->mi = (long)(t / 100 % 100);
+        v->s = (long)(t % 100);
+        v->us = 0;
+        return valid_datetime(v->y, v->mo, v->day, v->h, v->mi, v->s, 0) ? NULL : "zero or invalid datetime";
+    }
+    case K_TIMESTAMP:
+        v->u = le(p, 4);
+        v->us = 0;
+        return v->u == 0 ? "zero timestamp" : NULL;
+    case K_TIME2: {  /* my_time_packed_from_binary + TIME_from_longlong_time_packed */
+        int fsp = col->a;
+        int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed, frac;
+        if (fsp == 0)
+            packed = intpart * ((int64_t)1 << 24);
+        else if (fsp <= 2) {
+            frac = p[3];
+            if (intpart < 0 && frac) {
+                intpart += 1;
+                frac -= 0x100;
+            }
+            packed = intpart * ((int64_t)1 << 24) + frac * 10000;
+        }
+        else if (fsp <= 4) {
+            frac = (int64_t)be(p + 3, 2);
+            if (intpart < 0 && frac) {
+                intpart += 1;
+                frac -= 0x10000;
+            }
+            packed = intpart * ((int64_t)1 << 24) + frac * 100;
+        }
+        else
+            packed = (int64_t)be(p, 6) - 0x800000000000LL;
+        int neg = packed < 0;
+        if (neg)
+            packed = -packed;
+        int64_t hms = packed >> 24, usec = packed & 0xFFFFFF;
+        if (usec > 999999)
+            return "TIME with too many microseconds";
+        int64_t total = ((((hms >> 12) & 0x3FF) * 60 + ((hms >> 6) & 0x3F)) * 60 + (hms & 0x3F)) * 1000000 + usec;
+        v->i = neg ? -total : total;
+        return NULL;
+    }
+    case K_DATETIME2: {
+        int fb = FRAC_BYTES[col->a];
+        int64_t ip = (int64_t)be(p, 5) - 0x8000000000LL;
+        v->us = fb ? (long)be(p + 5, fb) * FRAC_MULT[col->a] : 0;
+        if (ip < 0 || v->us > 999999)
+            return "negative datetime or too many microseconds";
+        int64_t ymd = ip >> 17, ym = ymd >> 5;
+        v->y = (long)(ym / 13);
+        v->mo = (long)(ym % 13);
+        v->day = (long)(ymd & 31);
+        v->h = (long)(ip >> 12 & 31);
+        v->mi = (long)(ip >> 6 & 63);
+        v->s = (long)(ip & 63);
+        return valid_datetime(v->y, v->mo, v->day, v->h, v->mi, v->s, v->us) ? NULL : "zero or invalid datetime";
+    }
+    case K_TIMESTAMP2: {
+        int fb = FRAC_BYTES[col->a];
+        v->u = be(p, 4);
+        v->us = fb ? (long)be(p + 4, fb) * FRAC_MULT[col->a] : 0;
+        return v->u == 0 || v->us > 999999 ? "zero timestamp or too many microseconds" : NULL;
+    }
+    case K_NEWDECIMAL:
+        v->ndigits = decimal_digits(col, p, v->digits, &v->positive);
+        return v->ndigits < 0 ? "NEWDECIMAL digit group out of range" : NULL;
+    case K_BIT:
+        v->u = be(p, col->a);
+        return NULL;
+    case K_ENUM:
+        v->u = le(p, col->a);
+        return col->obj != NULL && v->u >= (uint64_t)PyTuple_GET_SIZE(col->obj) ? "ENUM index beyond its members" : NULL;
+    case K_SET:
+        v->u = le(p, col->a);
+        return NULL;
+    case K_STR:
+        if (col->a > end - off)
+            return "truncated length";
+        v->n = (Py_ssize_t)le(p, col->a);
+        off += col->a;
+        if (v->n > end - off)
+            return "truncated string";
+        v->str = buf + off;
+        *poff = off + v->n;
+        return NULL;
+    }
+    return "unknown kind";
+}
+
+/* NEWDECIMAL as a Decimal: the same string the Python decoder builds, f"{sign}{unscaled}E-{scale}",
+   given to Decimal once, so the scale and a negative zero come out the same. */
+static PyObject *
+newdecimal(const Column *col, const Raw *v)
+{
+    char text[128], *out = text;
+    if (!v->positive)
+        *out++ = '-';
+    memcpy(out, v->digits, (size_t)v->ndigits);
+    out += v->ndigits;
+    if (!v->ndigits)
         *out++ = '0';
     if (col->b) {
         *out++ = 'E';
@@ -457,9 +629,9 @@ newdecimal(const Column *col, const unsigned char *p, Py_ssize_t k, Py_ssize_t o
     PyObject *s = PyUnicode_FromStringAndSize(text, out - text);
     if (s == NULL)
         return NULL;
-    PyObject *v = PyObject_CallOneArg(DecimalType, s);
+    PyObject *d = PyObject_CallOneArg(DecimalType, s);
     Py_DECREF(s);
-    return v;
+    return d;
 }
 
 static PyObject *
@@ -516,151 +688,43 @@ static PyObject *
 decode_value(const Column *col, Py_ssize_t k, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end)
 {
     Py_ssize_t off = *poff;
-    const unsigned char *p = buf + off;
-    uint64_t u;
-    long y, mo, d, h, mi, s, us;
-
-    if (col->size >= 0) {
-        if (col->size > end - off)
-            return fallback(col, k, off, "truncated");
-        *poff = off + col->size;
-    }
+    Raw v;
+    const char *why = read_value(col, buf, poff, end, &v);
+    if (why != NULL)
+        return fallback(col, k, off, why);
     switch (col->kind) {
     case K_NULL:
         Py_RETURN_NONE;
     case K_INT:
-        u = le(p, col->a);
-        if (col->b)
-            return PyLong_FromUnsignedLongLong(u);
-        if (col->a < 8) {  /* sign-extend */
-            uint64_t sign = (uint64_t)1 << (8 * col->a - 1);
-            return PyLong_FromLongLong((long long)((u ^ sign) - sign));
-        }
-        return PyLong_FromLongLong((long long)u);
+        return col->b ? PyLong_FromUnsignedLongLong(v.u) : PyLong_FromLongLong((long long)v.i);
     case K_FLOAT:
-        return PyFloat_FromDouble(PyFloat_Unpack4((const char *)p, 1));
     case K_DOUBLE:
-        return PyFloat_FromDouble(PyFloat_Unpack8((const char *)p, 1));
+        return PyFloat_FromDouble(v.d);
     case K_YEAR:
-        return PyLong_FromLong(p[0] ? p[0] + 1900 : 0);
-    case K_DATE:
-        u = le(p, 3);
-        y = (long)(u >> 9);
-        mo = (long)(u >> 5 & 15);
-        d = (long)(u & 31);
-        if (!valid_date(y, mo, d))
-            return fallback(col, k, off, "zero or invalid date");
-        return PyDateTimeAPI->Date_FromDate((int)y, (int)mo, (int)d, PyDateTimeAPI->DateType);
-    case K_TIME: {  /* signed [-]HHMMSS */
-        int64_t v = (int64_t)((le(p, 3) ^ 0x800000) - 0x800000);
-        int neg = v < 0;
-        if (neg)
-            v = -v;
-        int64_t total = (v / 10000 * 3600 + v / 100 % 100 * 60 + v % 100) * 1000000;
-        return delta_us(neg ? -total : total);
-    }
-    case K_DATETIME: {  /* YYYYMMDDhhmmss */
-        u = le(p, 8);
-        uint64_t dd = u / 1000000, t = u % 1000000;
-        if (u == 0 || dd / 10000 > 9999)
-            return fallback(col, k, off, "zero or invalid datetime");
-        y = (long)(dd / 10000);
-        mo = (long)(dd / 100 % 100);
-        d = (long)(dd % 100);
-        h = (long)(t / 10000);
-        mi = (long)(t / 100 % 100);
-        s = (long)(t % 100);
-        if (!valid_datetime(y, mo, d, h, mi, s, 0))
-            return fallback(col, k, off, "zero or invalid datetime");
-        return PyDateTimeAPI->DateTime_FromDateAndTime((int)y, (int)mo, (int)d, (int)h, (int)mi, (int)s, 0,
-                                                       Py_None, PyDateTimeAPI->DateTimeType);
-    }
-    case K_TIMESTAMP:
-        u = le(p, 4);
-        if (u == 0)
-            return fallback(col, k, off, "zero timestamp");
-        return utc_datetime(u, 0);
-    case K_TIME2: {  /* my_time_packed_from_binary + TIME_from_longlong_time_packed */
-        int fsp = col->a;
-        int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed, frac;
-        if (fsp == 0)
-            packed = intpart * ((int64_t)1 << 24);
-        else if (fsp <= 2) {
-            frac = p[3];
-            if (intpart < 0 && frac) {
-                intpart += 1;
-                frac -= 0x100;
-            }
-            packed = intpart * ((int64_t)1 << 24) + frac * 10000;
-        }
-        else if (fsp <= 4) {
-            frac = (int64_t)be(p + 3, 2);
-            if (intpart < 0 && frac) {
-                intpart += 1;
-                frac -= 0x10000;
-            }
-            packed = intpart * ((int64_t)1 << 24) + frac * 100;
-        }
-        else
-            packed = (int64_t)be(p, 6) - 0x800000000000LL;
-        int neg = packed < 0;
-        if (neg)
-            packed = -packed;
-        int64_t hms = packed >> 24, usec = packed & 0xFFFFFF;
-        if (usec > 999999)
-            return fallback(col, k, off, "TIME with too many microseconds");
-        int64_t total = ((((hms >> 12) & 0x3FF) * 60 + ((hms >> 6) & 0x3F)) * 60 + (hms & 0x3F)) * 1000000 + usec;
-        return delta_us(neg ? -total : total);
-    }
-    case K_DATETIME2: {
-        int fb = FRAC_BYTES[col->a];
-        int64_t ip = (int64_t)be(p, 5) - 0x8000000000LL;
-        us = fb ? (long)be(p + 5, fb) * FRAC_MULT[col->a] : 0;
-        if (ip < 0 || us > 999999)
-            return fallback(col, k, off, "negative datetime or too many microseconds");
-        int64_t ymd = ip >> 17, ym = ymd >> 5;
-        y = (long)(ym / 13);
-        mo = (long)(ym % 13);
-        d = (long)(ymd & 31);
-        h = (long)(ip >> 12 & 31);
-        mi = (long)(ip >> 6 & 63);
-        s = (long)(ip & 63);
-        if (!valid_datetime(y, mo, d, h, mi, s, us))
-            return fallback(col, k, off, "zero or invalid datetime");
-        return PyDateTimeAPI->DateTime_FromDateAndTime((int)y, (int)mo, (int)d, (int)h, (int)mi, (int)s, (int)us,
-                                                       Py_None, PyDateTimeAPI->DateTimeType);
-    }
-    case K_TIMESTAMP2: {
-        int fb = FRAC_BYTES[col->a];
-        u = be(p, 4);
-        us = fb ? (long)be(p + 4, fb) * FRAC_MULT[col->a] : 0;
-        if (u == 0 || us > 999999)
-            return fallback(col, k, off, "zero timestamp or too many microseconds");
-        return utc_datetime(u, us);
-    }
-    case K_NEWDECIMAL:
-        return newdecimal(col, p, k, off);
     case K_BIT:
-        return PyLong_FromUnsignedLongLong(be(p, col->a));
+        return PyLong_FromUnsignedLongLong(v.u);
+    case K_DATE:
+        return PyDateTimeAPI->Date_FromDate((int)v.y, (int)v.mo, (int)v.day, PyDateTimeAPI->DateType);
+    case K_TIME:
+    case K_TIME2:
+        return delta_us(v.i);
+    case K_DATETIME:
+    case K_DATETIME2:
+        return PyDateTimeAPI->DateTime_FromDateAndTime((int)v.y, (int)v.mo, (int)v.day, (int)v.h, (int)v.mi,
+                                                       (int)v.s, (int)v.us, Py_None, PyDateTimeAPI->DateTimeType);
+    case K_TIMESTAMP:
+    case K_TIMESTAMP2:
+        return utc_datetime(v.u, v.us);
+    case K_NEWDECIMAL:
+        return newdecimal(col, &v);
     case K_ENUM:
-        u = le(p, col->a);
         if (col->obj == NULL)
-            return PyLong_FromUnsignedLongLong(u);
-        if (u >= (uint64_t)PyTuple_GET_SIZE(col->obj))
-            return fallback(col, k, off, "ENUM index beyond its members");
-        return Py_NewRef(PyTuple_GET_ITEM(col->obj, (Py_ssize_t)u));
+            return PyLong_FromUnsignedLongLong(v.u);
+        return Py_NewRef(PyTuple_GET_ITEM(col->obj, (Py_ssize_t)v.u));
     case K_SET:
-        return set_value(col, le(p, col->a), k, off);
-    case K_STR: {
-        if (col->a > end - off)
-            return fallback(col, k, off, "truncated length");
-        Py_ssize_t n = (Py_ssize_t)le(p, col->a);
-        off += col->a;
-        if (n > end - off)
-            return fallback(col, k, off, "truncated string");
-        *poff = off + n;
-        return string_value(col, buf + off, n);
-    }
+        return set_value(col, v.u, k, off);
+    case K_STR:
+        return string_value(col, v.str, v.n);
     }
     return fallback(col, k, off, "unknown kind");
 }
@@ -699,6 +763,30 @@ decode_image(const PlanObject *plan, const unsigned char *buf, Py_ssize_t *poff,
     return tup;
 }
 
+/* The checks decode_rows and decode_cells make of their op and plans; *b: the update's second
+   plan (NULL for an insert or a delete). -1 with an exception set when they fail. */
+static int
+second_plan(int op, const PlanObject *a, PyObject *pb, const PlanObject **b)
+{
+    *b = NULL;
+    if (op < 0 || op > 2) {
+        PyErr_SetString(PyExc_ValueError, "op must be 0 (insert), 1 (delete) or 2 (update)");
+        return -1;
+    }
+    if (op == 2) {
+        if (!PyObject_TypeCheck(pb, &PlanType)) {
+            PyErr_SetString(PyExc_TypeError, "an update needs two plans");
+            return -1;
+        }
+        *b = (const PlanObject *)pb;
+    }
+    if (a->null_bytes == 0 && (*b == NULL || (*b)->null_bytes == 0)) {
+        PyErr_SetString(Fallback, "row images with no columns");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 decode_rows(PyObject *module, PyObject *args)
 {
@@ -709,21 +797,8 @@ decode_rows(PyObject *module, PyObject *args)
         return NULL;
     PyObject *rows = NULL, *result = NULL;
     const PlanObject *a = (const PlanObject *)pa, *b = NULL;
-    if (op < 0 || op > 2) {
-        PyErr_SetString(PyExc_ValueError, "op must be 0 (insert), 1 (delete) or 2 (update)");
+    if (second_plan(op, a, pb, &b) < 0)
         goto done;
-    }
-    if (op == 2) {
-        if (!PyObject_TypeCheck(pb, &PlanType)) {
-            PyErr_SetString(PyExc_TypeError, "an update needs two plans");
-            goto done;
-        }
-        b = (const PlanObject *)pb;
-    }
-    if (a->null_bytes == 0 && (b == NULL || b->null_bytes == 0)) {
-        PyErr_SetString(Fallback, "row images with no columns");
-        goto done;
-    }
     rows = PyList_New(0);
     if (rows == NULL)
         goto done;
@@ -930,33 +1005,10 @@ put_time(char *out, int64_t total, int fsp)
 
 /* NEWDECIMAL as values.decimal_text gives it: [-]int.frac with exactly `scale` digits */
 static char *
-put_decimal(const Column *col, const unsigned char *p, char *out, int *bad)
+put_decimal(const Column *col, const Raw *v, char *out)
 {
-    unsigned char d[80];
-    char digits[96], *q = digits;
-    int size = (int)col->size, positive = p[0] >> 7, started = 0, scale = col->b;
-    unsigned char flip = positive ? 0 : 0xFF;
-    for (int i = 0; i < size; i++)
-        d[i] = p[i] ^ flip;
-    d[0] ^= 0x80;
-    const unsigned char *r = d;
-    for (int g = 0; g < col->ngroups; g++) {
-        int nd = col->gdigits[g];
-        uint32_t v = (uint32_t)be(r, col->gbytes[g]);
-        r += col->gbytes[g];
-        if (v > POW10[nd] - 1) {
-            *bad = 1;
-            return out;
-        }
-        if (started)
-            q = put_uint(q, v, nd);
-        else if (v) {
-            q = put_uint(q, v, 0);
-            started = 1;
-        }
-    }
-    int n = (int)(q - digits);  /* the unscaled digits, no leading zeros (none for zero) */
-    if (!positive)
+    int n = v->ndigits, scale = col->b;
+    if (!v->positive)
         *out++ = '-';
     if (n <= scale) {  /* 0.00ddd */
         *out++ = '0';
@@ -964,16 +1016,16 @@ put_decimal(const Column *col, const unsigned char *p, char *out, int *bad)
             *out++ = '.';
             memset(out, '0', (size_t)(scale - n));
             out += scale - n;
-            memcpy(out, digits, (size_t)n);
+            memcpy(out, v->digits, (size_t)n);
             out += n;
         }
         return out;
     }
-    memcpy(out, digits, (size_t)(n - scale));
+    memcpy(out, v->digits, (size_t)(n - scale));
     out += n - scale;
     if (scale) {
         *out++ = '.';
-        memcpy(out, digits + n - scale, (size_t)scale);
+        memcpy(out, v->digits + n - scale, (size_t)scale);
         out += scale;
     }
     return out;
@@ -1038,36 +1090,22 @@ static PyObject *
 encode_value(Cells *c, const Column *col, Py_ssize_t k, const unsigned char *buf, Py_ssize_t *poff, Py_ssize_t end)
 {
     Py_ssize_t off = *poff;
-    const unsigned char *p = buf + off;
     char text[160], *out = text;
-    uint64_t u;
-    long y, mo, d, h, mi, s, us;
-
-    if (col->size >= 0) {
-        if (col->size > end - off)
-            return fallback(col, k, off, "truncated");
-        *poff = off + col->size;
-    }
+    Raw v;
+    const char *why = read_value(col, buf, poff, end, &v);
+    if (why != NULL)
+        return fallback(col, k, off, why);
     switch (col->kind) {
     case K_NULL:
         if (buf_len(&c->text_lens, -1) < 0 || buf_len(&c->bin_lens, -1) < 0)
             return NULL;
         return Py_None;
     case K_INT:
-        u = le(p, col->a);
-        if (col->b)
-            out = put_u64(out, u);
-        else if (col->a < 8) {
-            uint64_t sign = (uint64_t)1 << (8 * col->a - 1);
-            out = put_i64(out, (int64_t)((u ^ sign) - sign));
-        }
-        else
-            out = put_i64(out, (int64_t)u);
+        out = col->b ? put_u64(out, v.u) : put_i64(out, v.i);
         break;
     case K_FLOAT:
     case K_DOUBLE: {
-        double v = col->kind == K_FLOAT ? PyFloat_Unpack4((const char *)p, 1) : PyFloat_Unpack8((const char *)p, 1);
-        char *r = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);  /* repr(float) */
+        char *r = PyOS_double_to_string(v.d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);  /* repr(float) */
         if (r == NULL)
             return NULL;
         PyObject *done = put_text_or_fallback(c, col, k, off, r, (Py_ssize_t)strlen(r));
@@ -1075,163 +1113,63 @@ encode_value(Cells *c, const Column *col, Py_ssize_t k, const unsigned char *buf
         return done;
     }
     case K_YEAR:
-        if (!p[0])
+        if (!v.u)
             return fallback(col, k, off, "YEAR 0");
-        out = put_u64(out, (uint64_t)p[0] + 1900);
+        out = put_u64(out, v.u);
+        break;
+    case K_BIT:
+        out = put_u64(out, v.u);
         break;
     case K_DATE:
-        u = le(p, 3);
-        y = (long)(u >> 9);
-        mo = (long)(u >> 5 & 15);
-        d = (long)(u & 31);
-        if (!valid_date(y, mo, d))
-            return fallback(col, k, off, "zero or invalid date");
-        out = put_date(out, y, mo, d);
+        out = put_date(out, v.y, v.mo, v.day);
         break;
-    case K_TIME: {
-        int64_t v = (int64_t)((le(p, 3) ^ 0x800000) - 0x800000);
-        int neg = v < 0;
-        if (neg)
-            v = -v;
-        int64_t total = (v / 10000 * 3600 + v / 100 % 100 * 60 + v % 100) * 1000000;
-        out = put_time(out, neg ? -total : total, 0);
+    case K_TIME:
+    case K_TIME2:
+        out = put_time(out, v.i, col->kind == K_TIME2 ? col->a : 0);
         break;
-    }
-    case K_DATETIME: {
-        u = le(p, 8);
-        uint64_t dd = u / 1000000, t = u % 1000000;
-        if (u == 0 || dd / 10000 > 9999)
-            return fallback(col, k, off, "zero or invalid datetime");
-        y = (long)(dd / 10000);
-        mo = (long)(dd / 100 % 100);
-        d = (long)(dd % 100);
-        h = (long)(t / 10000);
-        mi = (long)(t / 100 % 100);
-        s = (long)(t % 100);
-        if (!valid_datetime(y, mo, d, h, mi, s, 0))
-            return fallback(col, k, off, "zero or invalid datetime");
-        out = put_datetime(out, y, mo, d, h, mi, s, 0, 0);
+    case K_DATETIME:
+    case K_DATETIME2:
+        out = put_datetime(out, v.y, v.mo, v.day, v.h, v.mi, v.s, v.us, col->kind == K_DATETIME2 ? col->a : 0);
         break;
-    }
     case K_TIMESTAMP:
-        u = le(p, 4);
-        if (u == 0)
-            return fallback(col, k, off, "zero timestamp");
-        out = put_utc(out, u, 0, 0);
+    case K_TIMESTAMP2:
+        out = put_utc(out, v.u, v.us, col->kind == K_TIMESTAMP2 ? col->a : 0);
         break;
-    case K_TIME2: {
-        int fsp = col->a;
-        int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed, frac;
-        if (fsp == 0)
-            packed = intpart * ((int64_t)1 << 24);
-        else if (fsp <= 2) {
-            frac = p[3];
-            if (intpart < 0 && frac) {
-                intpart += 1;
-                frac -= 0x100;
-            }
-            packed = intpart * ((int64_t)1 << 24) + frac * 10000;
-        }
-        else if (fsp <= 4) {
-            frac = (int64_t)be(p + 3, 2);
-            if (intpart < 0 && frac) {
-                intpart += 1;
-                frac -= 0x10000;
-            }
-            packed = intpart * ((int64_t)1 << 24) + frac * 100;
-        }
-        else
-            packed = (int64_t)be(p, 6) - 0x800000000000LL;
-        int neg = packed < 0;
-        if (neg)
-            packed = -packed;
-        int64_t hms = packed >> 24, usec = packed & 0xFFFFFF;
-        if (usec > 999999)
-            return fallback(col, k, off, "TIME with too many microseconds");
-        int64_t total = ((((hms >> 12) & 0x3FF) * 60 + ((hms >> 6) & 0x3F)) * 60 + (hms & 0x3F)) * 1000000 + usec;
-        out = put_time(out, neg ? -total : total, fsp);
-        break;
-    }
-    case K_DATETIME2: {
-        int fb = FRAC_BYTES[col->a];
-        int64_t ip = (int64_t)be(p, 5) - 0x8000000000LL;
-        us = fb ? (long)be(p + 5, fb) * FRAC_MULT[col->a] : 0;
-        if (ip < 0 || us > 999999)
-            return fallback(col, k, off, "negative datetime or too many microseconds");
-        int64_t ymd = ip >> 17, ym = ymd >> 5;
-        y = (long)(ym / 13);
-        mo = (long)(ym % 13);
-        d = (long)(ymd & 31);
-        h = (long)(ip >> 12 & 31);
-        mi = (long)(ip >> 6 & 63);
-        s = (long)(ip & 63);
-        if (!valid_datetime(y, mo, d, h, mi, s, us))
-            return fallback(col, k, off, "zero or invalid datetime");
-        out = put_datetime(out, y, mo, d, h, mi, s, us, col->a);
-        break;
-    }
-    case K_TIMESTAMP2: {
-        int fb = FRAC_BYTES[col->a];
-        u = be(p, 4);
-        us = fb ? (long)be(p + 4, fb) * FRAC_MULT[col->a] : 0;
-        if (u == 0 || us > 999999)
-            return fallback(col, k, off, "zero timestamp or too many microseconds");
-        out = put_utc(out, u, us, col->a);
-        break;
-    }
-    case K_NEWDECIMAL: {
-        int bad = 0;
-        out = put_decimal(col, p, out, &bad);
-        if (bad)
-            return fallback(col, k, off, "NEWDECIMAL digit group out of range");
-        break;
-    }
-    case K_BIT:
-        out = put_u64(out, be(p, col->a));
+    case K_NEWDECIMAL:
+        out = put_decimal(col, &v, out);
         break;
     case K_ENUM:
-        u = le(p, col->a);
         if (col->obj == NULL) {
-            out = put_u64(out, u);
+            out = put_u64(out, v.u);
             break;
         }
-        if (u >= (uint64_t)PyTuple_GET_SIZE(col->obj))
-            return fallback(col, k, off, "ENUM index beyond its members");
-        return put_str(c, col, k, off, Py_NewRef(PyTuple_GET_ITEM(col->obj, (Py_ssize_t)u)));
+        return put_str(c, col, k, off, Py_NewRef(PyTuple_GET_ITEM(col->obj, (Py_ssize_t)v.u)));
     case K_SET:
-        u = le(p, col->a);
         if (col->obj == NULL) {
-            out = put_u64(out, u);
+            out = put_u64(out, v.u);
             break;
         }
-        return put_str(c, col, k, off, set_value(col, u, k, off));
+        return put_str(c, col, k, off, set_value(col, v.u, k, off));
     case K_STR: {
-        if (col->a > end - off)
-            return fallback(col, k, off, "truncated length");
-        Py_ssize_t n = (Py_ssize_t)le(p, col->a);
-        off += col->a;
-        if (n > end - off)
-            return fallback(col, k, off, "truncated string");
-        *poff = off + n;
-        const unsigned char *v = buf + off;
+        Py_ssize_t n = v.n;
         if (n > INT32_MAX || col->b > INT32_MAX)
             return fallback(col, k, off, "value of 2 GiB or more");
         switch (col->c) {
         case C_BYTES: {
             Py_ssize_t width = n < col->b ? col->b : n;  /* BINARY(n): right-padded with \0 */
             if (buf_len(&c->text_lens, -1) < 0 || buf_len(&c->bin_lens, (int32_t)width) < 0
-                || buf_put(&c->bin, v, n) < 0 || buf_grow(&c->bin, width - n) < 0)
+                || buf_put(&c->bin, v.str, n) < 0 || buf_grow(&c->bin, width - n) < 0)
                 return NULL;
             memset(c->bin.p + c->bin.n, 0, (size_t)(width - n));
             c->bin.n += width - n;
             return Py_None;
         }
         case C_UTF8:
-            if (!valid_utf8(v, n))
+            if (!valid_utf8(v.str, n))
                 return fallback(col, k, off, "text not valid UTF-8");
-            return put_text_or_fallback(c, col, k, off, (const char *)v, n);
+            return put_text_or_fallback(c, col, k, off, (const char *)v.str, n);
         default:
-            return put_str(c, col, k, off, string_value(col, v, n));
+            return put_str(c, col, k, off, string_value(col, v.str, n));
         }
     }
     default:
@@ -1288,21 +1226,8 @@ decode_cells(PyObject *module, PyObject *args)
     memset(&ca, 0, sizeof ca);
     memset(&cb, 0, sizeof cb);
     Py_ssize_t rows = 0;
-    if (op < 0 || op > 2) {
-        PyErr_SetString(PyExc_ValueError, "op must be 0 (insert), 1 (delete) or 2 (update)");
+    if (second_plan(op, a, pb, &b) < 0)
         goto done;
-    }
-    if (op == 2) {
-        if (!PyObject_TypeCheck(pb, &PlanType)) {
-            PyErr_SetString(PyExc_TypeError, "an update needs two plans");
-            goto done;
-        }
-        b = (const PlanObject *)pb;
-    }
-    if (a->null_bytes == 0 && (b == NULL || b->null_bytes == 0)) {
-        PyErr_SetString(Fallback, "row images with no columns");
-        goto done;
-    }
     const unsigned char *buf = view.buf;
     Py_ssize_t off = 0, end = view.len;
     while (off < end) {
