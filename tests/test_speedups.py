@@ -689,3 +689,13 @@ def test_corpus_rows_mostly_become_cells_in_c():
     if not total:
         pytest.skip("../shared/corpus is not present")
     assert outcomes.get("cells", 0) >= 0.9 * total, outcomes
+
+
+def test_row_changes_refuse_cells(tmp_path):
+    """A row change holds values: asking iter_changes for cells is an error, not rows left out."""
+    from pipelines.binlog.changes import iter_changes
+
+    path = REPO / "samples" / "binlogs" / "binlog.000001"
+    assert any(type(ch).__name__ == "RowChange" for ch in iter_changes(str(path)))
+    with pytest.raises(TypeError, match="row_cells"):
+        next(iter_changes(str(path), row_cells=True))

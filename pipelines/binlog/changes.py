@@ -128,8 +128,11 @@ def iter_changes(source, index: FileIndex | None = None, start: int | None = Non
 
     ``end`` is capped at ``index.complete_until``: an unfinished transaction at
     the end of a file is left for the next run. ``options``: ``name``,
-    ``verify_checksums``, ``table_map_hook`` (see :func:`iter_change_batches`).
+    ``verify_checksums``, ``table_map_hook`` (see :func:`iter_change_batches`); not ``row_cells``:
+    a row change holds its values.
     """
+    if "row_cells" in options:
+        raise TypeError("iter_changes yields values: row_cells is iter_change_batches' option")
     for ch in iter_change_batches(source, index, start, end, **options):
         if type(ch) is RowsBatch:
             op, tm, cb, ca = ch.op, ch.table_map, ch.columns_before, ch.columns_after
