@@ -129,6 +129,67 @@ def test_a_table_planned_as_new_is_not_written_into_once_another_made_it(spark, 
     assert _rows(path) == [(7, 70)]
 
 
+def _at_once(calls) -> list:
+    """Run each of ``calls`` in its own thread (no pin of this one), released together; what each
+    returned, or the exception it raised."""
+    gate = threading.Barrier(len(calls))
+    out: list = [None] * len(calls)
+
+    def body(i, call):
+        gate.wait()
+        try:
+            out[i] = call()
+        except BaseException as e:  # noqa: BLE001 - returned to the test
+            out[i] = e
+
+    threads = [threading.Thread(target=body, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("write", ["create_with_rows", "append_with_rows"])
+def test_two_writers_that_found_no_table_land_their_rows_once(spark, tmp_path, backend, write):  # noqa: F811
+    """Two runs' first commits to a table neither found, at the same moment (the CI failure of a
+    keyless silver table holding every row twice): delta-rs lands a creating commit that lost
+    version 0 as version 1, whatever its mode, unless told not to retry. One lands, the other
+    plans again; the rows are in the table once."""
+    for round_ in range(3):
+        path = str(tmp_path / f"t{round_}")
+
+        def first_commit(v: int):
+            table = delta_io.open_table(path, backend, spark)
+            rows = pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array([v, v], pa.int64())})
+            with table.pinned() as pin:
+                assert pin.version is None
+                if write == "create_with_rows":
+                    return table.create_with_rows(SCHEMA, rows, delta_io.CommitInfo(metadata='{"silver_watermark": "1"}'))
+                return table.append_with_rows(SCHEMA, rows, delta_io.CommitInfo(metadata='{"silver_watermark": "1"}'))
+
+        out = _at_once([lambda: first_commit(10), lambda: first_commit(20)])
+        landed = [o for o in out if o is True]
+        stale = [o for o in out if isinstance(o, delta_io.StaleRead)]
+        assert len(landed) == 1 and len(stale) == 1, out
+        rows = _rows(path)
+        assert rows in ([(1, 10), (2, 10)], [(1, 20), (2, 20)]), rows
+        assert delta_io.open_table(path, "rs").version() == 0
+
+
+@pytest.mark.spark
+def test_two_creates_of_a_missing_table_make_one_commit(spark, tmp_path, backend):  # noqa: F811
+    """``create`` unpinned (state tables, bronze) by two writers at once: one creates, the other
+    finds the table made; the log holds one commit."""
+    for round_ in range(3):
+        path = str(tmp_path / f"t{round_}")
+        out = _at_once([lambda: delta_io.open_table(path, backend, spark).create(SCHEMA)] * 2)
+        assert True in out and not [o for o in out if isinstance(o, BaseException)], out
+        assert delta_io.open_table(path, "rs").version() == 0
+        assert delta_io.open_table(path, backend, spark).schema().fieldNames() == ["k", "v"]
+
+
 @pytest.mark.spark
 def test_delta_spark_skips_a_pinned_commit_another_pinned_writer_made_first(spark, tmp_path):  # noqa: F811
     """Two writers pinned on one version: the first records the pin's transaction id; delta-spark

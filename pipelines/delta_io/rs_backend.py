@@ -186,7 +186,8 @@ class RsBackend:
                                 configuration=None if exists else NEW_TABLE_PROPERTIES,
                                 mode="overwrite" if exists else rs_create_mode(path, "overwrite"),
                                 schema_mode="overwrite" if overwrite_schema else None,
-                                commit_properties=rs_commit_properties(None, None, user_metadata, path))
+                                commit_properties=rs_commit_properties(None, None, user_metadata, path,
+                                                                     creates=not exists))
             except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                 if not exists:
                     rs_created_meanwhile(path, e)

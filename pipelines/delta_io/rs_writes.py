@@ -53,17 +53,22 @@ def rs_created_meanwhile(path: str, error: Exception) -> None:
 
 
 def rs_commit_properties(
-    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None, path: str | None = None
+    txn_app_id: str | None, txn_version: int | None, user_metadata: str | None, path: str | None = None, *,
+    creates: bool = False,
 ):
     """delta-rs commit properties: the transaction id, the user metadata, and for a table this thread
     pinned (``path``), no retry: the commit lands on the pinned version or fails. A commit pinned on
     a version also records the pin's transaction id, as delta-spark's pinned commits do
     (:mod:`pipelines.delta_io.pins`), so a delta-spark writer pinned on the same version fails or
-    is skipped after it: the delta-spark backend commits the driver's small writes with delta-rs."""
+    is skipped after it: the delta-spark backend commits the driver's small writes with delta-rs.
+
+    A commit that ``creates`` the table is never retried either: when another writer's first
+    commit wins version 0, delta-rs would land this one as version 1, whatever its write mode
+    (``"error"`` included), so two runs that each found no table would both land their rows."""
     from deltalake import CommitProperties, Transaction
 
     pin = None if path is None else pins.pin_of(path)
-    if txn_app_id is None and user_metadata is None and pin is None:
+    if txn_app_id is None and user_metadata is None and pin is None and not creates:
         return None
     txns = [] if txn_app_id is None else [Transaction(txn_app_id, txn_version)]
     if pin is not None and pin.version is not None:
@@ -71,7 +76,7 @@ def rs_commit_properties(
     return CommitProperties(
         custom_metadata=None if user_metadata is None else {"userMetadata": user_metadata},
         app_transactions=txns or None,
-        max_commit_retries=0 if pin is not None else None,
+        max_commit_retries=0 if pin is not None or creates else None,
     )
 
 
@@ -110,7 +115,8 @@ def rs_create(path: str, table_schema: T.StructType | pa.Schema, extra: Mapping[
     mode = rs_create_mode(path, "ignore")
     try:
         DeltaTable.create(str(path), Schema.from_json(nullable.json()), mode=mode, configuration=properties or None,
-                          storage_options=rs_options(path))
+                          storage_options=rs_options(path),
+                          commit_properties=rs_commit_properties(None, None, None, path, creates=True))
     except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
         rs_created_meanwhile(path, e)
         raise
@@ -141,7 +147,7 @@ def create_with_rows_rs(path: str, table_schema: T.StructType, rows: Sequence[tu
         try:
             write_deltalake(str(path), data, mode="error", storage_options=rs_options(path),
                             configuration={**NEW_TABLE_PROPERTIES, **(properties or {})},
-                            commit_properties=rs_commit_properties(None, None, user_metadata))
+                            commit_properties=rs_commit_properties(None, None, user_metadata, path, creates=True))
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
             rs_created_meanwhile(path, e)
             raise
@@ -197,7 +203,9 @@ def append_rs(path: str, data: pa.Table, txn_app_id: str | None, txn_version: in
                 try:
                     write_deltalake(str(path), rows, mode=rs_create_mode(path, "append"), schema_mode=mode,
                                     configuration=NEW_TABLE_PROPERTIES,
-                                    storage_options=rs_options(path), commit_properties=rs_commit_properties(txn_app_id, txn_version, user_metadata))
+                                    storage_options=rs_options(path),
+                                    commit_properties=rs_commit_properties(txn_app_id, txn_version, user_metadata,
+                                                                           path, creates=True))
                 except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
                     rs_created_meanwhile(path, e)
                     raise

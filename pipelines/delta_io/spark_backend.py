@@ -268,7 +268,7 @@ class SparkBackend:
 
     def append_with_rows(self, spark: SparkSession, path: str, table_schema: T.StructType, rows,
                          user_metadata: str | None) -> bool:
-        if _by_delta_rs(path):
+        if table_exists(path, spark=spark, backend="rs") and _by_delta_rs(path):  # (a new table: delta-spark's)
             return named("rs").append_with_rows(spark, path, table_schema, rows, user_metadata)
         return append_with_rows_spark(spark, path, table_schema, rows, user_metadata=user_metadata)
 

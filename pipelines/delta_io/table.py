@@ -109,7 +109,8 @@ class Table:
     # -- writes
 
     def create(self, schema: T.StructType, properties: Mapping[str, str] | None = None) -> bool:
-        """An empty table with ``schema`` unless one exists; True when created."""
+        """An empty table with ``schema`` unless one exists; True when created (on delta-spark also
+        when a writer racing this one created it: ``CREATE TABLE IF NOT EXISTS`` does not say)."""
         return writes.create_if_missing(self.path, schema, properties=properties, **self._kw)
 
     def add_columns(self, fields: Sequence[T.StructField] | T.StructType) -> list[str]:
