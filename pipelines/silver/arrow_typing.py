@@ -32,6 +32,7 @@ from pipelines.delta_io import spark_type_to_arrow
 from pipelines.schema import resolve as schema_resolve
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, decimal_type, silver_schema, spark_type, type_rule
 from pipelines.silver.segment_cells import CellColumn, Cells, image_cells, segment_of_rows
+from pipelines.silver.text_checks import all_match
 from pipelines.silver.typed_values import (
     DATE_TEXT, DATETIME_TEXT, DEC, FLOAT_TEXT, INT_SILVER, INT_TEXT, RANGES, NotCanonical, converter,
 )
@@ -46,8 +47,12 @@ def every(mask: pa.Array) -> bool:
 
 
 def _matches(text: pa.Array, pattern: re.Pattern) -> None:
-    """Every value matches ``pattern`` (a ``re.match`` pattern ending in ``\\Z``), or :class:`_Fallback`."""
-    if not every(pc.match_substring_regex(text, "^" + pattern.pattern.removesuffix("\\Z") + "$")):
+    """Every value matches ``pattern`` (a ``re.match`` pattern ending in ``\\Z``), or :class:`_Fallback`:
+    checked over the bytes where :mod:`pipelines.silver.text_checks` knows the form, else by RE2."""
+    known = all_match(text, pattern)
+    if known is None:
+        known = every(pc.match_substring_regex(text, "^" + pattern.pattern.removesuffix("\\Z") + "$"))
+    if not known:
         raise _Fallback
 
 
