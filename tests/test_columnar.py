@@ -4,6 +4,8 @@ against Spark's path table for table; and the pipeline with every keyed segment 
 against the server's SELECT."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
@@ -280,10 +282,33 @@ def test_stored_seqs_read_as_string_views_are_classified(tmp_path):
     t = target_of(None, path, SPECS, ["id"], column_prefix=None, backend="rs")
     stored = delta_io.open_table(path).read_arrow([*t.keys, t.own.seq])
     viewed = stored.set_column(1, t.own.seq, stored.column(t.own.seq).cast(pa.string_view()))
-    latest, _ = columnar.fold_keyed(_segment(_bronze_rows(BATCH_2)), SPECS, t, {})
+    latest, _ = columnar.fold_keyed(_segment(_bronze_rows(BATCH_2)), SPECS, t, {}, delete_mode="hard")
     source, counts = columnar.classify(latest, t, viewed, "hard")
     assert (source, counts) == columnar.classify(latest, t, stored.cast(stored.schema), "hard")
     assert counts["updated"] > 0
+
+
+@pytest.mark.parametrize("n", [12, 200])  # (value by value, and by Arrow's casts)
+def test_with_hard_deletes_a_before_image_is_typed_in_its_keys_and_dates_only(tmp_path, n):
+    """A before image reaches silver only as its keys (a delete, or an update that moves its
+    key) when deletes are hard: its other values are not typed, so a text that would not convert
+    there does not send the segment to Spark's path; its zero dates are counted all the same.
+    With soft deletes the deleted row keeps its values: the same text is refused."""
+    from pipelines.silver.driver_writes import target_of
+
+    t = target_of(None, str(tmp_path / "t"), SPECS, ["id"], column_prefix=None, backend="rs")
+    changes = [(f"{i:04}", "c", None, _img(i, f"n{i}")) for i in range(n)]
+    changes += [(f"{n + i:04}", "d", _img(i, "x", amount="not a decimal", d="0000-00-00"), None) for i in range(n // 2)]
+    changes += [(f"{2 * n + i:04}", "u", _img(n // 2 + i, "y", amount="nor this"), _img(n // 2 + i, "z"))
+                for i in range(n // 4)]
+    latest, zeros = columnar.fold_keyed(_segment(_bronze_rows(changes)), SPECS, t, {}, delete_mode="hard")
+    assert zeros == n // 2  # (the deleted rows' zero dates)
+    got = {r["_v0"]: (r["_action"], r["_v1"], r["_v2"]) for r in latest.to_pylist()}
+    assert got == {**{i: ("delete", None, None) for i in range(n // 2)},
+                   **{n // 2 + i: ("upsert", "z", Decimal("1.00")) for i in range(n // 4)},
+                   **{i: ("upsert", f"n{i}", Decimal("1.00")) for i in range(n // 2 + n // 4, n)}}
+    with pytest.raises(NotCanonical):
+        columnar.fold_keyed(_segment(_bronze_rows(changes)), SPECS, t, {}, delete_mode="soft")
 
 
 def _as_lists(seg: segment_cells.Segment) -> dict:

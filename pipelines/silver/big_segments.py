@@ -49,7 +49,7 @@ def apply_big(path: str, segment: Segment | Iterable[Segment], specs: Sequence[C
                 copies, deletes, z = keyless.keyless_events(seg, specs, t, fixes or {})
                 folded.append((copies, deletes))
             else:
-                part, z = fold_keyed(seg, specs, t, fixes or {})
+                part, z = fold_keyed(seg, specs, t, fixes or {}, delete_mode=delete_mode)
                 folded.append(part)
         zeros += z
     if rows is not None and total != rows:

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from pipelines.bronze.schema import INSERT_OPS, OPS, UPSERT_OPS
 from pipelines.delta_io import spark_type_to_arrow
-from pipelines.schema.typemap import ColumnSpec
+from pipelines.schema.typemap import ColumnSpec, type_rule
 from pipelines.silver.arrow_fold import latest_rows
 from pipelines.silver.arrow_typing import columns_of, every, typed_cells
 from pipelines.silver.segment_cells import Cells, Segment
@@ -55,32 +55,42 @@ def _checked(seg: Segment) -> None:
         raise NotCanonical("a change without the image it needs")
 
 
-def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target,
-                 fixes: dict[int, tuple]) -> tuple[dict[str, dict[int, pa.Array]], int]:
+# the types whose zero or invalid values typing nulls and counts (the run log's "zero dates nulled")
+_COUNTED = frozenset({"date", "datetime", "timestamp", "year"})
+
+
+def typed_images(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple], *,
+                 keys_only: bool = False) -> tuple[dict[str, dict[int, pa.Array]], int]:
     """Per image, per spec that a silver value column holds, its typed values for every change;
     and the zero dates nulled. Checks the changes first (:func:`_checked`); the segment's cells
-    are released once typed (its ``images`` emptied)."""
+    are released once typed (its ``images`` emptied). ``keys_only``: of the before image, only
+    the key columns are typed, and the temporal ones (their zero dates are counted all the same):
+    with hard deletes, nothing else of it reaches silver."""
     _checked(seg)
     zeros, typed = 0, {}
     # the columns silver holds, each of the type of its silver column
     columns = {i: (spec, ordinal, spark_type_to_arrow(t.values.fields[t.value_idx.index(i)].dataType), fix)
                for i, (spec, ordinal, _, fix) in columns_of(specs, fixes).items() if i in t.value_idx}
+    needed = {i: c for i, c in columns.items() if i in (t.key_spec or ()) or type_rule(c[0])[0] in _COUNTED}
     for image, cells in seg.images.items():
-        done = typed_cells(cells, seg.n, columns)
+        done = typed_cells(cells, seg.n, needed if keys_only and image == "before" else columns)
         typed[image] = {i: values for i, (values, _) in done.items()}
         zeros += sum(z for _, z in done.values())
     seg.images.clear()  # (typed: released before the events are built)
     return typed, zeros
 
 
-def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple]) -> tuple[pa.Table, int]:
+def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict[int, tuple], *,
+               delete_mode: str) -> tuple[pa.Table, int]:
     """The segment's latest event per key (``_seq`` order; an upsert before a delete on a tie),
     as a table of silver's value columns, ``_seq``, ``action``, ``op`` and ``commit_ts``; and the
     zero dates nulled in its typed images. The segment's cells are released once typed
     (:func:`typed_images`): a big segment's memory goes to one copy at a time. The latest
-    events of a segment's parts, folded again by :func:`latest_per_key`, are the segment's."""
+    events of a segment's parts, folded again by :func:`latest_per_key`, are the segment's.
+    With hard deletes a delete event holds its keys only (its other values NULL): a delete
+    takes the stored row away by its key."""
     n = seg.n
-    typed, zeros = typed_images(seg, specs, t, fixes)
+    typed, zeros = typed_images(seg, specs, t, fixes, keys_only=delete_mode == "hard")
     op = seg.op
     upsert = pc.is_in(op, pa.array(UPSERT_OPS))
     changed = pa.array(np.zeros(n, bool))
@@ -101,10 +111,11 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
 
 def image_rows(seg: Segment, typed: dict[int, pa.Array], mask: pa.Array, t: Target, ops: pa.Array) -> pa.Table:
     """The changes of ``mask`` as rows of one of their images (``typed``: :func:`typed_images`'
-    columns of it): silver's value columns ``_v{j}`` (NULL where the specs lack one), ``_seq``,
+    columns of it): silver's value columns ``_v{j}`` (NULL where the specs lack one, or it was not
+    typed), ``_seq``,
     ``_op`` (``ops``) and ``_ts``."""
     k = _count(mask)
-    columns = [pc.filter(typed[i], mask) if i is not None else pa.nulls(k, spark_type_to_arrow(f.dataType))
+    columns = [pc.filter(typed[i], mask) if i in typed else pa.nulls(k, spark_type_to_arrow(f.dataType))
                for i, f in zip(t.value_idx, t.values.fields)]
     return pa.Table.from_arrays([*columns, pc.filter(seg.seq, mask), pc.filter(ops, mask), pc.filter(seg.commit_ts, mask)],
                                 names=[*[f"_v{j}" for j in range(len(columns))], "_seq", "_op", "_ts"])

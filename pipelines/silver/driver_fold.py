@@ -310,7 +310,7 @@ def apply_small(
             if partial:
                 latest, zeros = _filled(seg, specs, t, fixes, defaults, exists=exists, **io)
             else:
-                latest, zeros = fold_keyed(seg, specs, t, fixes)
+                latest, zeros = fold_keyed(seg, specs, t, fixes, delete_mode=delete_mode)
             if counted_by_merge:
                 source, counts = merge_source(latest, t), None
             else:
