@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,12 +29,19 @@ def latest_rows(events: pa.Table, keys: Sequence[str], seq: str, action: str) ->
     >>> latest_rows(t, ["id"], "s", "a").to_pylist()
     [{'id': 2, 's': '02', 'a': 'delete'}, {'id': 1, 's': '03', 'a': 'upsert'}]
     """
-    n = events.num_rows
+    order = pc.sort_indices(pa.table({"s": events.column(seq), "a": events.column(action)}),
+                            [("s", "ascending"), ("a", "ascending")])
+    ordered = [_group_key(events.column(k)).take(order) for k in keys]
+    return events.take(order.take(pa.array(_last_of_each(ordered))))
+
+
+def _last_of_each(keys: Sequence[pa.ChunkedArray | pa.Array]) -> np.ndarray:
+    """The positions, ascending, of the last row of each distinct key (NULLs are equal): one
+    integer key without NULLs (the usual primary key) by pandas' hash of it, about twenty times
+    faster than Arrow's group-by; any other by that group-by."""
+    if len(keys) == 1 and pa.types.is_integer(keys[0].type) and not keys[0].null_count:
+        values = keys[0].to_numpy() if isinstance(keys[0], pa.Array) else keys[0].combine_chunks().to_numpy()
+        return np.flatnonzero(~pd.Series(values).duplicated(keep="last").to_numpy())
     names = [f"_k{i}" for i in range(len(keys))]
-    # sorted and grouped: only the keys, the order and the event's number, not its values
-    order = pa.table({**{name: _group_key(events.column(k)) for name, k in zip(names, keys)},
-                      "_seq": events.column(seq), "_action": events.column(action), "_e": pa.array(np.arange(n))})
-    order = order.take(pc.sort_indices(order, [("_seq", "ascending"), ("_action", "ascending")]))
-    order = order.append_column("_i", pa.array(np.arange(n)))
-    last = order.group_by(names, use_threads=False).aggregate([("_i", "max")]).column("_i_max")
-    return events.take(order.column("_e").take(last.take(pc.sort_indices(last))))
+    grouped = pa.table({**dict(zip(names, keys)), "_i": pa.array(np.arange(len(keys[0]) if keys else 0))})
+    return np.sort(grouped.group_by(names, use_threads=False).aggregate([("_i", "max")]).column("_i_max").to_numpy())
