@@ -94,17 +94,27 @@ def _decimals(v: _Bytes) -> bool:
     return bool(np.all((whole >= 1) & (whole <= 65) & (fraction >= 1) & (fraction <= 38)))
 
 
+_BLOCK_ROWS = 1 << 16  # values a check of scattered values gathers at a time (their bytes' offsets: 8 bytes each)
+
+
 def _fixed_form(v: _Bytes, rows: np.ndarray, length: int, marks: dict[int, int]) -> bool:
     """The values at ``rows`` (each ``length`` bytes long) have ``marks`` where it says, digits elsewhere."""
     if not len(rows):
         return True
-    block = v.data[v.starts[rows][:, None] + np.arange(length)]
-    want_digit = np.ones(length, bool)
-    for at, mark in marks.items():
-        want_digit[at] = False
-        if not np.all(block[:, at] == mark):
+    is_mark = np.array([at in marks for at in range(length)])
+    expected = np.array([marks.get(at, 0) for at in range(length)], np.uint8)
+    starts = v.starts[rows]
+    if len(rows) == len(v.starts) and int(v.ends[-1] - v.starts[0]) == len(rows) * length:
+        # (every value, back to back: their bytes are a matrix as they lie, nothing gathered)
+        blocks = [v.data[v.starts[0]:v.ends[-1]].reshape(len(rows), length)]
+    else:
+        blocks = (v.data[starts[at:at + _BLOCK_ROWS, None] + np.arange(length)] for at in range(0, len(rows), _BLOCK_ROWS))
+    for block in blocks:  # (whole rows at a time: a digit where the form has no mark, the mark where it has one)
+        ok = (block - _ZERO) <= 9
+        ok[:, is_mark] = block[:, is_mark] == expected[is_mark]
+        if not ok.all():
             return False
-    return bool(np.all(_digits(block[:, want_digit])))
+    return True
 
 
 def _dates(v: _Bytes) -> bool:
@@ -117,7 +127,7 @@ def _datetimes(v: _Bytes) -> bool:
     lengths = v.lengths
     if not np.all((lengths == 19) | ((lengths >= 21) & (lengths <= 26))):
         return False
-    for length in np.unique(lengths).tolist():
+    for length in np.flatnonzero(np.bincount(lengths, minlength=27)).tolist():
         marks = _TIME_MARKS if length == 19 else {**_TIME_MARKS, 19: _DOT}
         if not _fixed_form(v, np.flatnonzero(lengths == length), length, marks):
             return False
