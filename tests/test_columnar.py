@@ -311,6 +311,28 @@ def test_with_hard_deletes_a_before_image_is_typed_in_its_keys_and_dates_only(tm
         columnar.fold_keyed(_segment(_bronze_rows(changes)), SPECS, t, {}, delete_mode="soft")
 
 
+def test_an_images_columns_typed_side_by_side_are_those_typed_one_by_one(monkeypatch):
+    """Threads type the columns of a big image each (arrow_typing.THREADS_FROM): the same values
+    and zero dates as one after another, and a text that does not convert still raises."""
+    from pipelines.silver.arrow_typing import columns_of, typed_cells
+
+    monkeypatch.setattr(arrow_typing, "VECTORIZE_FROM", 0)
+    bad = [("010", "c", None, _img(7, "g", amount="not a decimal"))]
+
+    def typed(changes, threads_from):
+        monkeypatch.setattr(arrow_typing, "THREADS_FROM", threads_from)
+        seg = _segment(_bronze_rows(changes))
+        try:
+            done = typed_cells(seg.images["after"], seg.n, columns_of(SPECS))
+        except NotCanonical:
+            return "NotCanonical"
+        return {i: (values.to_pylist(), z) for i, (values, z) in done.items()}
+    one_by_one = typed(BATCH_1, 10**9)
+    assert one_by_one[4][1] == 1 and len(one_by_one) == len(SPECS)  # (the zero date)
+    assert typed(BATCH_1, 0) == one_by_one
+    assert typed(BATCH_1 + bad, 0) == typed(BATCH_1 + bad, 10**9) == "NotCanonical"
+
+
 def _as_lists(seg: segment_cells.Segment) -> dict:
     """A segment as plain values, its changes in ``_seq`` order (a read keeps bronze's order)."""
     order = sorted(range(seg.n), key=seg.seq.to_pylist().__getitem__)
@@ -448,6 +470,7 @@ def test_segments_folded_in_arrow_equal_the_server_run_after_run(spark, mariadb_
         pytest.skip(why)
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
     monkeypatch.setattr(arrow_typing, "VECTORIZE_FROM", 0)  # (Arrow's casts, however few the changes)
+    monkeypatch.setattr(arrow_typing, "THREADS_FROM", 0)  # (an image's columns typed side by side)
     passes = []  # the big segments read together: one pass over bronze for all of them
     read_segments = segment_cells.read_segments
     monkeypatch.setattr(segment_cells, "read_segments",

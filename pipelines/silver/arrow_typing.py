@@ -20,8 +20,10 @@ value; ``tests/test_typemap.py`` every type of the mapping against hand-written 
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -175,6 +177,7 @@ def _fixed(fix: tuple, column: CellColumn) -> pa.Array:
 
 
 VECTORIZE_FROM = 64  # changes of a segment from which typing takes Arrow's casts (fewer: value by value)
+THREADS_FROM = 1 << 16  # changes from which an image's columns are typed in threads, one column each
 
 
 def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tuple | None = None) -> tuple[pa.Array, int]:
@@ -259,7 +262,13 @@ def typed_cells(cells: Cells, n: int, columns: dict[int, tuple]) -> dict[int, tu
     its values and the zero dates nulled."""
     if n < VECTORIZE_FROM:
         return _few_typed(cells, n, columns)
-    return {i: typed_column(spec, to, cells.column(ordinal, n), fix=fix) for i, (spec, ordinal, to, fix) in columns.items()}
+    work = {i: (spec, to, cells.column(ordinal, n), fix) for i, (spec, ordinal, to, fix) in columns.items()}
+    if n < THREADS_FROM or len(work) < 2:
+        return {i: typed_column(spec, to, column, fix=fix) for i, (spec, to, column, fix) in work.items()}
+    # (Arrow's kernels and NumPy's let go of the GIL: the columns are typed side by side)
+    with ThreadPoolExecutor(min(len(work), os.cpu_count() or 1), thread_name_prefix="typing") as pool:
+        typing = {i: pool.submit(typed_column, spec, to, column, fix=fix) for i, (spec, to, column, fix) in work.items()}
+        return {i: done.result() for i, done in typing.items()}
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
