@@ -293,15 +293,22 @@ class _ColumnarRows:
         within = np.arange(total) - chunk_start[spread]  # row number within its entry
         order = group_start[spread] + within  # row -> row of the groups' concatenation
         columns = self._fields(ev, spread, within, total)
+        # (a batch of one table's inserts, say: the groups' rows are the batch's as they are, and
+        # the lists are not copied)
+        in_order = bool(np.array_equal(order, np.arange(total)))
+
+        def placed(parts: list) -> pa.Array:
+            whole = pa.concat_arrays(parts)
+            return whole if in_order else whole.take(order)
         columns.update({
-            "before": pa.concat_arrays(befores).take(order),
-            "after": pa.concat_arrays(afters).take(order),
-            "pk": pa.concat_arrays(pks).take(order),
+            "before": placed(befores),
+            "after": placed(afters),
+            "pk": placed(pks),
             "decoder_version": pa.repeat(pa.scalar(DECODER_VERSION, pa.string()), total),
             "_run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), total),
             "_ingested_at": pa.repeat(pa.scalar(self.ingested_at), total),
             "_shape": pa.array([e[0].shape for e in ev], pa.string()).take(spread),
-            "_zero_dates": pa.array(np.concatenate(zeros)).take(order),
+            "_zero_dates": placed([pa.array(z) for z in zeros]),
         })
         arrays = []
         for f in schema:
