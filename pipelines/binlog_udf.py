@@ -65,11 +65,10 @@ def file_changes(content: bytes | None, path: str | None) -> list[tuple] | None:
     for kind, rec in decode_range(work, buf=data):
         if kind == "row":
             out.append(tuple(rec[i] for i in _KEEP))
-        elif kind == "quar" and rec[4] not in _NOT_ERRORS:  # a transaction bronze would skip
-            raise _error(name, rec[2], rec[4], rec[3])
-        elif kind == "stat" and rec[5] is not None:  # the event that stops bronze's range
-            offset, _cut, reason, cls = rec[5]
-            raise _error(name, offset, cls, reason)
+        elif kind == "quar" and rec.error_class not in _NOT_ERRORS:  # a transaction bronze would skip
+            raise _error(name, rec.offset, rec.error_class, rec.reason)
+        elif kind == "stat" and rec.error is not None:  # the event that stops bronze's range
+            raise _error(name, rec.error.offset, rec.error.error_class, rec.error.message)
     return out
 
 

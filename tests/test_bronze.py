@@ -489,3 +489,17 @@ def test_job_reports_a_bad_config_and_exits_2(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "delete_mode: expected one of hard | soft, got 'maybe'" in proc.stderr
+
+
+def test_the_records_tasks_hand_the_driver_are_named_as_their_tables_columns():
+    """A quarantine row is read by name on the driver and lands as a ``_pipeline/quarantine`` row
+    by position: its fields are that layout's columns, in order; a bronze row's op is where the
+    decode counts it."""
+    from pipelines.bronze.records import Quarantined, RangeError, RangeStat
+    from pipelines.bronze.schema import BRONZE_LAYOUT
+    from pipelines.state import QUARANTINE_LAYOUT
+
+    assert list(Quarantined._fields) == QUARANTINE_LAYOUT.names
+    assert BRONZE_LAYOUT.names[bronze_decode._OP] == "op"
+    stat = RangeStat("binlog.000001", 4, 100, 3, {"c": 2}, RangeError(50, 40, "bad event", "BadEvent"), [], 0, 0)
+    assert (stat.error.cut, stat.ops) == (40, {"c": 2})

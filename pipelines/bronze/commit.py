@@ -11,6 +11,7 @@ from pipelines.bronze.decode import (
     SMALL_COLUMN, StageTarget, TemporalPrecision, WorkRange, frame_partition, stage_partition, whole_file_partition,
 )
 from pipelines.bronze.plan import FilePlan
+from pipelines.bronze.records import Quarantined
 from pipelines.bronze.schema import BRONZE_TABLE, DECODER_VERSION
 from pipelines.bronze.bookkeeping import (
     PENDING_APP_ID, QUARANTINED, TXN_APP_ID, BronzeError,
@@ -165,12 +166,12 @@ def _decode_and_commit(spark, cfg: PipelineConfig, plans: list[FilePlan], batch:
     if frame is not None:
         bronze_df = _bronze_rows(frame, cuts, skips, op_counts)
     stmts = [rec for kind, rec in small if kind == "stmt" and keep((kind, rec)) and outside_skips((kind, rec))]
-    quar_rows = [rec[:7] + (batch,) + rec[8:] for kind, rec in small if kind == "quar" and keep((kind, rec))]
+    quar_rows = [rec._replace(batch=batch) for kind, rec in small if kind == "quar" and keep((kind, rec))]
     # the bad events found by the survey or by the decode tasks
     for p in plans:
         if p.status == QUARANTINED and p.error:
-            quar_rows.append((p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
-                              DECODER_VERSION, p.error_raw or b"", batch, run_id, now))
+            quar_rows.append(Quarantined(p.file.name, p.file.file_seq, p.error_offset, p.error, p.error_class,
+                                         DECODER_VERSION, p.error_raw or b"", batch, run_id, now))
 
     # a. write-ahead manifest rows (not when this run lost its remote warehouse lock)
     check_held()
@@ -230,7 +231,7 @@ def _decode(spark, cfg: PipelineConfig, plans: list[FilePlan], work: list[WorkRa
             return [pickle.loads(r[0]) for r in smalls.collect()]
     with TaskProgress(spark, f"bronze-{run_id}-{batch}", tasks, progress_enabled(cfg), f"bronze batch {batch}"):
         small = collect()
-    missing = {(w.name, w.start) for w in work} - {(rec[1][0], rec[1][1]) for rec in small if rec[0] == "stat"}
+    missing = {(w.name, w.start) for w in work} - {(rec.name, rec.start) for kind, rec in small if kind == "stat"}
     if missing:  # e.g. a file Spark's file source would not list: nothing of this batch is written
         name, start = min(missing)
         raise BronzeError(f"{name}: the task that decodes bytes from offset {start} on returned nothing "
@@ -248,25 +249,25 @@ def _fold_range_stats(small: list, by_name: dict[str, FilePlan]) -> tuple[Counte
     cuts: dict[str, int] = {}
     ranges = [rec for kind, rec in small if kind == "stat"]
     for rec in ranges:
-        name, _s, _e, events, ops, err, skipped, ignorable, invalid = rec
+        name, err = rec.name, rec.error
         p = by_name[name]
-        p.events += events
-        p.ignorable_skipped += ignorable
-        p.invalid_text += invalid
-        if skipped:
-            skips.setdefault(name, []).extend(skipped)
-        for op, n in ops.items():
+        p.events += rec.events
+        p.ignorable_skipped += rec.ignorable
+        p.invalid_text += rec.invalid
+        if rec.skipped:
+            skips.setdefault(name, []).extend(rec.skipped)
+        for op, n in rec.ops.items():
             op_counts[(name, op)] += n
-        if err is not None and (name not in cuts or err[1] < cuts[name]):
-            cuts[name] = err[1]
-            p.error, p.error_class, p.error_offset = err[2], err[3], err[0]
+        if err is not None and (name not in cuts or err.cut < cuts[name]):
+            cuts[name] = err.cut
+            p.error, p.error_class, p.error_offset = err.message, err.error_class, err.offset
     return op_counts, skips, cuts, ranges
 
 
 def _refuse_bad_input(cuts: dict[str, int], by_name: dict[str, FilePlan], small: list) -> None:
     """Strict mode: any bad event or quarantined statement fails the batch before it writes."""
     bad = [by_name[n].error for n in sorted(cuts, key=lambda n: by_name[n].file.file_seq)]
-    bad += [rec[3] for kind, rec in small if kind == "quar"]
+    bad += [rec.reason for kind, rec in small if kind == "quar"]
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise BronzeError(f"bad input (strict mode): {bad[0]}{more}")
@@ -286,10 +287,12 @@ def _row_filters(cuts: dict[str, int], skips: dict[str, list[tuple[int, int]]]) 
     """``(keep, outside_skips)`` of a tagged record: before its file's cut; outside the transactions
     skipped whole. Rows, statements and quarantine rows all start ``(file, file_seq, pos, ...)``."""
     def keep(rec) -> bool:
-        return rec[1][2] < cuts.get(rec[1][0], 1 << 62)
+        file, _, pos = rec[1][:3]
+        return pos < cuts.get(file, 1 << 62)
 
     def outside_skips(rec) -> bool:
-        return not any(b <= rec[1][2] < e for b, e in skips.get(rec[1][0], ()))
+        file, _, pos = rec[1][:3]
+        return not any(b <= pos < e for b, e in skips.get(file, ()))
 
     return keep, outside_skips
 
@@ -346,9 +349,9 @@ def _count_batch(stats: BronzeStats, cfg: PipelineConfig, plans: list[FilePlan],
     """The committed batch in the run's stats."""
     stats.statements += len(stmts)
     stats.quarantined += len(quar_rows)
-    for rec in quar_rows:  # (file, file_seq, offset, reason, error_class, ...): said once at the run's end
-        if rec[4] == "StatementFormat":
-            stats.statement_format[rec[0]] = stats.statement_format.get(rec[0], 0) + 1
+    for rec in quar_rows:  # (said once at the run's end)
+        if rec.error_class == "StatementFormat":
+            stats.statement_format[rec.file] = stats.statement_format.get(rec.file, 0) + 1
     stats.ignorable_skipped += sum(p.ignorable_skipped for p in plans)
     stats.invalid_text += sum(p.invalid_text for p in plans)
     stats.events += sum(p.events for p in plans)

@@ -23,10 +23,13 @@ from pipelines.binlog.framing import BinlogFile
 from pipelines.binlog.txindex import FileIndex, scan
 from pipelines.binlog.values import InvalidText
 from pipelines.bronze.arrow_rows import ArrowRowsBuilder
+from pipelines.bronze.records import Quarantined, RangeError, RangeStat
 from pipelines.bronze.rows import OPS, TableLayout, epoch_datetime, bronze_row
-from pipelines.bronze.schema import DECODER_VERSION, WRITTEN_LATER, seq_key
+from pipelines.bronze.schema import BRONZE_LAYOUT, DECODER_VERSION, WRITTEN_LATER, seq_key
 from pipelines.bronze.files import MAX_RAW_EVENT, task_bytes, as_buffer, cut_event
 from pipelines.storage import NO_SETTINGS, StorageSettings
+
+_OP = BRONZE_LAYOUT.names.index("op")  # (a bronze row's op, in bronze_row's tuple)
 
 
 _QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
@@ -145,7 +148,7 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                         yield ("rows", (ch, lay))
                     elif type(ch) is RowChange:
                         row = bronze_row(ch, lay, w.file_seq, w.run_id, w.ingested_at)
-                        tx_ops[row[12]] += 1
+                        tx_ops[row[_OP]] += 1
                         yield ("row", row)
                     elif type(ch) is StatementChange:
                         invalid_stmts += type(ch.query) is InvalidText
@@ -165,11 +168,11 @@ def decode_range(w: WorkRange, batches: bool = False, buf=None) -> Iterator[tupl
                         break
                     continue
                 cut = tx.begin_pos if tx is not None else off
-                err = (off, cut, str(e), type(e).__name__)
+                err = RangeError(off, cut, str(e), type(e).__name__)
         ops.update(tx_ops)  # (emptied when its transaction was skipped)
-        events, ignorable = yield from _framing_pass(w, buf, err[1] if err else w.end, skipped)
+        events, ignorable = yield from _framing_pass(w, buf, err.cut if err else w.end, skipped)
     invalid = invalid_stmts + sum(lay.invalid_text for lay in layouts.values())
-    yield ("stat", (w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable, invalid))
+    yield ("stat", RangeStat(w.name, w.start, w.end, events, dict(ops), err, skipped, ignorable, invalid))
 
 
 def _statement_records(w: WorkRange, ch: StatementChange, buf) -> Iterator[tuple]:
@@ -180,18 +183,18 @@ def _statement_records(w: WorkRange, ch: StatementChange, buf) -> Iterator[tuple
                     epoch_datetime(ch.tx.commit_ts), ch.in_group, ch.tx.gtid, ch.server_id, w.run_id, raw))
     if ch.in_group and not is_ddl(ch.query):
         # (a DDL statement in a group is CREATE TABLE ... SELECT: its rows follow as row events)
-        yield ("quar", (w.name, w.file_seq, ch.pos,
-                        "statement-format change cannot be replayed as rows: " + ch.query[:500],
-                        "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,
-                        w.run_id, w.ingested_at))
+        yield ("quar", Quarantined(w.name, w.file_seq, ch.pos,
+                                   "statement-format change cannot be replayed as rows: " + ch.query[:500],
+                                   "StatementFormat", DECODER_VERSION, cut_event(buf, ch.pos), None,
+                                   w.run_id, w.ingested_at))
 
 
 def _skipped_tx_record(w: WorkRange, e: BinlogError, tx, buf) -> tuple:
     """The quarantine row of a transaction skipped whole (its framing is sound): all its bytes."""
     reason = (f"{e} (transaction [{tx.begin_pos}, {tx.end_pos}) skipped and kept whole in this "
               f"row; the rest of the file lands)")
-    return ("quar", (w.name, w.file_seq, tx.begin_pos, reason, type(e).__name__, DECODER_VERSION,
-                     bytes(buf[tx.begin_pos : tx.end_pos]), None, w.run_id, w.ingested_at))
+    return ("quar", Quarantined(w.name, w.file_seq, tx.begin_pos, reason, type(e).__name__, DECODER_VERSION,
+                                bytes(buf[tx.begin_pos : tx.end_pos]), None, w.run_id, w.ingested_at))
 
 
 def _framing_pass(w: WorkRange, buf, stop: int, skipped: list[tuple[int, int]]):
@@ -210,9 +213,9 @@ def _framing_pass(w: WorkRange, buf, stop: int, skipped: list[tuple[int, int]]):
                 elif not any(b <= h.pos < e for b, e in skipped):
                     reason = (f"{w.name}: offset {h.pos}: unknown event type {h.type_code}, not flagged "
                               f"ignorable: kept here undecoded, the events around it land")
-                    yield ("quar", (w.name, w.file_seq, h.pos, reason, "UnknownEvent", DECODER_VERSION,
-                                    bytes(buf[h.pos : min(h.end_pos, h.pos + MAX_RAW_EVENT)]), None,
-                                    w.run_id, w.ingested_at))
+                    yield ("quar", Quarantined(w.name, w.file_seq, h.pos, reason, "UnknownEvent", DECODER_VERSION,
+                                               bytes(buf[h.pos : min(h.end_pos, h.pos + MAX_RAW_EVENT)]), None,
+                                               w.run_id, w.ingested_at))
     except BinlogError:
         pass
     return events, ignorable
@@ -275,8 +278,7 @@ def arrow_range(w: WorkRange, schema, buf=None, batch_rows: int = 20_000) -> Ite
         if kind == "stat":
             if builder.rows:
                 yield ("batch", builder.take())
-            *head, invalid = rec[1]
-            rec = ("stat", (*head, invalid + builder.invalid_text))
+            rec = ("stat", rec[1]._replace(invalid=rec[1].invalid + builder.invalid_text))
         yield rec
 
 
@@ -304,16 +306,16 @@ def stage_range(w: WorkRange, target: StageTarget, buf=None) -> Iterator[tuple]:
                 stager.add_batch(rec[1])
                 continue
             if kind == "stat":
-                name, start, end, events, _ops, err, skipped, ignorable, invalid = rec[1]
-                drop = list(skipped) + ([(err[1], 1 << 62)] if err else [])
+                stat = rec[1]
+                drop = list(stat.skipped) + ([(stat.error.cut, 1 << 62)] if stat.error else [])
                 files = stager.close()
                 if drop and stager.drop_rows("event_pos", drop):
                     ops = Counter()
                     for f in stager.files:
                         ops.update(stager.read(f, ["op"]).column("op").to_pylist())
                     files = stager.files
-                yield ("files", (name, start, files))
-                rec = ("stat", (name, start, end, events, dict(ops), err, skipped, ignorable, invalid))
+                yield ("files", (stat.name, stat.start, files))
+                rec = ("stat", stat._replace(ops=dict(ops)))
             yield rec
     except BaseException:
         stager.abort()
