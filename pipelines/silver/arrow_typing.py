@@ -257,13 +257,15 @@ def columns_of(specs: Sequence[ColumnSpec], fixes: dict[int, tuple] | None = Non
                 (fixes or {}).get(i if spec.ordinal is None else spec.ordinal)) for i, spec in enumerate(specs)}
 
 
-def typed_cells(cells: Cells, n: int, columns: dict[int, tuple]) -> dict[int, tuple[pa.Array, int]]:
+def typed_cells(cells: Cells, n: int, columns: dict[int, tuple], *,
+                threads: bool = True) -> dict[int, tuple[pa.Array, int]]:
     """One image's cells of ``n`` changes typed: per column of ``columns`` (:func:`columns_of`),
-    its values and the zero dates nulled."""
+    its values and the zero dates nulled; in threads from :data:`THREADS_FROM` changes, unless
+    not ``threads`` (inside a Spark task, whose cores the other tasks take)."""
     if n < VECTORIZE_FROM:
         return _few_typed(cells, n, columns)
     work = {i: (spec, to, cells.column(ordinal, n), fix) for i, (spec, ordinal, to, fix) in columns.items()}
-    if n < THREADS_FROM or len(work) < 2:
+    if not threads or n < THREADS_FROM or len(work) < 2:
         return {i: typed_column(spec, to, column, fix=fix) for i, (spec, to, column, fix) in work.items()}
     # (Arrow's kernels and NumPy's let go of the GIL: the columns are typed side by side)
     with ThreadPoolExecutor(min(len(work), os.cpu_count() or 1), thread_name_prefix="typing") as pool:
@@ -319,7 +321,7 @@ def typed_batch(batch: pa.RecordBatch, specs: Sequence[ColumnSpec], images: Sequ
             out[image] = pa.nulls(n, struct)
             continue
         cells = image_cells(cells_of if len(keep) == n else cells_of.take(pa.array(keep)))
-        typed = typed_cells(cells, len(keep), columns)
+        typed = typed_cells(cells, len(keep), columns, threads=False)  # (a Spark task: a core of its own)
         for i in temporal:
             zeros[keep] += _zero_rows(typed[i][0], cells.column(columns[i][1], len(keep)).text)
         values = pa.StructArray.from_arrays([typed[i][0] for i in range(len(specs))], fields=list(struct))
