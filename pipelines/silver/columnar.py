@@ -112,8 +112,7 @@ def fold_keyed(seg: Segment, specs: Sequence[ColumnSpec], t: Target, fixes: dict
 def image_rows(seg: Segment, typed: dict[int, pa.Array], mask: pa.Array, t: Target, ops: pa.Array) -> pa.Table:
     """The changes of ``mask`` as rows of one of their images (``typed``: :func:`typed_images`'
     columns of it): silver's value columns ``_v{j}`` (NULL where the specs lack one, or it was not
-    typed), ``_seq``,
-    ``_op`` (``ops``) and ``_ts``."""
+    typed), ``_seq``, ``_op`` (``ops``) and ``_ts``."""
     k = _count(mask)
     columns = [pc.filter(typed[i], mask) if i in typed else pa.nulls(k, spark_type_to_arrow(f.dataType))
                for i, f in zip(t.value_idx, t.values.fields)]
