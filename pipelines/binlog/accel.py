@@ -31,8 +31,8 @@ import codecs
 import os
 from typing import Sequence
 
-from .charsets import _LATIN1_DECODE
-from .columns import ColumnDecoding, _bit_size, _decimal_meta, _fsp
+from .charsets import LATIN1_DECODE
+from .columns import ColumnDecoding, bit_size, decimal_meta, fsp_of
 from .constants import ColumnType as CT
 from .decimal import decimal_bin_size
 from .errors import BinlogError
@@ -74,7 +74,7 @@ def _codec(spec: ColumnDecoding) -> tuple[int, object]:
     if spec.codec == "utf-8":
         return S.C_UTF8, None
     if spec.codec == "mysql_latin1":  # the codec is codecs.charmap_decode over this table
-        return S.C_CHARMAP, _LATIN1_DECODE
+        return S.C_CHARMAP, LATIN1_DECODE
     try:
         codecs.lookup(spec.codec)
     except LookupError:
@@ -94,7 +94,7 @@ def _fixed(kind: str):
 
 def _old_temporal(kind: str):
     def plan(spec):
-        if _fsp(spec):  # MariaDB 5.3 fractional formats
+        if fsp_of(spec):  # MariaDB 5.3 fractional formats
             raise Unsupported(spec.name)
         return (getattr(speedups, kind), 0, 0, 0, None)
     return plan
@@ -102,18 +102,18 @@ def _old_temporal(kind: str):
 
 def _temporal2(kind: str):
     def plan(spec):
-        return (getattr(speedups, kind), _fsp(spec), 0, 0, None)
+        return (getattr(speedups, kind), fsp_of(spec), 0, 0, None)
     return plan
 
 
 def _newdecimal(spec):
-    p, s = _decimal_meta(spec)
+    p, s = decimal_meta(spec)
     decimal_bin_size(p, s)  # checks the precision and scale
     return (speedups.K_NEWDECIMAL, p, s, 0, None)
 
 
 def _bit(spec):
-    return (speedups.K_BIT, _bit_size(spec), 0, 0, None)
+    return (speedups.K_BIT, bit_size(spec), 0, 0, None)
 
 
 def _enum(spec):

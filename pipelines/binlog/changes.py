@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from .constants import EventType
 from .events import RowsEvent, TableMapEvent
 from .stream import EventStream
-from .txindex import FileIndex, TxInfo, _QUERY_TYPES, _query_kind, scan
+from .txindex import FileIndex, TxInfo, QUERY_TYPES, query_kind, scan
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +185,8 @@ def iter_change_batches(
                 yield RowsBatch(h.file, pos, next_row, ev.op, ev.table_map, ev.columns_before, ev.columns_after,
                                 ev.rows, h.timestamp, h.server_id, tx, ev.cells)
                 next_row += ev.row_count
-            elif h.type_code in _QUERY_TYPES:
-                kind = _query_kind(ev.query)
+            elif h.type_code in QUERY_TYPES:
+                kind = query_kind(ev.query)
                 if kind == "statement":
                     yield StatementChange(
                         h.file, pos, ev.schema, ev.query, h.timestamp, h.server_id, tx, tx.kind != "ddl"

@@ -169,10 +169,10 @@ def codec_for_collation(cid: int) -> str | None:
 
 # -- the exact MySQL latin1 codec -------------------------------------------------
 
-_LATIN1_DECODE = "".join(
+LATIN1_DECODE = "".join(
     chr(b) if ch == "\ufffe" else ch for b, ch in enumerate(encodings.cp1252.decoding_table)
 )
-_LATIN1_ENCODE = codecs.charmap_build(_LATIN1_DECODE)
+_LATIN1_ENCODE = codecs.charmap_build(LATIN1_DECODE)
 
 
 def _latin1_encode(text, errors="strict"):
@@ -180,7 +180,7 @@ def _latin1_encode(text, errors="strict"):
 
 
 def _latin1_decode(data, errors="strict"):
-    return codecs.charmap_decode(data, errors, _LATIN1_DECODE)
+    return codecs.charmap_decode(data, errors, LATIN1_DECODE)
 
 
 _LATIN1_INFO = codecs.CodecInfo(name="mysql_latin1", encode=_latin1_encode, decode=_latin1_decode)

@@ -277,7 +277,7 @@ def decode_date(buf, off, spec):
     return T.decode_date(buf, off)
 
 
-def _fsp(spec: ColumnDecoding) -> int:
+def fsp_of(spec: ColumnDecoding) -> int:
     fsp = spec.meta if isinstance(spec.meta, int) else 0
     if not 0 <= fsp <= 6:
         raise CorruptEvent(f"{spec.name} has {fsp} fractional digits (0..6 allowed)")
@@ -285,40 +285,40 @@ def _fsp(spec: ColumnDecoding) -> int:
 
 
 def decode_time(buf, off, spec):
-    dec = _fsp(spec)
+    dec = fsp_of(spec)
     return T.decode_time_hires(buf, off, dec) if dec else T.decode_time(buf, off)
 
 
 def decode_datetime(buf, off, spec):
-    dec = _fsp(spec)
+    dec = fsp_of(spec)
     return T.decode_datetime_hires(buf, off, dec) if dec else T.decode_datetime(buf, off)
 
 
 def decode_timestamp(buf, off, spec):
-    dec = _fsp(spec)
+    dec = fsp_of(spec)
     return T.decode_timestamp_hires(buf, off, dec) if dec else T.decode_timestamp(buf, off)
 
 
 def decode_time2(buf, off, spec):
-    return T.decode_time2(buf, off, _fsp(spec))
+    return T.decode_time2(buf, off, fsp_of(spec))
 
 
 def decode_datetime2(buf, off, spec):
-    return T.decode_datetime2(buf, off, _fsp(spec))
+    return T.decode_datetime2(buf, off, fsp_of(spec))
 
 
 def decode_timestamp2(buf, off, spec):
-    return T.decode_timestamp2(buf, off, _fsp(spec))
+    return T.decode_timestamp2(buf, off, fsp_of(spec))
 
 
-def _decimal_meta(spec: ColumnDecoding) -> tuple[int, int]:
+def decimal_meta(spec: ColumnDecoding) -> tuple[int, int]:
     if not (isinstance(spec.meta, tuple) and len(spec.meta) == 2):
         raise CorruptEvent(f"{spec.name} has metadata {spec.meta!r}, expected (precision, scale)")
     return spec.meta
 
 
 def decode_newdecimal_column(buf, off, spec):
-    p, s = _decimal_meta(spec)
+    p, s = decimal_meta(spec)
     return decode_newdecimal(buf, off, p, s)
 
 
@@ -398,7 +398,7 @@ def decode_set(buf, off, spec):
     return set_value(int.from_bytes(buf[off:off + n], "little"), spec), off + n
 
 
-def _bit_size(spec: ColumnDecoding) -> int:
+def bit_size(spec: ColumnDecoding) -> int:
     if not (isinstance(spec.meta, tuple) and len(spec.meta) == 2):
         raise CorruptEvent(f"{spec.name} has metadata {spec.meta!r}, expected (bits, bytes)")
     bits, nbytes = spec.meta
@@ -409,7 +409,7 @@ def _bit_size(spec: ColumnDecoding) -> int:
 
 
 def decode_bit(buf, off, spec):
-    n = _bit_size(spec)
+    n = bit_size(spec)
     _need(buf, off, n, spec)
     return int.from_bytes(buf[off:off + n], "big"), off + n
 
@@ -654,7 +654,7 @@ def _plan_set(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
 
 
 def _plan_bit(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
-    n = _bit_size(spec)
+    n = bit_size(spec)
     return _Plan("inline", n, lines=lambda base, rel, target: [
         f"{target} = int.from_bytes(buf[{_at(base, rel)}:{_at(base, rel + n)}], 'big')"])
 
@@ -662,7 +662,7 @@ def _plan_bit(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
 def _plan_decimal(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """NEWDECIMAL (binary), and the pre-5.0 DECIMAL (its digits as text)."""
     if spec.type == CT.NEWDECIMAL:
-        p, s = _decimal_meta(spec)
+        p, s = decimal_meta(spec)
         env.update(NEWDECIMAL_ENV)
         return _Plan("inline", decimal_bin_size(p, s),
                      lines=lambda base, rel, target: newdecimal_lines(p, s, base, rel, target))
@@ -676,7 +676,7 @@ def _plan_decimal(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
 
 def _plan_temporal2(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """DATETIME2, TIMESTAMP2, TIME2 (MySQL 5.6+ and MariaDB 10.1+ with mysql56_temporal_format)."""
-    t, fsp = spec.type, _fsp(spec)
+    t, fsp = spec.type, fsp_of(spec)
     if t == CT.DATETIME2:
         env.update(T.TEMPORAL_ENV)
         env[f"_f{k}"] = T.datetime2_reader(fsp)
@@ -701,7 +701,7 @@ _HIRES = {
 
 def _plan_temporal_old(spec: ColumnDecoding, k: int, env: dict) -> _Plan:
     """TIME, DATETIME, TIMESTAMP: integers without fractions, MariaDB 5.3's forms with them."""
-    t, dec = spec.type, _fsp(spec)
+    t, dec = spec.type, fsp_of(spec)
     if dec == 0:
         env["_time_int"] = T.time_from_int
         env["_dt_int"] = T.datetime_from_int

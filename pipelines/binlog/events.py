@@ -60,7 +60,7 @@ from .events_mariadb import (
 )
 from .events_payload import decode_transaction_payload
 from .events_query import decode_execute_load_query, decode_query, decode_query_compressed
-from .events_rows import RowsEvent, _UNCOMPRESSED_KIND, _rows_decoder
+from .events_rows import RowsEvent, UNCOMPRESSED_KIND, rows_decoder
 from .events_statement import (
     decode_append_block, decode_begin_load_query, decode_create_file, decode_delete_file, decode_exec_load,
     decode_intvar, decode_load, decode_new_load, decode_rand, decode_user_var,
@@ -125,8 +125,8 @@ EVENT_DECODERS: dict[int, EventDecoder] = {
     EventType.MARIA_START_ENCRYPTION: decode_start_encryption,
     EventType.MARIA_QUERY_COMPRESSED: decode_query_compressed,
 }
-EVENT_DECODERS.update({code: _rows_decoder(code) for code in ROWS_EVENT_OPS if code not in _UNCOMPRESSED_KIND})
-EVENT_DECODERS.update({code: _rows_decoder(code, compressed=True) for code in _UNCOMPRESSED_KIND})
+EVENT_DECODERS.update({code: rows_decoder(code) for code in ROWS_EVENT_OPS if code not in UNCOMPRESSED_KIND})
+EVENT_DECODERS.update({code: rows_decoder(code, compressed=True) for code in UNCOMPRESSED_KIND})
 
 
 def decode_event(raw: RawEvent, ctx: DecodeContext) -> Event:

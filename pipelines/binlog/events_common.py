@@ -42,13 +42,13 @@ class DecodeContext:
 # the wire-format readers are in wire.py
 
 
-def _text(raw: bytes) -> str:
+def name_text(raw: bytes) -> str:
     """Identifiers and file names: UTF-8; an :class:`.values.InvalidText` (the exact bytes kept)
     where the bytes are not UTF-8."""
     return decode_text(raw, "utf-8")
 
 
-def _statement_text(raw: bytes, status_vars: Mapping[str, Any]) -> str:
+def statement_text(raw: bytes, status_vars: Mapping[str, Any]) -> str:
     """A statement in the client character set its ``Q_CHARSET`` names (UTF-8 without one, or
     for ``binary``); an :class:`.values.InvalidText` where the bytes are not valid there (the
     server stores whatever bytes the client sent: cp1251 text on a utf8 connection is common)."""
@@ -60,34 +60,34 @@ def _statement_text(raw: bytes, status_vars: Mapping[str, Any]) -> str:
     return decode_text(raw, codec or "utf-8")
 
 
-def _uuid(raw) -> str:
+def uuid_text(raw) -> str:
     return str(uuid.UUID(bytes=bytes(raw)))
 
 
-def _bits_lsb(buf, off: int, count: int) -> tuple[bool, ...]:
+def bits_lsb(buf, off: int, count: int) -> tuple[bool, ...]:
     """``count`` bits, bit i in byte i//8 at position i%8 (rows-event bitmaps, null bits)."""
     return tuple(bool(buf[off + (i >> 3)] >> (i & 7) & 1) for i in range(count))
 
 
-def _bits_msb(raw: bytes) -> tuple[bool, ...]:
+def bits_msb(raw: bytes) -> tuple[bool, ...]:
     """Every bit of ``raw``, most significant first (optional metadata bit fields)."""
     return tuple(bool(b >> (7 - k) & 1) for b in raw for k in range(8))
 
 
-def _declared_post_header(ctx: DecodeContext, code: int, default: int) -> int:
+def declared_post_header(ctx: DecodeContext, code: int, default: int) -> int:
     """Post-header length the format description declares for ``code``
     (``default`` when its table is too short to say)."""
     n = ctx.format.post_header_len(code)
     return default if n is None else n
 
 
-def _post_header(data, ctx: DecodeContext, code: int, layout: Layout):
+def post_header(data, ctx: DecodeContext, code: int, layout: Layout):
     """Unpack ``layout`` at the start of ``data`` and return (record, body offset).
 
     A longer declared post-header has its unknown tail skipped; a shorter one
     cannot hold the fields and is a :class:`CorruptEvent`.
     """
-    declared = _declared_post_header(ctx, code, layout.size)
+    declared = declared_post_header(ctx, code, layout.size)
     if declared < layout.size:
         raise CorruptEvent(
             f"{event_type_name(code)} post-header is declared as {declared} bytes, "
@@ -103,7 +103,7 @@ def _post_header(data, ctx: DecodeContext, code: int, layout: Layout):
 _MARIA_COMPRESSION_ZLIB = 0
 
 
-def _maria_uncompress(buf, what: str) -> bytes:
+def maria_uncompress(buf, what: str) -> bytes:
     need(buf, 0, 1, f"{what} compression header")
     head = buf[0]
     if not head & 0x80:
@@ -126,7 +126,7 @@ def _maria_uncompress(buf, what: str) -> bytes:
     return out
 
 
-def _xid_text(gtrid: bytes, bqual: bytes, format_id: int) -> str:
+def xid_text(gtrid: bytes, bqual: bytes, format_id: int) -> str:
     return f"X'{gtrid.hex()}',X'{bqual.hex()}',{format_id}"
 
 

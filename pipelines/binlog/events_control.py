@@ -9,7 +9,7 @@ from .errors import CorruptEvent, need
 from .framing import EventHeader, FormatDescription, parse_format_description
 from .layout import Layout
 from .wire import lstr8, packed_int
-from .events_common import _declared_post_header, _post_header, _text, _xid_text
+from .events_common import declared_post_header, name_text, post_header, xid_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class XaPrepareEvent:
     @property
     def xa_xid(self) -> str:
         """The XID as MariaDB prints it: ``X'gtrid',X'bqual',format_id`` (hex)."""
-        return _xid_text(self.gtrid, self.bqual, self.format_id)
+        return xid_text(self.gtrid, self.bqual, self.format_id)
 
     @property
     def bqual(self) -> bytes:
@@ -115,7 +115,7 @@ XA_PREPARE_BODY = Layout("one_phase:B format_id:I gtrid_length:I bqual_length:I"
 INCIDENT_POST_HEADER = Layout("incident:H", "IncidentPostHeader")
 INTVAR_BODY = Layout("type:B value:Q", "IntvarBody")
 RAND_BODY = Layout("seed1:Q seed2:Q", "RandBody")
-_XA_MAX_PART = 64  # MAXGTRIDSIZE / MAXBQUALSIZE
+XA_MAX_PART = 64  # MAXGTRIDSIZE / MAXBQUALSIZE
 
 
 def decode_format_description(data, ctx, header) -> FormatDescriptionEvent:
@@ -123,16 +123,16 @@ def decode_format_description(data, ctx, header) -> FormatDescriptionEvent:
 
 
 def decode_rotate(data, ctx, header) -> RotateEvent:
-    declared = _declared_post_header(ctx, EventType.ROTATE, ROTATE_POST_HEADER.size)
+    declared = declared_post_header(ctx, EventType.ROTATE, ROTATE_POST_HEADER.size)
     if declared == 0:  # binlog v1: no post-header, position implied
         position, off = 4, 0
     else:
-        ph, off = _post_header(data, ctx, EventType.ROTATE, ROTATE_POST_HEADER)
+        ph, off = post_header(data, ctx, EventType.ROTATE, ROTATE_POST_HEADER)
         position = ph.position
     name = bytes(data[off:])
     if not name:
         raise CorruptEvent("ROTATE event has no file name")
-    return RotateEvent(header, position, _text(name))
+    return RotateEvent(header, position, name_text(name))
 
 
 def decode_stop(data, ctx, header) -> StopEvent:
@@ -140,14 +140,14 @@ def decode_stop(data, ctx, header) -> StopEvent:
 
 
 def decode_xid(data, ctx, header) -> XidEvent:
-    off = _declared_post_header(ctx, EventType.XID, 0)
+    off = declared_post_header(ctx, EventType.XID, 0)
     return XidEvent(header, XID_BODY.unpack(data, off).xid)
 
 
 def decode_xa_prepare(data, ctx, header) -> XaPrepareEvent:
-    off = _declared_post_header(ctx, EventType.XA_PREPARE, 0)
+    off = declared_post_header(ctx, EventType.XA_PREPARE, 0)
     b = XA_PREPARE_BODY.unpack(data, off)
-    if b.gtrid_length > _XA_MAX_PART or b.bqual_length > _XA_MAX_PART:
+    if b.gtrid_length > XA_MAX_PART or b.bqual_length > XA_MAX_PART:
         raise CorruptEvent(f"XA_PREPARE with gtrid length {b.gtrid_length} and bqual length {b.bqual_length} (max 64 each)")
     off += XA_PREPARE_BODY.size
     n = b.gtrid_length + b.bqual_length
@@ -156,16 +156,16 @@ def decode_xa_prepare(data, ctx, header) -> XaPrepareEvent:
 
 
 def decode_incident(data, ctx, header) -> IncidentEvent:
-    ph, off = _post_header(data, ctx, EventType.INCIDENT, INCIDENT_POST_HEADER)
+    ph, off = post_header(data, ctx, EventType.INCIDENT, INCIDENT_POST_HEADER)
     msg = b""
     if off < len(data):
         msg, off = lstr8(data, off, "INCIDENT message")
-    return IncidentEvent(header, ph.incident, _text(msg))
+    return IncidentEvent(header, ph.incident, name_text(msg))
 
 
 def decode_heartbeat(data, ctx, header) -> HeartbeatEvent:
-    off = _declared_post_header(ctx, EventType.HEARTBEAT, 0)
-    return HeartbeatEvent(header, _text(bytes(data[off:])), header.next_pos, 1)
+    off = declared_post_header(ctx, EventType.HEARTBEAT, 0)
+    return HeartbeatEvent(header, name_text(bytes(data[off:])), header.next_pos, 1)
 
 
 _HB_END, _HB_FILENAME, _HB_POSITION = 0, 1, 2
@@ -188,7 +188,7 @@ def decode_heartbeat_v2(data, ctx, header) -> HeartbeatEvent:
         off += length  # unknown fields are skipped by their length
     if name is None or position is None:
         raise CorruptEvent("HEARTBEAT_V2 lacks its log file name or position field")
-    return HeartbeatEvent(header, _text(name), position, 2)
+    return HeartbeatEvent(header, name_text(name), position, 2)
 
 
 def decode_ignorable(data, ctx, header) -> IgnorableEvent:
@@ -198,7 +198,7 @@ def decode_ignorable(data, ctx, header) -> IgnorableEvent:
 def decode_rows_query(data, ctx, header) -> RowsQueryEvent:
     # A 1-byte length precedes the text; the server ignores it (it overflows for
     # long statements) and reads to the end of the event.
-    off = _declared_post_header(ctx, EventType.ROWS_QUERY, 0) + 1
+    off = declared_post_header(ctx, EventType.ROWS_QUERY, 0) + 1
     need(data, 0, off, "ROWS_QUERY length byte")
     q = bytes(data[off:])
-    return RowsQueryEvent(header, _text(q), q)
+    return RowsQueryEvent(header, name_text(q), q)

@@ -12,7 +12,7 @@ from .framing import EventHeader
 from .gtid import MysqlGtidSet, mysql_gtid
 from .layout import Layout
 from .wire import U16, U32, U64, packed_int, varlen_int, varlen_uint
-from .events_common import _declared_post_header, _post_header, _text, _uuid
+from .events_common import declared_post_header, name_text, post_header, uuid_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +141,7 @@ def decode_gtid(data, ctx, header) -> GtidEvent:
                     vals["immediate_server_version"] = vals["original_server_version"] = v
                 if end - off >= 8:
                     vals["commit_group_ticket"] = U64.unpack_from(data, off)[0]
-    return GtidEvent(header, g.gtid_flags, _uuid(g.sid), g.gno, **vals)
+    return GtidEvent(header, g.gtid_flags, uuid_text(g.sid), g.gno, **vals)
 
 
 # Field ids of the serialized GTID_TAGGED_LOG_EVENT (Gtid_event::define_fields).
@@ -185,13 +185,13 @@ def decode_gtid_tagged(data, ctx, header) -> GtidEvent:
                 if b > 255:
                     raise CorruptEvent(f"GTID_TAGGED uuid byte {b}")
                 raw.append(b)
-            vals[name] = _uuid(raw)
+            vals[name] = uuid_text(raw)
         elif name == "tag":
             n, off = varlen_uint(data[:end], off, "GTID_TAGGED tag length")
             if n > _TAG_MAX_LENGTH:
                 raise CorruptEvent(f"GTID_TAGGED tag of {n} bytes (max {_TAG_MAX_LENGTH})")
             need(data[:end], off, n, "GTID_TAGGED tag")
-            vals[name] = _text(bytes(data[off : off + n]))
+            vals[name] = name_text(bytes(data[off : off + n]))
             off += n
         elif name in ("gno", "last_committed", "sequence_number"):
             vals[name], off = varlen_int(data[:end], off, f"GTID_TAGGED {name}")
@@ -220,7 +220,7 @@ def decode_previous_gtids(data, ctx, header) -> PreviousGtidsEvent:
     """Gtid_set::encode: 8-byte header (untagged: n_sids; tagged: format in the top
     byte, n_sids in bits 8-55), then per source: UUID, [tag], n_intervals:8, and
     n_intervals [start, end) pairs of 8-byte integers."""
-    off = _declared_post_header(ctx, EventType.PREVIOUS_GTIDS, 0)
+    off = declared_post_header(ctx, EventType.PREVIOUS_GTIDS, 0)
     need(data, off, 8, "PREVIOUS_GTIDS header")
     head = U64.unpack_from(data, off)[0]
     off += 8
@@ -234,13 +234,13 @@ def decode_previous_gtids(data, ctx, header) -> PreviousGtidsEvent:
     sids = []
     for _ in range(n_sids):
         need(data, off, 16, "PREVIOUS_GTIDS uuid")
-        u = _uuid(data[off : off + 16])
+        u = uuid_text(data[off : off + 16])
         off += 16
         tag = None
         if fmt == _GTID_SET_TAGGED:
             n, off = varlen_uint(data, off, "PREVIOUS_GTIDS tag length")
             need(data, off, n, "PREVIOUS_GTIDS tag")
-            tag = _text(bytes(data[off : off + n])) or None
+            tag = name_text(bytes(data[off : off + n])) or None
             off += n
         need(data, off, 8, "PREVIOUS_GTIDS interval count")
         n_iv = U64.unpack_from(data, off)[0]
@@ -272,15 +272,15 @@ def _data_set(data, off: int, count: int, what: str) -> tuple[tuple[str, ...], i
         need(data, off, 2, what)
         n = U16.unpack_from(data, off)[0]
         need(data, off + 2, n, what)
-        items.append(_text(bytes(data[off + 2 : off + 2 + n])))
+        items.append(name_text(bytes(data[off + 2 : off + 2 + n])))
         off += 2 + n
     return tuple(items), off
 
 
 def decode_transaction_context(data, ctx, header) -> TransactionContextEvent:
-    ph, off = _post_header(data, ctx, EventType.TRANSACTION_CONTEXT, TRANSACTION_CONTEXT_POST_HEADER)
+    ph, off = post_header(data, ctx, EventType.TRANSACTION_CONTEXT, TRANSACTION_CONTEXT_POST_HEADER)
     need(data, off, ph.server_uuid_len + ph.snapshot_len, "TRANSACTION_CONTEXT uuid and snapshot")
-    server_uuid = _text(bytes(data[off : off + ph.server_uuid_len]))
+    server_uuid = name_text(bytes(data[off : off + ph.server_uuid_len]))
     off += ph.server_uuid_len
     snapshot = bytes(data[off : off + ph.snapshot_len])
     off += ph.snapshot_len
@@ -290,8 +290,8 @@ def decode_transaction_context(data, ctx, header) -> TransactionContextEvent:
 
 
 def decode_view_change(data, ctx, header) -> ViewChangeEvent:
-    ph, off = _post_header(data, ctx, EventType.VIEW_CHANGE, VIEW_CHANGE_POST_HEADER)
-    view_id = _text(bytes(ph.view_id).split(b"\0", 1)[0])
+    ph, off = post_header(data, ctx, EventType.VIEW_CHANGE, VIEW_CHANGE_POST_HEADER)
+    view_id = name_text(bytes(ph.view_id).split(b"\0", 1)[0])
     if not view_id:
         raise CorruptEvent("VIEW_CHANGE with an empty view id")
     cert: dict[str, str] = {}
@@ -299,10 +299,10 @@ def decode_view_change(data, ctx, header) -> ViewChangeEvent:
         need(data, off, 2, "VIEW_CHANGE certification key")
         kn = U16.unpack_from(data, off)[0]
         need(data, off + 2, kn + 4, "VIEW_CHANGE certification key")
-        key = _text(bytes(data[off + 2 : off + 2 + kn]))
+        key = name_text(bytes(data[off + 2 : off + 2 + kn]))
         off += 2 + kn
         vn = U32.unpack_from(data, off)[0]
         need(data, off + 4, vn, "VIEW_CHANGE certification value")
-        cert[key] = _text(bytes(data[off + 4 : off + 4 + vn]))
+        cert[key] = name_text(bytes(data[off + 4 : off + 4 + vn]))
         off += 4 + vn
     return ViewChangeEvent(header, view_id, ph.seq_number, cert)

@@ -12,8 +12,8 @@ from .framing import EventHeader
 from .gtid import MariadbGtidState
 from .layout import Layout
 from .wire import U64
-from .events_common import _declared_post_header, _post_header, _text, _xid_text
-from .events_control import _XA_MAX_PART
+from .events_common import declared_post_header, name_text, post_header, xid_text
+from .events_control import XA_MAX_PART
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ class MariaGtidEvent:
         """The XA transaction's XID as ``X'gtrid',X'bqual',format_id``; None outside XA."""
         if self.xa_format_id is None:
             return None
-        return _xid_text(self.xa_gtrid, self.xa_bqual, self.xa_format_id)
+        return xid_text(self.xa_gtrid, self.xa_bqual, self.xa_format_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,22 +123,22 @@ START_ENCRYPTION_BODY = Layout("scheme:B key_version:I nonce:12s", "StartEncrypt
 
 
 def decode_annotate_rows(data, ctx, header) -> AnnotateRowsEvent:
-    off = _declared_post_header(ctx, EventType.MARIA_ANNOTATE_ROWS, 0)
+    off = declared_post_header(ctx, EventType.MARIA_ANNOTATE_ROWS, 0)
     q = bytes(data[off:])
-    return AnnotateRowsEvent(header, _text(q), q)
+    return AnnotateRowsEvent(header, name_text(q), q)
 
 
 def decode_binlog_checkpoint(data, ctx, header) -> BinlogCheckpointEvent:
-    ph, off = _post_header(data, ctx, EventType.MARIA_BINLOG_CHECKPOINT, BINLOG_CHECKPOINT_POST_HEADER)
+    ph, off = post_header(data, ctx, EventType.MARIA_BINLOG_CHECKPOINT, BINLOG_CHECKPOINT_POST_HEADER)
     need(data, off, ph.file_len, "BINLOG_CHECKPOINT file name")
-    return BinlogCheckpointEvent(header, _text(bytes(data[off : off + ph.file_len])))
+    return BinlogCheckpointEvent(header, name_text(bytes(data[off : off + ph.file_len])))
 
 
 def decode_maria_gtid(data, ctx, header) -> MariaGtidEvent:
     """seq_no, domain_id, flags2, then (reading on from offset 13, inside the
     19-byte post-header): commit_id (FL_GROUP_COMMIT_ID), XA xid
     (FL_PREPARED_XA|FL_COMPLETED_XA), and from 10.8 flags_extra with its fields."""
-    declared = _declared_post_header(ctx, EventType.MARIA_GTID, MARIA_GTID_POST_HEADER_LEN)
+    declared = declared_post_header(ctx, EventType.MARIA_GTID, MARIA_GTID_POST_HEADER_LEN)
     if declared < MARIA_GTID_POST_HEADER_LEN:
         raise CorruptEvent(f"MARIA_GTID post-header is declared as {declared} bytes, need {MARIA_GTID_POST_HEADER_LEN}")
     need(data, 0, declared, "MARIA_GTID post-header")
@@ -152,7 +152,7 @@ def decode_maria_gtid(data, ctx, header) -> MariaGtidEvent:
     if g.flags & (MARIA_FL_PREPARED_XA | MARIA_FL_COMPLETED_XA):
         x = MARIA_XID_HEAD.unpack(data, off)
         off += MARIA_XID_HEAD.size
-        if x.gtrid_length > _XA_MAX_PART or x.bqual_length > _XA_MAX_PART:
+        if x.gtrid_length > XA_MAX_PART or x.bqual_length > XA_MAX_PART:
             raise CorruptEvent(f"MARIA_GTID xid with gtrid length {x.gtrid_length}, bqual length {x.bqual_length}")
         need(data, off, x.gtrid_length + x.bqual_length, "MARIA_GTID xid data")
         vals["xa_format_id"] = x.format_id
@@ -174,7 +174,7 @@ def decode_maria_gtid(data, ctx, header) -> MariaGtidEvent:
 
 
 def decode_gtid_list(data, ctx, header) -> GtidListEvent:
-    ph, off = _post_header(data, ctx, EventType.MARIA_GTID_LIST, GTID_LIST_POST_HEADER)
+    ph, off = post_header(data, ctx, EventType.MARIA_GTID_LIST, GTID_LIST_POST_HEADER)
     count = ph.count & ((1 << 28) - 1)
     need(data, off, count * GTID_LIST_ENTRY.size, "GTID_LIST entries")
     gtids = tuple(GTID_LIST_ENTRY.unpack_from(data, off + k * GTID_LIST_ENTRY.size) for k in range(count))
@@ -182,7 +182,7 @@ def decode_gtid_list(data, ctx, header) -> GtidListEvent:
 
 
 def decode_start_encryption(data, ctx, header) -> StartEncryptionEvent:
-    off = _declared_post_header(ctx, EventType.MARIA_START_ENCRYPTION, 0)
+    off = declared_post_header(ctx, EventType.MARIA_START_ENCRYPTION, 0)
     b = START_ENCRYPTION_BODY.unpack(data, off)
     if len(data) - off != START_ENCRYPTION_BODY.size:
         raise CorruptEvent(f"START_ENCRYPTION body of {len(data) - off} bytes (need {START_ENCRYPTION_BODY.size})")

@@ -11,7 +11,7 @@ from .errors import CorruptEvent, TruncatedEvent, need
 from .framing import EventHeader
 from .layout import Layout
 from .wire import U64, cstr, lstr8
-from .events_common import _declared_post_header, _maria_uncompress, _post_header, _statement_text, _text
+from .events_common import declared_post_header, maria_uncompress, name_text, post_header, statement_text
 from .events_mariadb import MARIA_FL_COMMIT_ALTER, MARIA_FL_ROLLBACK_ALTER
 
 
@@ -98,20 +98,20 @@ def _sv_layout(layout: Layout):
 
 def _sv_lstr(buf, off, end):
     raw, off = lstr8(buf[:end], off, "status variable string")
-    return _text(raw), off
+    return name_text(raw), off
 
 
 def _sv_catalog_z(buf, off, end):
     """Q_CATALOG (MySQL 5.0.0-5.0.3): length, text, and a NUL not counted in the length."""
     raw, off = lstr8(buf[:end], off, "Q_CATALOG")
     need(buf[:end], off, 1, "Q_CATALOG terminator")
-    return _text(raw), off + 1
+    return name_text(raw), off + 1
 
 
 def _sv_invoker(buf, off, end):
     user, off = lstr8(buf[:end], off, "Q_INVOKER user")
     host, off = lstr8(buf[:end], off, "Q_INVOKER host")
-    return {"user": _text(user), "host": _text(host)}, off
+    return {"user": name_text(user), "host": name_text(host)}, off
 
 
 def _sv_updated_db_names(buf, off, end):
@@ -126,7 +126,7 @@ def _sv_updated_db_names(buf, off, end):
     names = []
     for _ in range(count):
         raw, off = cstr(buf, off, end, "Q_UPDATED_DB_NAMES name")
-        names.append(_text(raw))
+        names.append(name_text(raw))
     return tuple(names), off
 
 
@@ -222,12 +222,12 @@ class _QueryParts(NamedTuple):
 
 def _query_parts(data, ctx, code: int, layout: Layout, *, compressed: bool = False):
     """Common part of QUERY, QUERY_COMPRESSED and EXECUTE_LOAD_QUERY."""
-    declared = _declared_post_header(ctx, code, layout.size)
+    declared = declared_post_header(ctx, code, layout.size)
     if declared == QUERY_POST_HEADER_PRE50.size and code == EventType.QUERY:
         ph = QUERY_POST_HEADER_PRE50.unpack(data, 0)  # binlog v3 (MySQL 4.x): no status variables
         sv_len = 0
     else:
-        ph, declared = _post_header(data, ctx, code, layout)
+        ph, declared = post_header(data, ctx, code, layout)
         sv_len = ph.status_vars_len
     off = declared
     need(data, off, sv_len, "QUERY status variables")
@@ -238,21 +238,21 @@ def _query_parts(data, ctx, code: int, layout: Layout, *, compressed: bool = Fal
     if data[off + ph.db_len] != 0:
         raise CorruptEvent("QUERY default database is not NUL-terminated")
     off += ph.db_len + 1
-    query = _maria_uncompress(data[off:], "QUERY_COMPRESSED statement") if compressed else bytes(data[off:])
-    parts = _QueryParts(ph.thread_id, ph.exec_time, ph.error_code, _text(schema), query, status_vars)
+    query = maria_uncompress(data[off:], "QUERY_COMPRESSED statement") if compressed else bytes(data[off:])
+    parts = _QueryParts(ph.thread_id, ph.exec_time, ph.error_code, name_text(schema), query, status_vars)
     return parts, ph
 
 
 def decode_query(data, ctx, header) -> QueryEvent:
     p, _ = _query_parts(data, ctx, EventType.QUERY, QUERY_POST_HEADER)
     return QueryEvent(header, p.thread_id, p.exec_time, p.error_code, p.schema,
-                      _statement_text(p.query_bytes, p.status_vars), p.query_bytes, p.status_vars)
+                      statement_text(p.query_bytes, p.status_vars), p.query_bytes, p.status_vars)
 
 
 def decode_query_compressed(data, ctx, header) -> QueryEvent:
     p, _ = _query_parts(data, ctx, EventType.MARIA_QUERY_COMPRESSED, QUERY_POST_HEADER, compressed=True)
     return QueryEvent(
-        header, p.thread_id, p.exec_time, p.error_code, p.schema, _statement_text(p.query_bytes, p.status_vars),
+        header, p.thread_id, p.exec_time, p.error_code, p.schema, statement_text(p.query_bytes, p.status_vars),
         p.query_bytes, p.status_vars, True
     )
 
@@ -265,6 +265,6 @@ def decode_execute_load_query(data, ctx, header) -> ExecuteLoadQueryEvent:
             f"{len(p.query_bytes)}-byte statement, dup handling {ph.dup_handling}"
         )
     return ExecuteLoadQueryEvent(
-        header, p.thread_id, p.exec_time, p.error_code, p.schema, _statement_text(p.query_bytes, p.status_vars),
+        header, p.thread_id, p.exec_time, p.error_code, p.schema, statement_text(p.query_bytes, p.status_vars),
         p.query_bytes, p.status_vars, ph.file_id, ph.fn_pos_start, ph.fn_pos_end, ph.dup_handling,
     )

@@ -11,7 +11,7 @@ from .errors import CorruptEvent, UnsupportedType, need
 from .framing import EventHeader
 from .layout import Layout
 from .wire import packed_int
-from .events_common import EventDecoder, _bits_lsb, _declared_post_header, _maria_uncompress, _post_header
+from .events_common import EventDecoder, bits_lsb, declared_post_header, maria_uncompress, post_header
 from .events_table_map import TABLE_ID_4_POST_HEADER, TableMapEvent
 
 
@@ -71,7 +71,7 @@ _V2_KINDS = frozenset(
      EventType.MARIA_DELETE_ROWS_COMPRESSED}
 )
 # MariaDB compressed kinds -> the uncompressed kind they decode as
-_UNCOMPRESSED_KIND = {
+UNCOMPRESSED_KIND = {
     EventType.MARIA_WRITE_ROWS_COMPRESSED_V1: EventType.WRITE_ROWS_V1,
     EventType.MARIA_UPDATE_ROWS_COMPRESSED_V1: EventType.UPDATE_ROWS_V1,
     EventType.MARIA_DELETE_ROWS_COMPRESSED_V1: EventType.DELETE_ROWS_V1,
@@ -118,12 +118,12 @@ def _extra_row_info(raw, op: str) -> dict[str, Any]:
 
 def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False) -> RowsEvent:
     op = ROWS_EVENT_OPS[code]
-    kind = _UNCOMPRESSED_KIND.get(code, code)
+    kind = UNCOMPRESSED_KIND.get(code, code)
     v2 = code in _V2_KINDS
-    declared = _declared_post_header(ctx, code, ROWS_POST_HEADER_V2.size if v2 else ROWS_POST_HEADER_V1.size)
+    declared = declared_post_header(ctx, code, ROWS_POST_HEADER_V2.size if v2 else ROWS_POST_HEADER_V1.size)
     extra: dict[str, Any] = {}
     if v2:
-        ph, off = _post_header(data, ctx, code, ROWS_POST_HEADER_V2)
+        ph, off = post_header(data, ctx, code, ROWS_POST_HEADER_V2)
         if ph.extra_len < 2:
             raise CorruptEvent(f"rows event extra-data length {ph.extra_len} (counts its own 2 bytes)")
         need(data, off, ph.extra_len - 2, "rows event extra data")
@@ -131,22 +131,22 @@ def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False)
         off += ph.extra_len - 2
     else:
         layout = TABLE_ID_4_POST_HEADER if declared == TABLE_ID_4_POST_HEADER.size else ROWS_POST_HEADER_V1
-        ph, off = _post_header(data, ctx, code, layout)
+        ph, off = post_header(data, ctx, code, layout)
     width, off = packed_int(data, off, "rows event column count")
     nbytes = (width + 7) // 8
     need(data, off, nbytes, "rows event column bitmap")
-    present = _bits_lsb(data, off, width)
+    present = bits_lsb(data, off, width)
     off += nbytes
     present_after = present
     if op == "update":
         need(data, off, nbytes, "rows event after-image bitmap")
-        present_after = _bits_lsb(data, off, width)
+        present_after = bits_lsb(data, off, width)
         off += nbytes
     cols = tuple(i for i, p in enumerate(present) if p)
     cols_after = tuple(i for i, p in enumerate(present_after) if p)
     before, after = {"insert": ((), cols), "delete": (cols, ()), "update": (cols, cols_after)}[op]
 
-    body = _maria_uncompress(data[off:], f"{event_type_name(code)} rows") if compressed else data[off:]
+    body = maria_uncompress(data[off:], f"{event_type_name(code)} rows") if compressed else data[off:]
     partial = code == EventType.PARTIAL_UPDATE_ROWS
 
     table_map = ctx.table_maps.get(ph.table_id)
@@ -180,7 +180,7 @@ def _decode_rows_kind(data, ctx, header, code: int, *, compressed: bool = False)
     return RowsEvent(header, op, ph.table_id, ph.flags, extra, width, before, after, table_map, rows, partial, compressed)
 
 
-def _rows_decoder(code: int, compressed: bool = False) -> EventDecoder:
+def rows_decoder(code: int, compressed: bool = False) -> EventDecoder:
     def decode(data, ctx, header):
         return _decode_rows_kind(data, ctx, header, code, compressed=compressed)
 

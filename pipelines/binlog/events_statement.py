@@ -13,7 +13,7 @@ from .framing import EventHeader
 from .layout import Layout
 from .values import decode_text
 from .wire import U32, lstr8
-from .events_common import _declared_post_header, _post_header, _text
+from .events_common import declared_post_header, name_text, post_header
 from .events_control import INTVAR_BODY, RAND_BODY
 
 
@@ -143,13 +143,13 @@ _SQL_EX_NAMES = ("field_term", "enclosed", "line_term", "line_start", "escaped")
 
 
 def decode_intvar(data, ctx, header) -> IntvarEvent:
-    off = _declared_post_header(ctx, EventType.INTVAR, 0)
+    off = declared_post_header(ctx, EventType.INTVAR, 0)
     b = INTVAR_BODY.unpack(data, off)
     return IntvarEvent(header, b.type, b.value)
 
 
 def decode_rand(data, ctx, header) -> RandEvent:
-    off = _declared_post_header(ctx, EventType.RAND, 0)
+    off = declared_post_header(ctx, EventType.RAND, 0)
     b = RAND_BODY.unpack(data, off)
     return RandEvent(header, b.seed1, b.seed2)
 
@@ -173,12 +173,12 @@ def _user_var_value(value_type: int, raw: bytes, flags: int, charset: int):
 
 
 def decode_user_var(data, ctx, header) -> UserVarEvent:
-    off = _declared_post_header(ctx, EventType.USER_VAR, 0)
+    off = declared_post_header(ctx, EventType.USER_VAR, 0)
     need(data, off, 4, "USER_VAR name length")
     name_len = U32.unpack_from(data, off)[0]
     off += 4
     need(data, off, name_len + 1, "USER_VAR name")
-    name = _text(bytes(data[off : off + name_len]))
+    name = name_text(bytes(data[off : off + name_len]))
     off += name_len
     is_null = bool(data[off])
     off += 1
@@ -194,22 +194,22 @@ def decode_user_var(data, ctx, header) -> UserVarEvent:
 
 
 def decode_begin_load_query(data, ctx, header) -> BeginLoadQueryEvent:
-    ph, off = _post_header(data, ctx, EventType.BEGIN_LOAD_QUERY, FILE_ID_POST_HEADER)
+    ph, off = post_header(data, ctx, EventType.BEGIN_LOAD_QUERY, FILE_ID_POST_HEADER)
     return BeginLoadQueryEvent(header, ph.file_id, bytes(data[off:]))
 
 
 def decode_append_block(data, ctx, header) -> AppendBlockEvent:
-    ph, off = _post_header(data, ctx, EventType.APPEND_BLOCK, FILE_ID_POST_HEADER)
+    ph, off = post_header(data, ctx, EventType.APPEND_BLOCK, FILE_ID_POST_HEADER)
     return AppendBlockEvent(header, ph.file_id, bytes(data[off:]))
 
 
 def decode_exec_load(data, ctx, header) -> ExecLoadEvent:
-    ph, _ = _post_header(data, ctx, EventType.EXEC_LOAD, FILE_ID_POST_HEADER)
+    ph, _ = post_header(data, ctx, EventType.EXEC_LOAD, FILE_ID_POST_HEADER)
     return ExecLoadEvent(header, ph.file_id)
 
 
 def decode_delete_file(data, ctx, header) -> DeleteFileEvent:
-    ph, _ = _post_header(data, ctx, EventType.DELETE_FILE, FILE_ID_POST_HEADER)
+    ph, _ = post_header(data, ctx, EventType.DELETE_FILE, FILE_ID_POST_HEADER)
     return DeleteFileEvent(header, ph.file_id)
 
 
@@ -236,7 +236,7 @@ def _decode_load_family(data, ctx, header, *, new_format: bool, create_file: boo
     off = LOAD_POST_HEADER.size
     file_id = None
     if create_file:
-        cf, n = _post_header(data[off:], ctx, EventType.CREATE_FILE, FILE_ID_POST_HEADER)
+        cf, n = post_header(data[off:], ctx, EventType.CREATE_FILE, FILE_ID_POST_HEADER)
         file_id, off = cf.file_id, off + n
     sql_ex, off = _sql_ex(data, off, new_format)
     need(data, off, ph.num_fields, "LOAD field lengths")
@@ -245,17 +245,17 @@ def _decode_load_family(data, ctx, header, *, new_format: bool, create_file: boo
     fields = []
     for n in lens:
         need(data, off, n + 1, "LOAD field name")
-        fields.append(_text(bytes(data[off : off + n])))
+        fields.append(name_text(bytes(data[off : off + n])))
         off += n + 1
     need(data, off, ph.table_len + 1 + ph.db_len + 1, "LOAD table and database names")
-    table = _text(bytes(data[off : off + ph.table_len]))
+    table = name_text(bytes(data[off : off + ph.table_len]))
     off += ph.table_len + 1
-    schema = _text(bytes(data[off : off + ph.db_len]))
+    schema = name_text(bytes(data[off : off + ph.db_len]))
     off += ph.db_len + 1
     end = len(data)
     cut = bytes(data[off:end]).find(b"\0")
     name_end = end if cut < 0 else off + cut
-    file_name = _text(bytes(data[off:name_end]))
+    file_name = name_text(bytes(data[off:name_end]))
     block = bytes(data[name_end + 1 :]) if create_file and cut >= 0 else b""
     return LoadEvent(
         header, ph.thread_id, ph.exec_time, ph.skip_lines, schema, table, tuple(fields), file_name, sql_ex, file_id, block

@@ -12,7 +12,7 @@ from .framing import EventHeader
 from .layout import Layout
 from .values import decode_text
 from .wire import lstr8, packed_int
-from .events_common import _bits_lsb, _bits_msb, _declared_post_header, _post_header, _text
+from .events_common import bits_lsb, bits_msb, declared_post_header, name_text, post_header
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -119,7 +119,7 @@ def _tlv_strings(raw: bytes, what: str) -> list[str]:
     while off < len(raw):
         n, off = packed_int(raw, off, what)
         need(raw, off, n, what)
-        out.append(_text(raw[off : off + n]))
+        out.append(name_text(raw[off : off + n]))
         off += n
     return out
 
@@ -242,7 +242,7 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
 
     out: dict[str, Any] = {"unknown_metadata": tuple(unknown)}
     if OPT_SIGNEDNESS in fields:
-        bits = _bits_msb(fields[OPT_SIGNEDNESS])
+        bits = bits_msb(fields[OPT_SIGNEDNESS])
         if len(bits) < len(idx_numeric):
             raise CorruptEvent(f"SIGNEDNESS has {len(bits)} bits for {len(idx_numeric)} numeric columns")
         out["signedness"] = _spread(list(bits[: len(idx_numeric)]), idx_numeric, n, "SIGNEDNESS")
@@ -275,7 +275,7 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
     if OPT_SIMPLE_PRIMARY_KEY in fields or OPT_PRIMARY_KEY_WITH_PREFIX in fields:
         out["primary_key"] = _primary_key(fields, n)
     if OPT_COLUMN_VISIBILITY in fields:
-        bits = _bits_msb(fields[OPT_COLUMN_VISIBILITY])
+        bits = bits_msb(fields[OPT_COLUMN_VISIBILITY])
         if len(bits) < n:
             raise CorruptEvent(f"COLUMN_VISIBILITY has {len(bits)} bits for {n} columns")
         out["visibility"] = bits[:n]
@@ -287,9 +287,9 @@ def _optional_metadata(raw: bytes, real_types: tuple[int, ...], mariadb: bool) -
 
 
 def decode_table_map(data, ctx, header) -> TableMapEvent:
-    declared = _declared_post_header(ctx, EventType.TABLE_MAP, TABLE_MAP_POST_HEADER.size)
+    declared = declared_post_header(ctx, EventType.TABLE_MAP, TABLE_MAP_POST_HEADER.size)
     layout = TABLE_ID_4_POST_HEADER if declared == TABLE_ID_4_POST_HEADER.size else TABLE_MAP_POST_HEADER
-    ph, off = _post_header(data, ctx, EventType.TABLE_MAP, layout)
+    ph, off = post_header(data, ctx, EventType.TABLE_MAP, layout)
     schema, off = lstr8(data, off, "TABLE_MAP schema name")
     need(data, off, 1, "TABLE_MAP schema terminator")
     table, off = lstr8(data, off + 1, "TABLE_MAP table name")
@@ -309,12 +309,12 @@ def decode_table_map(data, ctx, header) -> TableMapEvent:
     off += meta_len
     nbytes = (ncols + 7) // 8
     need(data, off, nbytes, "TABLE_MAP null bitmap")
-    nullable = _bits_lsb(data, off, ncols)
+    nullable = bits_lsb(data, off, ncols)
     off += nbytes
     real_types = tuple(_real_type(t, m) for t, m in zip(types, metas))
     raw_opt = bytes(data[off:])
     opt = _optional_metadata(raw_opt, real_types, ctx.format.is_mariadb) if raw_opt else {}
     return TableMapEvent(
-        header, ph.table_id, ph.flags, _text(schema), _text(table), ncols, types, metas, nullable,
+        header, ph.table_id, ph.flags, name_text(schema), name_text(table), ncols, types, metas, nullable,
         raw_optional_metadata=raw_opt, real_types=real_types, **opt,
     )

@@ -22,7 +22,7 @@ from .events import DecodeContext, decode_event
 from .framing import BinlogFile
 
 _GTID_TYPES = frozenset({EventType.GTID, EventType.ANONYMOUS_GTID, EventType.GTID_TAGGED, EventType.MARIA_GTID})
-_QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
+QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
 _ROWS_TYPES = frozenset(
     {
         EventType.PRE_GA_WRITE_ROWS, EventType.PRE_GA_UPDATE_ROWS, EventType.PRE_GA_DELETE_ROWS,
@@ -111,7 +111,7 @@ class FileIndex:
         return ranges
 
 
-def _query_kind(text: str) -> str | None:
+def query_kind(text: str) -> str | None:
     """BEGIN / COMMIT / ROLLBACK / XA verbs, or None for any other statement."""
     head = text.lstrip()[:24].upper()
     if head.startswith("BEGIN") or head.startswith("START TRANSACTION"):
@@ -206,7 +206,7 @@ class _Scan:
 
     def query(self, raw) -> None:
         h = raw.header
-        kind = _query_kind(decode_event(raw, self.ctx).query)
+        kind = query_kind(decode_event(raw, self.ctx).query)
         if kind == "begin":
             self.open(h.pos).begun = True
         elif kind in (COMMIT, ROLLBACK, XA_COMMIT, XA_ROLLBACK, XA_PREPARE):
@@ -252,7 +252,7 @@ class _Scan:
 _ROWS_OR_MAP = frozenset(_ROWS_TYPES) | {EventType.TABLE_MAP}
 _HANDLERS = {
     **dict.fromkeys(_GTID_TYPES, _Scan.gtid),
-    **dict.fromkeys(_QUERY_TYPES, _Scan.query),
+    **dict.fromkeys(QUERY_TYPES, _Scan.query),
     EventType.XID: _Scan.xid,
     EventType.XA_PREPARE: _Scan.xa_prepare,
     EventType.TRANSACTION_PAYLOAD: _Scan.payload,

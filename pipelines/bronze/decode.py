@@ -16,11 +16,11 @@ from urllib.parse import unquote
 
 from pipelines.binlog.changes import is_ddl, RowChange, RowsBatch, StatementChange, iter_change_batches, iter_changes
 from pipelines.binlog.columns import override_metas
-from pipelines.binlog.constants import ColumnType, EventFlag, EventType
+from pipelines.binlog.constants import ColumnType, EventFlag
 from pipelines.binlog.errors import BinlogError, ChecksumMismatch
 from pipelines.binlog.events import EVENT_DECODERS, DecodeContext, decode_event
 from pipelines.binlog.framing import BinlogFile
-from pipelines.binlog.txindex import FileIndex, scan
+from pipelines.binlog.txindex import QUERY_TYPES, FileIndex, scan
 from pipelines.binlog.values import InvalidText
 from pipelines.bronze.arrow_rows import ArrowRowsBuilder
 from pipelines.bronze.records import Quarantined, RangeError, RangeStat
@@ -30,11 +30,6 @@ from pipelines.bronze.files import MAX_RAW_EVENT, task_bytes, as_buffer, cut_eve
 from pipelines.storage import NO_SETTINGS, StorageSettings
 
 _OP = BRONZE_LAYOUT.names.index("op")  # (a bronze row's op, in bronze_row's tuple)
-
-
-_QUERY_TYPES = frozenset({EventType.QUERY, EventType.MARIA_QUERY_COMPRESSED})
-
-
 
 
 @dataclass(frozen=True)
@@ -401,7 +396,7 @@ def batch_statements(source, file_seq: int, start: int, end: int) -> list[tuple[
                             verify_checksums=False) as bf:
                 ctx = DecodeContext(bf.format, {}, False, None)
                 for raw in bf.events(max(start, 4), end):
-                    if raw.header.type_code not in _QUERY_TYPES:
+                    if raw.header.type_code not in QUERY_TYPES:
                         continue
                     ctx.format = bf.format
                     ev = decode_event(raw, ctx)

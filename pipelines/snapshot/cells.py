@@ -54,7 +54,7 @@ from pipelines.binlog.values import InvalidText, canonical_text, datetime_text, 
 from pipelines.schema.model import DECIMAL_CONTEXT, ColumnDef, TableSchema
 
 from .errors import CorruptDump, UnsupportedDump
-from .tablemap import _FIXED_BINARY, _GEOMETRY, _INTS, MARIADB, table_map
+from .tablemap import FIXED_BINARY_TYPES, GEOMETRY_TYPES, INT_TYPES, MARIADB, table_map
 from .values import Binary, Introduced
 _UTC = _dt.timezone.utc
 
@@ -260,7 +260,7 @@ def _binary(length: int | None) -> Callable:
 
 
 def _inet(kind: str) -> Callable:
-    size = _FIXED_BINARY[kind]
+    size = FIXED_BINARY_TYPES[kind]
 
     def conv(lit):
         if type(lit) is Binary:
@@ -282,7 +282,7 @@ def _inet(kind: str) -> Callable:
 
 def _converter(col: ColumnDef, code: int, client_charset: str | None, zone, where: str) -> Callable:
     t = col.type
-    if t in _INTS:
+    if t in INT_TYPES:
         return _int
     if t == "DECIMAL":
         return _decimal(col.decimals or 0)
@@ -302,9 +302,9 @@ def _converter(col: ColumnDef, code: int, client_charset: str | None, zone, wher
         return _timestamp(col.decimals or 0, zone)
     if t == "TIME":
         return _time
-    if t in _FIXED_BINARY:
+    if t in FIXED_BINARY_TYPES:
         return _inet(t)
-    if t in _GEOMETRY or t in ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"):
+    if t in GEOMETRY_TYPES or t in ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"):
         return _binary(col.length if t == "BINARY" else None)
     cs = "utf8mb3" if col.charset == "utf8" else (col.charset or ("utf8mb4" if t == "JSON" else None))  # MySQL JSON: utf8mb4
     client = None if client_charset is None else ("utf8mb3" if client_charset == "utf8" else client_charset)

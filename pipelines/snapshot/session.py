@@ -17,7 +17,7 @@ from pipelines.schema.model import norm_charset
 
 # connection charsets in which a multi-byte character can end with the byte of a quote or a
 # backslash: the lexer needs the charset to find where a string ends, and this reader does not
-_UNSAFE_CHARSETS = frozenset({"big5", "cp932", "gbk", "sjis", "gb18030"})
+UNSAFE_CHARSETS = frozenset({"big5", "cp932", "gbk", "sjis", "gb18030"})
 
 
 @dataclass

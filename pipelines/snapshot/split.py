@@ -17,7 +17,7 @@ from typing import Iterable
 
 from .errors import DumpError, TruncatedDump
 from .session import DumpState
-from .statements import _GAP, _INSERT_HEAD, _INSERT_WORD, Statement, _ident_text, read_statement
+from .statements import GAP, INSERT_HEAD, INSERT_WORD, Statement, ident_text, read_statement
 
 def next_statement_start(buf, offset: int, blocks: Iterable[tuple[int, int]] = ()) -> int | None:
     """The first statement boundary at or after ``offset``: the start of a line whose previous line
@@ -116,16 +116,16 @@ def outline(buf, start: int = 0, stop: int | None = None, *, blocks: Iterable[tu
     pos = next_statement_start(buf, start, blocks) if start else 0
     found, inserts = [], Counter()
     while pos is not None and pos < stop:
-        gap = _GAP.match(buf, pos)
+        gap = GAP.match(buf, pos)
         at = gap.end()
         if at >= len(buf) or at >= stop:
             break
-        if state.delimiter == b";" and _INSERT_WORD.match(buf, at):
-            head = _INSERT_HEAD.match(buf, at)
+        if state.delimiter == b";" and INSERT_WORD.match(buf, at):
+            head = INSERT_HEAD.match(buf, at)
             end = _DATA_END.search(buf, head.end() if head else at)
             if end is None:
                 raise TruncatedDump("the dump ends inside an INSERT statement", offset=at).at(name)
-            table = _ident_text(head.group(3) or head.group(2), "utf-8") if head else "?"
+            table = ident_text(head.group(3) or head.group(2), "utf-8") if head else "?"
             inserts[table] += 1
             pos = end.end()
             continue

@@ -35,7 +35,7 @@ from pipelines.binlog.charsets import CHARSET_CODECS
 from pipelines.schema.ddl import strip_comments
 
 from .errors import CorruptDump, DumpError, TruncatedDump, UnsupportedDump
-from .session import _UNSAFE_CHARSETS, DumpState
+from .session import UNSAFE_CHARSETS, DumpState
 from .values import parse_values
 
 # -- statements --------------------------------------------------------------------------------
@@ -72,17 +72,17 @@ class Statement:
 
 _IDENT = rb"`(?:[^`]|``)+`|\"(?:[^\"]|\"\")+\"|[A-Za-z0-9_$\x80-\xff]+"
 _WSB = rb"[ \t\r\n]"
-_INSERT_HEAD = re.compile(
+INSERT_HEAD = re.compile(
     rb"(?i:(INSERT(?:" + _WSB + rb"+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY))?(?:" + _WSB + rb"+IGNORE)?"
     rb"|REPLACE(?:" + _WSB + rb"+(?:LOW_PRIORITY|DELAYED))?)" + _WSB + rb"+INTO)" + _WSB + rb"+"
     rb"(" + _IDENT + rb")(?:" + _WSB + rb"*\." + _WSB + rb"*(" + _IDENT + rb"))?" + _WSB + rb"*"
     rb"(\((?:" + _WSB + rb"*(?:" + _IDENT + rb")" + _WSB + rb"*,)*" + _WSB + rb"*(?:" + _IDENT + rb")" + _WSB
     + rb"*\))?" + _WSB + rb"*(?i:VALUES?)")
 _IDENTS = re.compile(_IDENT)
-_INSERT_WORD = re.compile(rb"(?i:INSERT|REPLACE)\b")
+INSERT_WORD = re.compile(rb"(?i:INSERT|REPLACE)\b")
 _DELIMITER_LINE = re.compile(rb"(?i:DELIMITER)[ \t]+(\S+)[ \t]*\r?(?:\n|\Z)")
 # whitespace and plain comments between statements (an executable comment starts a statement)
-_GAP = re.compile(rb"(?:[ \t\r\n]+|--(?:[ \t\r][^\n]*)?(?:\n|\Z)|#[^\n]*(?:\n|\Z)"
+GAP = re.compile(rb"(?:[ \t\r\n]+|--(?:[ \t\r][^\n]*)?(?:\n|\Z)|#[^\n]*(?:\n|\Z)"
                   rb"|/\*(?!M?!)(?:[^*]|\*(?!/))*\*/|/\*M?!999999(?:[^*]|\*(?!/))*\*/)*")
 _SCANNERS: dict[bytes, re.Pattern] = {}
 
@@ -147,7 +147,7 @@ _KINDS = re.compile(
 _HEAD_WORDS = re.compile(r"\s*([A-Za-z_]+)(?:\s+([A-Za-z_]+))?")
 
 
-def _ident_text(raw: bytes, codec: str) -> str:
+def ident_text(raw: bytes, codec: str) -> str:
     q = raw[:1]
     if q in (b"`", b'"'):
         raw = raw[1:-1].replace(q + q, q)
@@ -165,7 +165,7 @@ def _identifier_codec(state: DumpState) -> str:
 def read_statement(buf, pos: int, state: DumpState) -> Statement | None:
     """The statement that starts at the first non-blank, non-comment byte at or after ``pos``
     (None when only blanks and comments are left). Does not change ``state``."""
-    gap = _GAP.match(buf, pos)
+    gap = GAP.match(buf, pos)
     start = gap.end()
     if start >= len(buf):
         return None
@@ -177,7 +177,7 @@ def read_statement(buf, pos: int, state: DumpState) -> Statement | None:
             raise CorruptDump("a DELIMITER line without a delimiter", offset=start)
         name = m.group(1).decode("latin-1")
         return Statement(start, m.end(), "delimiter", "DELIMITER", name=name)
-    if _INSERT_WORD.match(buf, start) and state.delimiter == b";":
+    if INSERT_WORD.match(buf, start) and state.delimiter == b";":
         return _read_insert(buf, start, state)
     end = _scan_end(buf, start, state.delimiter)
     raw = bytes(buf[start:end])
@@ -222,13 +222,13 @@ def _statement_name(sql: str, kind: str) -> str | None:
 
 
 def _read_insert(buf, start: int, state: DumpState) -> Statement:
-    m = _INSERT_HEAD.match(buf, start)
+    m = INSERT_HEAD.match(buf, start)
     if m is None:
         if len(buf) - start < 64 * 1024 and _scan_maybe_truncated(buf, start):
             raise TruncatedDump("the dump ends inside an INSERT statement's head", offset=start)
         raise CorruptDump(f"an INSERT this reader does not follow: {bytes(buf[start:start + 120])!r}", offset=start)
     cs = state.client_charset
-    if cs in _UNSAFE_CHARSETS:
+    if cs in UNSAFE_CHARSETS:
         raise UnsupportedDump(f"string literals in the connection charset {cs} (SET NAMES {cs}): a multi-byte "
                               "character can end with the byte of a quote or a backslash; dump with "
                               "--default-character-set=utf8mb4", offset=start)
@@ -236,8 +236,8 @@ def _read_insert(buf, start: int, state: DumpState) -> Statement:
     verb = " ".join(m.group(1).decode("ascii").upper().split()[:-1])
     verb = "REPLACE" if verb.startswith("REPLACE") else ("INSERT IGNORE" if verb.endswith("IGNORE") else "INSERT")
     first, second = m.group(2), m.group(3)
-    db, table = (_ident_text(first, codec), _ident_text(second, codec)) if second else (None, _ident_text(first, codec))
-    columns = tuple(_ident_text(c, codec) for c in _IDENTS.findall(m.group(4))) if m.group(4) else None
+    db, table = (ident_text(first, codec), ident_text(second, codec)) if second else (None, ident_text(first, codec))
+    columns = tuple(ident_text(c, codec) for c in _IDENTS.findall(m.group(4))) if m.group(4) else None
     try:
         rows, end = parse_values(buf, m.end())
     except DumpError as e:
@@ -264,7 +264,7 @@ def iter_statements(buf, start: int = 0, stop: int | None = None, state: DumpSta
     stop = len(buf) if stop is None else stop
     pos = start
     while pos < stop:
-        pos = _GAP.match(buf, pos).end()
+        pos = GAP.match(buf, pos).end()
         if pos >= stop:
             return
         try:

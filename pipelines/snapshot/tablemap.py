@@ -23,13 +23,13 @@ from .errors import UnsupportedDump
 
 MARIADB, MYSQL = "mariadb", "mysql"
 
-_INTS = {"TINYINT": CT.TINY, "SMALLINT": CT.SHORT, "MEDIUMINT": CT.INT24, "INT": CT.LONG, "BIGINT": CT.LONGLONG}
+INT_TYPES = {"TINYINT": CT.TINY, "SMALLINT": CT.SHORT, "MEDIUMINT": CT.INT24, "INT": CT.LONG, "BIGINT": CT.LONGLONG}
 _BLOB_BYTES = {"TINYTEXT": 1, "TEXT": 2, "MEDIUMTEXT": 3, "LONGTEXT": 4,
                "TINYBLOB": 1, "BLOB": 2, "MEDIUMBLOB": 3, "LONGBLOB": 4}
 _TEMPORAL = {"TIME": CT.TIME2, "DATETIME": CT.DATETIME2, "TIMESTAMP": CT.TIMESTAMP2}
-_GEOMETRY = {"GEOMETRY": 0, "POINT": 1, "LINESTRING": 2, "POLYGON": 3, "MULTIPOINT": 4, "MULTILINESTRING": 5,
+GEOMETRY_TYPES = {"GEOMETRY": 0, "POINT": 1, "LINESTRING": 2, "POLYGON": 3, "MULTIPOINT": 4, "MULTILINESTRING": 5,
              "MULTIPOLYGON": 6, "GEOMETRYCOLLECTION": 7}
-_FIXED_BINARY = {"INET4": 4, "INET6": 16, "UUID": 16}
+FIXED_BINARY_TYPES = {"INET4": 4, "INET6": 16, "UUID": 16}
 _MBMAXLEN = {"utf8mb4": 4, "utf8mb3": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "big5": 2, "gbk": 2,
              "gb2312": 2, "gb18030": 4, "sjis": 2, "cp932": 2, "ujis": 3, "eucjpms": 3, "euckr": 2}
 _COLLATION_OF: dict[str, int] = {}
@@ -60,8 +60,8 @@ def _column_facts(col: ColumnDef, flavor: str, where: str) -> tuple:
     if t in _TEXT and not col.charset and not (t == "JSON" and flavor == MYSQL):
         raise UnsupportedDump(f"{where}: the CREATE TABLE gives no character set for this {t} column "
                               "(nor a table or database default)")
-    if t in _INTS:
-        return _INTS[t], 0, col.unsigned, None, _INTS[t]
+    if t in INT_TYPES:
+        return INT_TYPES[t], 0, col.unsigned, None, INT_TYPES[t]
     if t == "DECIMAL":
         return CT.NEWDECIMAL, (col.length or 10, col.decimals or 0), col.unsigned, None, CT.NEWDECIMAL
     if t == "FLOAT":
@@ -103,10 +103,10 @@ def _column_facts(col: ColumnDef, flavor: str, where: str) -> tuple:
     if t == "SET":
         return CT.STRING, (CT.SET, _set_bytes(len(col.values))), None, _collation(col.charset or "utf8mb4", where), \
             CT.SET
-    if t in _GEOMETRY:
+    if t in GEOMETRY_TYPES:
         return CT.GEOMETRY, 4, None, None, CT.GEOMETRY
-    if t in _FIXED_BINARY:
-        return CT.STRING, (CT.STRING, _FIXED_BINARY[t]), None, BINARY_COLLATION, CT.STRING
+    if t in FIXED_BINARY_TYPES:
+        return CT.STRING, (CT.STRING, FIXED_BINARY_TYPES[t]), None, BINARY_COLLATION, CT.STRING
     raise UnsupportedDump(f"{where}: column type {col.type_text()} has no binlog counterpart this reader knows")
 
 
@@ -126,7 +126,7 @@ def table_map(db: str, table: str, schema: TableSchema, flavor: str | None = MAR
         column_names=tuple(c.name for c in schema.columns),
         set_values=tuple(c.values if c.type == "SET" else None for c in schema.columns),
         enum_values=tuple(c.values if c.type == "ENUM" else None for c in schema.columns),
-        geometry_types=tuple(_GEOMETRY.get(c.type) for c in schema.columns),
+        geometry_types=tuple(GEOMETRY_TYPES.get(c.type) for c in schema.columns),
         primary_key=key or None,
         real_types=tuple(f[4] for f in facts),
     )
