@@ -59,3 +59,25 @@ def test_the_command_prints_the_arrows_and_no_cycle():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "binlog -> (nothing of the package)" in done.stdout
     assert done.stdout.rstrip().endswith("0 cycle(s)")
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name that starts with ``_`` is its module's own: what another module needs is public
+    (a compiled module such as ``_speedups`` is a module, not a name)."""
+    mods = modules()
+    found = []
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = node.module or ""
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([source] if source else []))
+            if not source.startswith("pipelines") or source == name:
+                continue
+            found += [(name, source, a.name) for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__") and f"{source}.{a.name}" not in mods
+                      and a.name != "_speedups"]
+    assert len(mods) > 100 and found == [], found
