@@ -162,6 +162,27 @@ def silver_value(col: ColumnDef, v):
     return v
 
 
+DUMP_FLOAT_DIGITS = 6  # a logical dump's FLOAT: the server's text form, 6 significant digits (FLT_DIG)
+
+
+def as_dumped(cols: list[ColumnDef], rows: list[tuple]) -> list[tuple]:
+    """``rows`` with each FLOAT value as a logical dump of it reads back: the float32 of its text
+    at :data:`DUMP_FLOAT_DIGITS` significant digits (``mariadb-dump`` writes a stored -4529.5625
+    as -4529.56, so a row loaded from a dump and not changed since holds that value; a value the
+    binlogs carry is exact, and equal to itself so)."""
+    floats = [i for i, c in enumerate(cols) if c.type.lower() == "float"]
+    if not floats:
+        return rows
+    out = []
+    for r in rows:
+        r = list(r)
+        for i in floats:
+            if r[i] is not None:
+                r[i] = _float32(float(f"{r[i]:.{DUMP_FLOAT_DIGITS}g}"))
+        out.append(tuple(r))
+    return sorted(out, key=_sort_key)
+
+
 def _sort_key(row: tuple):
     return tuple((v is None, repr(type(v)), repr(v)) for v in row)
 

@@ -64,7 +64,7 @@ for _path in (TESTS, REPO):  # this checkout's pipelines, whatever the venv inst
         sys.path.insert(0, str(_path))
 
 from mariadb_server import MariaDBServer  # noqa: E402
-from oracle import _diff, q, server_columns, server_rows, silver_rows  # noqa: E402
+from oracle import _diff, as_dumped, q, server_columns, server_rows, silver_rows  # noqa: E402
 from workloads import Col, random_value, sql_literal  # noqa: E402
 
 PLACES = ("local", "s3", "overlap", "dump")
@@ -432,13 +432,17 @@ def _dml(srv: MariaDBServer, db: str, t: Table, rng: random.Random) -> str | Non
 # ------------------------------------------------------------------------------------------ checking
 
 
-def compare(srv: MariaDBServer, w: Workload, warehouse: Path) -> list[str]:
-    """One entry per silver table that differs from the server's ``SELECT *``."""
+def compare(srv: MariaDBServer, w: Workload, warehouse: Path, *, from_dump: bool = False) -> list[str]:
+    """One entry per silver table that differs from the server's ``SELECT *``; ``from_dump``: the
+    tables started from a logical dump, whose FLOAT values carry the dump's precision
+    (:func:`oracle.as_dumped`, both sides)."""
     problems = []
     for t in w.tables:
         cols = server_columns(srv, w.db, t.name)
         want = server_rows(srv, w.db, t.name, cols)
         got = silver_rows(warehouse, w.db, t.name, cols, deleted=deleted_column(warehouse, w.db, t.name))
+        if from_dump and got is not None:
+            want, got = as_dumped(cols, want), as_dumped(cols, got)
         if (got or []) != want:
             problems.append(_diff(f"{w.db}.{t.name}", cols, want, got or []))
     return problems
@@ -768,7 +772,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
         out = []
         named = [w.db for w in workloads if w.db in silver_failed]  # the step names the tables it failed
         for w in workloads:
-            problems = shared + compare(srv, w, warehouse)
+            problems = shared + compare(srv, w, warehouse, from_dump=bool(dump))
             if silver_failed and (w.db in named or not named):
                 problems.append(silver_failed)
             rows = sum(int(srv.query_value(f"SELECT COUNT(*) FROM {q(w.db)}.{q(t.name)}")) for t in w.tables)
