@@ -40,8 +40,7 @@ def _last_of_each(keys: Sequence[pa.ChunkedArray | pa.Array]) -> np.ndarray:
     integer key without NULLs (the usual primary key) by pandas' hash of it, about twenty times
     faster than Arrow's group-by; any other by that group-by."""
     if len(keys) == 1 and pa.types.is_integer(keys[0].type) and not keys[0].null_count:
-        values = keys[0].to_numpy() if isinstance(keys[0], pa.Array) else keys[0].combine_chunks().to_numpy()
-        return np.flatnonzero(~pd.Series(values).duplicated(keep="last").to_numpy())
+        return np.flatnonzero(~pd.Series(keys[0].to_numpy()).duplicated(keep="last").to_numpy())
     names = [f"_k{i}" for i in range(len(keys))]
     grouped = pa.table({**dict(zip(names, keys)), "_i": pa.array(np.arange(len(keys[0]) if keys else 0))})
     return np.sort(grouped.group_by(names, use_threads=False).aggregate([("_i", "max")]).column("_i_max").to_numpy())

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from pipelines.silver.typed_values import DATE_TEXT, DATETIME_TEXT, DEC, INT_TEXT
 
-_ZERO, _NINE = ord("0"), ord("9")
+_ZERO = ord("0")
 _DASH, _DOT, _SPACE, _COLON = ord("-"), ord("."), ord(" "), ord(":")
 # the date-time form's fixed punctuation: position -> byte (the other positions are digits)
 _DATE_MARKS = {4: _DASH, 7: _DASH}
@@ -70,7 +70,7 @@ class _Bytes:
 
 
 def _digits(data: np.ndarray) -> np.ndarray:
-    return (data >= _ZERO) & (data <= _NINE)
+    return (data - _ZERO) <= 9  # (uint8: a byte below "0" wraps past 9)
 
 
 def _integers(v: _Bytes) -> bool:
@@ -103,14 +103,14 @@ def _fixed_form(v: _Bytes, rows: np.ndarray, length: int, marks: dict[int, int])
         return True
     is_mark = np.array([at in marks for at in range(length)])
     expected = np.array([marks.get(at, 0) for at in range(length)], np.uint8)
-    starts = v.starts[rows]
     if len(rows) == len(v.starts) and int(v.ends[-1] - v.starts[0]) == len(rows) * length:
         # (every value, back to back: their bytes are a matrix as they lie, nothing gathered)
         blocks = [v.data[v.starts[0]:v.ends[-1]].reshape(len(rows), length)]
     else:
+        starts = v.starts[rows]
         blocks = (v.data[starts[at:at + _BLOCK_ROWS, None] + np.arange(length)] for at in range(0, len(rows), _BLOCK_ROWS))
     for block in blocks:  # (whole rows at a time: a digit where the form has no mark, the mark where it has one)
-        ok = (block - _ZERO) <= 9
+        ok = _digits(block)
         ok[:, is_mark] = block[:, is_mark] == expected[is_mark]
         if not ok.all():
             return False
