@@ -137,9 +137,10 @@ class DeltaBackend(Protocol):
 
     # writes (pipelines.delta_io.writes)
     def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType,
-               properties: Mapping[str, str] | None = None) -> None:
+               properties: Mapping[str, str] | None = None) -> bool:
         """One try at creating the empty table with the properties its names need and
-        ``properties`` (create_if_missing checks and retries)."""
+        ``properties`` (create_if_missing checks and retries); False when another writer made it
+        meanwhile."""
 
     def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:

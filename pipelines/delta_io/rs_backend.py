@@ -140,11 +140,12 @@ class RsBackend:
     # -- writes
 
     def create(self, spark: SparkSession | None, path: str, table_schema: T.StructType,
-               properties: Mapping[str, str] | None = None) -> None:
+               properties: Mapping[str, str] | None = None) -> bool:
         if properties and properties.get(DELETION_VECTORS, "false").lower() == "true":
             raise DeltaIOError(f"{path}: delta-rs cannot create a table with deletion vectors; "
                                "create it with delta-spark (delta.backend: spark)")
         rs_create(path, table_schema, properties)
+        return True
 
     def add_columns_elsewhere(self, spark: SparkSession | None, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:

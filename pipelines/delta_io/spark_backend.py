@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.delta_io.arrow import check_columns
-from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, named, quote_ident
+from pipelines.delta_io.backend import NEW_TABLE_PROPERTIES, DeltaIOError, named, quote_ident
 from pipelines.delta_io.commits import CommitInfo, commit_retried, txn_recorded
 from pipelines.delta_io.features import (
     COLUMN_MAPPING_MODE, TIMESTAMP_NTZ_FEATURE, create_properties, needs_column_mapping, needs_timestamp_ntz,
@@ -29,10 +29,10 @@ from pipelines.delta_io.merging import MergeClause, MergeResult
 from pipelines.delta_io.reads import Commit, schema, table_exists
 from pipelines.delta_io.rs_tables import rs_history, rs_latest, rs_size, rs_table
 from pipelines.delta_io.spark_commits import (
-    SPARK_USER_METADATA, pin_after, pin_before, pin_created_meanwhile, pinned_writer,
-    commit_session, spark_delta_log, spark_snapshot,
+    SPARK_USER_METADATA, created_meanwhile, first_commit_seen, pin_after, pin_before,
+    pin_created_meanwhile, pinned_writer, commit_session, spark_delta_log, spark_snapshot,
 )
-from pipelines.delta_io import spark_writes
+from pipelines.delta_io import spark_commits, spark_writes
 from pipelines.delta_io.spark_writes import append_with_rows_spark, create_with_rows_spark, merge_spark
 from pipelines.delta_io.upkeep import storage
 from pipelines.delta_io.writes import new_fields, add_columns, create_if_missing
@@ -165,7 +165,7 @@ class SparkBackend:
     # -- writes
 
     def create(self, spark: SparkSession, path: str, table_schema: T.StructType,
-               properties: Mapping[str, str] | None = None) -> None:
+               properties: Mapping[str, str] | None = None) -> bool:
         # SQL, not DeltaTable.createIfNotExists(): its builder puts the path between
         # backticks without doubling the backticks a path may hold
         cols = ", ".join(f"{quote_ident(f.name)} {_ddl_type(f.dataType)}" for f in table_schema.fields)
@@ -179,8 +179,18 @@ class SparkBackend:
             commit_session(spark, {SPARK_USER_METADATA: None if pin is None else pin.tag(None)}).sql(sql)
         except Exception as e:  # noqa: BLE001 - only another writer's table is a stale plan
             pin_created_meanwhile(spark, path, pin, "create", e)
+            if pin is None and created_meanwhile(spark, path, e):
+                return False  # (IF NOT EXISTS did not see it: it was being made)
             raise
+        if pin is None and spark_snapshot(spark, path).version() < 0:
+            # IF NOT EXISTS took a log begun by another writer, not yet committed to, for a table
+            if first_commit_seen(spark, path, spark_commits.BEGUN_WAIT_S):
+                return False
+            raise DeltaIOError(f"{path}: its _delta_log holds no commit after {spark_commits.BEGUN_WAIT_S:.0f} s (a writer stopped "
+                               "while creating the table?), and delta-spark creates no table there; if nothing "
+                               f"else writes to {path}, remove its _delta_log and run again")
         pin_after(spark, path, pin, "create", guarded=False)
+        return True
 
     def add_columns_elsewhere(self, spark: SparkSession, path: str,
                               adding: Sequence[T.StructField]) -> list[str] | None:

@@ -6,6 +6,7 @@ transaction ids they hold), and a pinned commit's checks, before and after (the 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -129,14 +130,38 @@ def _versions_with_token(spark: SparkSession, path: str, token: str, first: int)
 _EXISTS_ERRORS = ("TABLE_OR_VIEW_ALREADY_EXISTS", "DELTA_PATH_EXISTS")  # a create that found a table there
 
 
+# a CREATE TABLE that found another writer's log begun: its first commit not yet there
+_BEGUN_ERRORS = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",)
+
+
+BEGUN_WAIT_S = 5.0  # how long a create that found a log begun waits for that log's first commit
+
+
+def created_meanwhile(spark: SparkSession, path: str, error: Exception) -> bool:
+    """True when a create failed on a table another writer made since the table was looked at, or was
+    making: delta-spark refuses a location whose log has begun (that log's first commit is waited for)."""
+    text = str(error)
+    if any(code in text for code in _EXISTS_ERRORS):
+        return True
+    return first_commit_seen(spark, path, BEGUN_WAIT_S if any(code in text for code in _BEGUN_ERRORS) else 0.0)
+
+
+def first_commit_seen(spark: SparkSession, path: str, wait_s: float) -> bool:
+    """True when the table has a commit, now or within ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while spark_snapshot(spark, path).version() < 0:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def pin_created_meanwhile(spark: SparkSession, path: str, pin: "pins.Pin | None", what: str, error: Exception) -> None:
     """Turn a failed create of a table pinned as missing into :class:`~pipelines.delta_io.pins.StaleRead`
-    when another writer made it (or is making it: delta-spark refuses a path whose log has begun)."""
-    from delta.tables import DeltaTable
-
+    when another writer made it (:func:`created_meanwhile`)."""
     if pin is None or pin.version is not None:
         return
-    if any(code in str(error) for code in _EXISTS_ERRORS) or DeltaTable.isDeltaTable(spark, str(path)):
+    if created_meanwhile(spark, path, error):
         raise pin.stale(what, "another writer created it") from error
 
 

@@ -49,8 +49,7 @@ def create_if_missing(
     def attempt(n: int) -> bool:
         if n and table_exists(path, spark=spark, backend=which):
             return False
-        impl.create(spark, path, table_schema, dict(properties or {}))
-        return True
+        return impl.create(spark, path, table_schema, dict(properties or {}))
 
     return commit_retried("create", path, attempt)
 
