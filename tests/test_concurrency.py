@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 from mariadb_server import mariadb_available
-from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
+from spark_fixtures import require_delta_spark, spark  # noqa: F401  (the shared session fixture)
 from test_faults import assert_exact, finish, make_workload, run_job, start_job, write_config
 
 from pipelines import delta_io, lock
@@ -231,3 +231,38 @@ def test_racing_appends_with_one_txn_id_land_once(spark, tmp_path):  # noqa: F81
     # Either the loser saw the winner's txn id in its snapshot and skipped, or both committed from
     # one snapshot and the loser's commit conflicted, was tried again and then skipped.
     print(f"racing appends: {delta_io.conflict_retries() - before} commit conflict(s) tried again")
+
+
+@pytest.mark.spark
+def test_a_commit_conflict_is_known_by_its_class_on_each_backend(spark):  # noqa: F811
+    """What ``commit_retried`` tries again: delta-rs's ``CommitFailedError``, and each of
+    delta-spark's conflict exceptions (Java classes), thrown by the commit or as the cause of the
+    exception a job wrapped it in. Nothing else, whatever its text says."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
+    from py4j.protocol import Py4JJavaError
+
+    require_delta_spark(spark)
+    jvm, gateway = spark._jvm, spark.sparkContext._gateway
+
+    def java(name: str, message: str, cause=None):
+        cls = jvm.org.apache.spark.util.Utils.classForName(name, True, False)
+        ctor = next(c for c in cls.getConstructors() if [p.getName() for p in c.getParameterTypes()]
+                    == ["java.lang.String"] + (["java.lang.Throwable"] if cause is not None else []))
+        args = gateway.new_array(jvm.java.lang.Object, 2 if cause is not None else 1)
+        args[0] = message
+        if cause is not None:
+            args[1] = cause
+        return ctor.newInstance(args)
+
+    assert delta_io.is_commit_conflict(CommitFailedError("version 3 already exists"))
+    assert not delta_io.is_commit_conflict(DeltaError("Generic error: version 3 already exists"))
+    for name in ("ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+                 "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException",
+                 "ConcurrentWriteException"):
+        conflict = java(f"io.delta.exceptions.{name}", "a concurrent update")
+        assert delta_io.is_commit_conflict(Py4JJavaError("An error occurred while calling o42.save", conflict)), name
+        wrapped = java("org.apache.spark.SparkException", "job aborted", conflict)
+        assert delta_io.is_commit_conflict(Py4JJavaError("An error occurred while calling o42.sql", wrapped)), name
+    other = java("java.lang.IllegalStateException", "io.delta.exceptions.ConcurrentAppendException (only a text)")
+    assert not delta_io.is_commit_conflict(Py4JJavaError("An error occurred while calling o42.save", other))
+    assert not delta_io.is_commit_conflict(RuntimeError("io.delta.exceptions.ProtocolChangedException"))

@@ -31,8 +31,8 @@ Every commit (append, merge, overwrite, create, add_columns) goes through :func:
 
 * it passes the fault points of :mod:`pipelines.faults` (``<operation>.<table kind>.before`` /
   ``.after``, and ``append.<kind>.materialize`` before an append computes its DataFrame);
-* a commit that loses a race with another writer (delta-rs ``CommitFailedError``, delta-spark
-  ``Concurrent*Exception`` / ``MetadataChangedException``) is tried again, the whole operation,
+* a commit that loses a race with another writer (delta-rs ``CommitFailedError``, delta-spark's
+  ``Concurrent*Exception`` / ``MetadataChangedException``..., known by their Java class) is tried again, the whole operation,
   up to :data:`COMMIT_ATTEMPTS` times with a growing, jittered pause. Each retry first looks at the
   table again: an append with a transaction id that is now recorded is skipped, ``create`` finds
   the table, ``add_columns`` adds only what is still missing, a MERGE is evaluated against the

@@ -106,31 +106,41 @@ COMMIT_ATTEMPTS = 5  # tries of one commit that keeps losing races with other wr
 _BACKOFF_S = 0.25  # pause before the 2nd try; doubled each time, jittered x0.5..1.5
 
 
-# delta-spark's conflict exceptions (delta.exceptions / io.delta.exceptions), by class name
-_SPARK_CONFLICTS = (
-    "ConcurrentModificationException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException", "MetadataChangedException",
-    "ProtocolChangedException",
-)
-
-
 _retry_lock = threading.Lock()
 
 
 _retry_count = 0
 
 
+# the JVM class every delta-spark conflict extends (io.delta.exceptions.ConcurrentAppendException,
+# MetadataChangedException, ProtocolChangedException...: DeltaConcurrentModificationException under it)
+_SPARK_CONFLICT = "java.util.ConcurrentModificationException"
+
+
 def is_commit_conflict(error: BaseException) -> bool:
-    """True when ``error`` says that another writer committed first (the commit did not happen).
+    """True when ``error`` says that another writer committed first (the commit did not happen):
+    delta-rs's ``CommitFailedError``, or a Java exception (or its cause) of delta-spark's conflicts.
 
     >>> is_commit_conflict(ValueError("bad predicate"))
     False
     """
-    names = {c.__name__ for c in type(error).__mro__}
-    if "CommitFailedError" in names or names.intersection(_SPARK_CONFLICTS):
+    from deltalake.exceptions import CommitFailedError
+
+    if isinstance(error, CommitFailedError):
         return True
-    text = str(error)  # a Py4JJavaError names the Java class in its text
-    return any(f"io.delta.exceptions.{n}" in text for n in _SPARK_CONFLICTS)
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)  # (Py4JJavaError, pyspark's)
+    if java is None:
+        return False
+    from py4j.java_gateway import is_instance_of
+    from pyspark import SparkContext
+
+    for _ in range(8):  # (the commit's own exception, or one a job wrapped it in)
+        if java is None or SparkContext._gateway is None:
+            return False
+        if is_instance_of(SparkContext._gateway, java, _SPARK_CONFLICT):
+            return True
+        java = java.getCause()
+    return False
 
 
 def conflict_retries() -> int:

@@ -234,7 +234,6 @@ def commit_staged(
     """
     check_txn(txn_app_id, txn_version)
     faults.point(f"append.{faults.table_kind(path)}.materialize")
-    arrow_schema = spark_schema_to_arrow(table_schema, force_nullable=True)
     now = int(time.time() * 1000)
 
     def attempt(n: int) -> bool:
