@@ -230,11 +230,16 @@ def _key_array(g: _Group, n: int, before: pa.StructArray | None, after: pa.Struc
     return pa.ListArray.from_arrays(offsets, pool.take(order), type=list_type)
 
 
+# The fields of an entry of ``_ColumnarRows._ev`` (a plain tuple: one is made per rows event): its
+# group, the entry's first row in the group, its rows, its source (a rows event's batch; a
+# snapshot INSERT's offset), the index of its first row in that source; a snapshot's db and table.
+GROUP, AT, COUNT, SOURCE, FIRST_ROW, DB, TABLE = range(7)
+
+
 class _ColumnarRows:
     """What both column-wise builders share: rows gathered in groups of one table layout, op and
     column sets, their images and keys built per group at once, then put back in the order they
-    were added. ``_ev`` holds one entry per run of added rows: ``(group, first row in group,
-    count, *what the subclass's _fields reads)``."""
+    were added. ``_ev`` holds one entry per run of added rows (fields: :data:`GROUP` ...)."""
 
     def __init__(self, schema: pa.Schema, run_id: str, ingested_at: _dt.datetime):
         self.schema, self.run_id, self.ingested_at = schema, run_id, ingested_at
@@ -285,10 +290,10 @@ class _ColumnarRows:
             pks.append(_key_array(g, g.n, b_cells, a_cells, pk_type))
             zeros.append(z)
         ev = self._ev
-        counts = np.fromiter((e[2] for e in ev), dtype=np.int64, count=len(ev))
+        counts = np.fromiter((e[COUNT] for e in ev), dtype=np.int64, count=len(ev))
         total = int(counts.sum())
         chunk_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        group_start = np.fromiter((base[id(e[0])] + e[1] for e in ev), dtype=np.int64, count=len(ev))
+        group_start = np.fromiter((base[id(e[GROUP])] + e[AT] for e in ev), dtype=np.int64, count=len(ev))
         spread = np.repeat(np.arange(len(ev)), counts)  # entry of each row
         within = np.arange(total) - chunk_start[spread]  # row number within its entry
         order = group_start[spread] + within  # row -> row of the groups' concatenation
@@ -307,7 +312,7 @@ class _ColumnarRows:
             "decoder_version": pa.repeat(pa.scalar(DECODER_VERSION, pa.string()), total),
             "_run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), total),
             "_ingested_at": pa.repeat(pa.scalar(self.ingested_at), total),
-            "_shape": pa.array([e[0].shape for e in ev], pa.string()).take(spread),
+            "_shape": pa.array([e[GROUP].shape for e in ev], pa.string()).take(spread),
             "_zero_dates": placed([pa.array(z) for z in zeros]),
         })
         arrays = []
@@ -367,10 +372,10 @@ class ArrowRowsBuilder(_ColumnarRows):
         def per_event(values, typ):
             return pa.array(values, typ).take(spread)
 
-        batches = [e[3] for e in ev]
+        batches = [e[SOURCE] for e in ev]
         txs = [b.tx for b in batches]
         file_seq = self.file_seq
-        row_idx = np.fromiter((e[4] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
+        row_idx = np.fromiter((e[FIRST_ROW] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
         positions = [b.pos for b in batches]
         # seq_key, column-wise: the event's part once per event, the row's index padded per row
         prefix = per_event([seq_key(file_seq, p, 0)[:-SEQ_ROW_DIGITS] for p in positions], pa.string())
@@ -420,8 +425,8 @@ class SnapshotRowsBuilder(_ColumnarRows):
         return len(rows)
 
     def _fields(self, ev: list, spread: np.ndarray, within: np.ndarray, total: int) -> dict:
-        row_idx = np.fromiter((e[4] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
-        prefix = pa.array([snapshot_seq(self.seq_start, e[3], 0)[:-SEQ_ROW_DIGITS] for e in ev],
+        row_idx = np.fromiter((e[FIRST_ROW] for e in ev), dtype=np.int64, count=len(ev))[spread] + within
+        prefix = pa.array([snapshot_seq(self.seq_start, e[SOURCE], 0)[:-SEQ_ROW_DIGITS] for e in ev],
                           pa.string()).take(spread)
         padded = pc.utf8_lpad(pa.array(row_idx).cast(pa.string()), SEQ_ROW_DIGITS, "0")
         nothing = pa.nulls(total)
@@ -432,8 +437,8 @@ class SnapshotRowsBuilder(_ColumnarRows):
             "row_idx": pa.array(row_idx.astype(np.int32)),
             "_seq": pc.binary_join_element_wise(prefix, padded, ""),
             "server_id": nothing, "gtid": nothing, "xid": nothing, "commit_ts": nothing, "event_ts": nothing,
-            "db": pa.array([e[5] for e in ev], pa.string()).take(spread),
-            "table": pa.array([e[6] for e in ev], pa.string()).take(spread),
+            "db": pa.array([e[DB] for e in ev], pa.string()).take(spread),
+            "table": pa.array([e[TABLE] for e in ev], pa.string()).take(spread),
             "op": pa.repeat(pa.scalar("r", pa.string()), total),
         }
 
