@@ -28,11 +28,23 @@ def _by_hand(events: pa.Table) -> dict:
     return best
 
 
+@pytest.mark.parametrize("threads", [False, True])  # (the winners' columns taken side by side)
 @pytest.mark.parametrize("nulls", [True, False])  # (an integer key without NULLs: pandas' hash, not Arrow's group-by)
 @pytest.mark.parametrize("seed", range(5))
-def test_latest_rows_keep_the_winner_of_each_key(seed, nulls):
+def test_latest_rows_keep_the_winner_of_each_key(seed, nulls, threads, monkeypatch):
+    if threads:
+        monkeypatch.setattr(arrow_fold, "THREADS_FROM", 0)
     events = _events(500, seed, nulls)
     events = pa.concat_tables([events.slice(0, 123), events.slice(123)])  # (in chunks, as a fold's events are)
     got = arrow_fold.latest_rows(events, ["k"], "s", "a").to_pylist()
     assert {e["k"]: (e["s"], e["a"] == "upsert") for e in got} == _by_hand(events)
     assert len(got) == len(_by_hand(events)) and [e["s"] for e in got] == sorted(e["s"] for e in got)
+
+
+def test_a_table_taken_in_threads_is_the_table_taken(monkeypatch):
+    table = pa.table({"a": list(range(10)), "b": [str(i) for i in range(10)], "c": [None] * 10})
+    indices = pa.array([9, 0, 3, 3])
+    assert arrow_fold.taken(table, indices) == table.take(indices)  # (under the threshold)
+    monkeypatch.setattr(arrow_fold, "THREADS_FROM", 0)
+    assert arrow_fold.taken(table, indices).equals(table.take(indices))
+    assert arrow_fold.taken(table, pa.array([], pa.int64())).num_rows == 0

@@ -22,7 +22,7 @@ from pipelines.config import load_config
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 from pipelines.schema.typemap import ColumnSpec, spark_type
-from pipelines.silver import arrow_typing, columnar, driver, segment_cells
+from pipelines.silver import arrow_fold, arrow_typing, columnar, driver, segment_cells
 from pipelines.silver.big_segments import apply_big
 from pipelines.silver.typed_values import NotCanonical, converter
 
@@ -392,6 +392,35 @@ def test_segments_of_interleaved_tables_are_read_in_one_pass(tmp_path):
         assert joined == list(zip(whole["seq"], whole["op"], whole["after"], whole["before"]))
 
 
+def test_parts_read_ahead_come_in_order_with_what_reading_them_raised_at_its_place():
+    """read_parts reads the next part in a thread while this one is folded: the parts come as
+    they would one by one, an error comes where its part would, and a caller that stops early
+    stops the reading."""
+    import threading
+
+    taken = []
+
+    def parts(n, fail_at=None):
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError(f"part {i}")
+            taken.append((i, threading.current_thread().name))
+            yield i
+
+    assert list(segment_cells.read_ahead(parts(5))) == [0, 1, 2, 3, 4]
+    assert all(name.startswith("silver-read-ahead") for _, name in taken)
+    got = []
+    with pytest.raises(ValueError, match="part 3"):
+        for part in segment_cells.read_ahead(parts(5, fail_at=3)):
+            got.append(part)
+    assert got == [0, 1, 2]
+    taken.clear()
+    ahead = segment_cells.read_ahead(parts(100))
+    assert next(ahead) == 0
+    ahead.close()
+    assert [i for i, _ in taken] == [0, 1]  # (the part read ahead, and no more)
+
+
 def test_a_value_only_spark_types_writes_nothing(tmp_path):
     path = str(tmp_path / "t")
     rows = _bronze_rows([("001", "c", None, _img(1, "a")), ("002", "c", None, _img(2, "b"))])
@@ -471,6 +500,7 @@ def test_segments_folded_in_arrow_equal_the_server_run_after_run(spark, mariadb_
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
     monkeypatch.setattr(arrow_typing, "VECTORIZE_FROM", 0)  # (Arrow's casts, however few the changes)
     monkeypatch.setattr(arrow_typing, "THREADS_FROM", 0)  # (an image's columns typed side by side)
+    monkeypatch.setattr(arrow_fold, "THREADS_FROM", 0)  # (the winners' columns taken side by side)
     passes = []  # the big segments read together: one pass over bronze for all of them
     read_segments = segment_cells.read_segments
     monkeypatch.setattr(segment_cells, "read_segments",

@@ -17,6 +17,7 @@ types and folds them).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,13 +248,28 @@ def read_segments(scan: Scan, reads: Sequence[SegmentRead], max_bytes: int | Non
 def read_parts(scan: Scan, read: SegmentRead, part_bytes: int | None = None) -> Iterator[Segment]:
     """The rows of one segment as a series of segments, in bronze's order, each of whole record
     batches holding about ``part_bytes`` (:data:`CHUNK_BYTES`) of cells, more only when one batch
-    does; what :func:`read_segments` gives for it, cut in parts. Raises :class:`Unreadable` as
-    that returns None for the files' layout."""
+    does; what :func:`read_segments` gives for it, cut in parts. The next part is read in a
+    thread while the caller folds this one (Parquet's decoding and the fold's NumPy work release
+    the GIL), so the default part is half :data:`CHUNK_BYTES`: two are held at once. Raises
+    :class:`Unreadable` as that returns None for the files' layout."""
     try:
-        yield from segment_parts(_batches(scan, _columns([read]), read.where), part_bytes or CHUNK_BYTES,
-                                 with_name=read.with_name)
+        yield from read_ahead(segment_parts(_batches(scan, _columns([read]), read.where),
+                                            part_bytes or CHUNK_BYTES // 2, with_name=read.with_name))
     except (KeyError, pa.ArrowInvalid) as e:  # (lists laid out otherwise in the files)
         raise Unreadable(f"bronze's image lists: {e}") from None
+
+
+_END = object()
+
+
+def read_ahead(items: Iterator) -> Iterator:
+    """``items``, each next one taken in a thread while the caller works on the one given (what
+    taking it raises is raised where the caller asks for it)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="silver-read-ahead") as pool:
+        coming = pool.submit(next, items, _END)
+        while (item := coming.result()) is not _END:
+            coming = pool.submit(next, items, _END)
+            yield item
 
 
 def _batches(scan: Scan, columns: list[str], where: pc.Expression) -> Iterator[pa.RecordBatch]:
