@@ -74,10 +74,14 @@ def _digits(data: np.ndarray) -> np.ndarray:
 
 
 def _integers(v: _Bytes) -> bool:
-    lengths = v.lengths
     minus = v.first_bytes() == _DASH
-    digits = lengths - minus
-    return bool(np.all((v.per_value(~_digits(v.data)) == minus) & (digits >= 1) & (digits <= 20)))
+    digits = v.lengths - minus
+    if not np.all((digits >= 1) & (digits <= 20)):
+        return False
+    others = ~_digits(v.data)
+    if np.array_equal(np.flatnonzero(others), v.starts[minus]):  # (the only other bytes: the values' signs)
+        return True
+    return bool(np.all(v.per_value(others) == minus))  # (bytes under NULL slots: counted per value)
 
 
 def _decimals(v: _Bytes) -> bool:
