@@ -6,7 +6,7 @@ For each table (bronze, the pipeline's own ``_pipeline/*`` state, every silver t
 order, each with the backend's own operation (:class:`pipelines.delta_io.Table`'s upkeep):
 
 0. ``_pipeline/silver_watermarks`` (one row per table per run) is folded to the latest row
-   per table (:func:`pipelines.state.fold_watermarks`);
+   per table (:func:`pipelines.silver.watermarks.fold_watermarks`);
 1. **compact** when it has more than ``compact_min_files`` data files: small files are bin-packed
    into files near ``target_file_bytes`` (one commit; what the table returns is unchanged);
 2. **log retention**: ``delta.logRetentionDuration`` set to ``log_retention_hours`` where the table
@@ -170,7 +170,7 @@ def run(spark: SparkSession | None, cfg: PipelineConfig, *, retention_hours: int
         stats.seconds = time.monotonic() - started
 
     with state.logged_run(spark, cfg, stats, ended=ended):
-        stats.watermark_rows_folded = state.fold_watermarks(spark, cfg, backend=backend)
+        stats.watermark_rows_folded = silver.fold_watermarks(spark, cfg, backend=backend)
         for path in find_tables(cfg.warehouse):
             check_held()  # (a run that lost its remote warehouse lock stops here)
             meta = None

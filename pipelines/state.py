@@ -109,7 +109,7 @@ SCHEMA_HISTORY_LAYOUT = pa.schema([
     ("recorded_at", _TS),
 ])
 
-# the largest _seq silver applied to a table (and the read-through marks: pipelines.silver.marks)
+# the largest _seq a silver run dealt with, per table, and its run-wide marks (pipelines.silver.watermarks)
 READ_THROUGH_DB = ""  # no source database has an empty name: the db of silver's read-through marks
 WATERMARKS_LAYOUT = pa.schema([("db", _S), ("table", _S), ("max_seq", _S), ("rows", _I64), ("run_id", _S),
                                ("updated_at", _TS)])
@@ -253,52 +253,3 @@ def read_arrow(spark, cfg: PipelineConfig, table: str, columns: Sequence[str]):
     backend (both write the same protocol); None when it does not exist yet."""
     t = delta_io.open_table(path(cfg, table), cfg.delta.backend, spark)
     return t.read_arrow(list(columns)) if t.exists() else None
-
-
-# ------------------------------------------------------------------ silver's watermarks
-
-
-def read_watermarks(spark, cfg: PipelineConfig) -> dict[tuple[str, str], str]:
-    """``{(db, table): largest _seq applied}`` from ``_pipeline/silver_watermarks`` (with silver's
-    read-through marks: :func:`pipelines.silver.marks.read_through_key`). The table holds a row
-    per table per run until maintenance folds it (:func:`fold_watermarks`): the largest wins."""
-    t = delta_io.open_table(path(cfg, WATERMARKS), cfg.delta.backend, spark)
-    if not t.exists():
-        return {}
-    if t.backend.on_driver:  # Arrow, no Spark job
-        top = t.read_arrow(["db", "table", "max_seq"]).group_by(["db", "table"]).aggregate(
-            [("max_seq", "max")])
-        return {(d, t): m for d, t, m in zip(top.column("db").to_pylist(), top.column("table").to_pylist(),
-                                             top.column("max_seq_max").to_pylist()) if m is not None}
-    from pyspark.sql import functions as F
-
-    rows = t.read_df().groupBy("db", "table").agg(F.max("max_seq").alias("m")).collect()
-    return {(r["db"], r["table"]): r["m"] for r in rows if r["m"] is not None}
-
-
-def latest_watermark_rows(rows: Sequence) -> list:
-    """The latest of ``rows`` (watermark rows) per ``(db, table)``: the largest ``max_seq``, then
-    the latest ``updated_at``. A pure function: :func:`fold_watermarks` does the I/O."""
-    latest: dict = {}
-    for r in rows:
-        key, cur = (r["db"], r["table"]), latest.get((r["db"], r["table"]))
-        if cur is None or (r["max_seq"] or "", r["updated_at"]) > (cur["max_seq"] or "", cur["updated_at"]):
-            latest[key] = r
-    return list(latest.values())
-
-
-def fold_watermarks(spark, cfg: PipelineConfig, *, backend: str | None = None) -> int:
-    """Fold ``_pipeline/silver_watermarks`` (one row per table per run, appended) to its latest
-    row per table, so that reading it at the start of a run costs the same after 10,000 runs
-    as after 10. Maintenance calls it (under the warehouse lock). What :func:`read_watermarks`
-    returns does not change; a row appended after the snapshot the fold read is kept. Returns
-    the number of rows removed (0: the table holds at most twice as many rows as tables)."""
-    t = delta_io.open_table(path(cfg, WATERMARKS), backend or cfg.delta.backend, spark)
-    if not t.exists():
-        return 0
-    rows = t.read_rows()
-    latest = latest_watermark_rows(rows)
-    if len(rows) <= 2 * len(latest):
-        return 0
-    t.overwrite_rows([tuple(r[n] for n in WATERMARKS_LAYOUT.names) for r in latest], WATERMARKS_LAYOUT)
-    return len(rows) - len(latest)

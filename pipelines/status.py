@@ -208,9 +208,9 @@ def _silver_tables(warehouse: str) -> set[tuple[str, str]]:
 def applied_seq(mark: dict | None, path: str) -> str | None:
     """The ``_seq`` of the last change applied to a silver table: the larger of its row in
     ``_pipeline/silver_watermarks`` (what the next run starts from) and the watermark its own last
-    MERGE committed with the data (:func:`pipelines.silver.merge.read_watermark`: ahead of the
+    MERGE committed with the data (:func:`pipelines.silver.watermarks.read_watermark`: ahead of the
     former when a run stopped between the two writes)."""
-    from pipelines.silver.merge import read_watermark
+    from pipelines.silver.watermarks import read_watermark
 
     own = read_watermark(path, backend="rs") if delta_io.open_table(path, "rs").exists() else None
     return max((s for s in (mark["max_seq"] if mark else None, own) if s), default=None)
@@ -250,7 +250,9 @@ def gather(warehouse: str, *, input: str | None = None, now: _dt.datetime | None
     folder to compare with the manifest (None: the waiting files are unknown)."""
     now = now or _dt.datetime.now(_UTC)
     marks = [r for r in state.rows_in(warehouse, state.WATERMARKS) if r["db"] != state.READ_THROUGH_DB]
-    latest_marks = {(r["db"], r["table"]): r for r in state.latest_watermark_rows(marks)}
+    from pipelines.silver.watermarks import latest_watermark_rows
+
+    latest_marks = {(r["db"], r["table"]): r for r in latest_watermark_rows(marks)}
     manifest_rows = state.rows_in(warehouse, state.MANIFEST)
     names = {r["file_seq"]: r["name"] for r in manifest_rows if r["file_seq"] is not None}
     runs = state.rows_in(warehouse, state.RUNS)

@@ -15,7 +15,7 @@ from pipelines import bronze, delta_io
 from pipelines.config import load_config
 from pipelines.paths import silver_table_path
 from pipelines.silver import step as silver_step
-from pipelines.silver.merge import read_watermark
+from pipelines.silver.watermarks import read_watermark
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb]
 

@@ -49,9 +49,10 @@ What each module holds (each imports only the ones above it in this list):
 """
 from pipelines.silver.changes import changes_from_bronze, fill_partial, key_events, latest_per_key
 from pipelines.silver.columns import OwnColumns, SilverSchemaError, SilverStepError, working_changes
-from pipelines.silver.merge import ApplyStats, apply_changes, read_watermark, silver_table_schema, watermark_metadata
+from pipelines.silver.merge import ApplyStats, apply_changes, silver_table_schema
+from pipelines.silver.watermarks import fold_watermarks, read_watermark, watermark_metadata
 from pipelines.silver.plan import keyed_clauses, keyless_clauses
 
 __all__ = ["ApplyStats", "OwnColumns", "SilverSchemaError", "SilverStepError", "apply_changes", "changes_from_bronze",
            "fill_partial", "key_events", "keyed_clauses", "keyless_clauses", "latest_per_key", "read_watermark",
-           "silver_table_schema", "watermark_metadata", "working_changes"]
+           "silver_table_schema", "fold_watermarks", "watermark_metadata", "working_changes"]

@@ -35,7 +35,6 @@ _ROLES = {"seq": (SEQ, T.StringType()), "op": (OP, T.StringType()), "commit_ts":
 _SCD2_ROLES = {"valid_from": (VALID_FROM, T.TimestampType()), "valid_to": (VALID_TO, T.TimestampType()),
                "is_current": (IS_CURRENT, T.BooleanType())}
 DEFAULT_PREFIX = "_"
-WATERMARK_KEY = "binlog_delta.silver_watermark"
 DELETE_MODES = ("hard", "soft")
 PREFIX_SETTINGS = "silver.table_column_prefix (per table) or silver.column_prefix"
 

@@ -15,8 +15,8 @@ from pyspark.sql import types as T
 from pipelines import delta_io
 from pipelines.delta_io import qualified
 from pipelines.silver.columns import ACTION, DEFAULT_PREFIX, OwnColumns, own_columns_of
-from pipelines.silver.merge import (ApplyStats, check_reserved, plan_schema, resolve_keys, read_watermark,
-                                    watermark_metadata)
+from pipelines.silver.merge import ApplyStats, check_reserved, plan_schema, resolve_keys
+from pipelines.silver.watermarks import read_watermark, watermark_metadata
 from pipelines.silver.plan import key_on, value_schema, keyed_clauses, keyless_clauses
 from pipelines.schema.typemap import ColumnSpec
 

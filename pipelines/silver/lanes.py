@@ -24,11 +24,11 @@ from pipelines.silver import (bronze_scan, big_segments, driver, driver_fold, ra
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.changes import changes_from_bronze
 from pipelines.silver.columns import DEFAULT_PREFIX, SilverStepError
-from pipelines.silver.marks import write_watermarks
-from pipelines.silver.merge import apply_changes, read_watermark
+from pipelines.silver.merge import apply_changes
 from pipelines.silver.segments import SegmentPlan
 from pipelines.silver.shapes import parse_shape, shape_key, slim_image
 from pipelines.silver.typed_values import NotCanonical
+from pipelines.silver.watermarks import read_watermark, write_watermarks
 from pipelines.spark_session import job_description
 from pipelines.logs import get_logger
 

@@ -1,5 +1,6 @@
-"""Which bronze rows are new to silver: the per-table watermarks (``_pipeline/silver_watermarks``),
-the read-through mark of the last run that finished, and the filters that keep bronze's rows above them."""
+"""Which bronze rows are new to silver: the read-through mark of the last run that finished, the
+late batches behind it, and the filters that keep bronze's rows above the tables' watermarks
+(:mod:`pipelines.silver.watermarks` reads and writes them)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -98,11 +99,3 @@ def earliest_late(rows, since: _dt.datetime) -> _dt.datetime:
             if r["phase"] == "committed" and r["committed_at"] is not None and r["processed_at"] is not None
             and r["committed_at"] > since and r["processed_at"] <= since]
     return min([since, *[t - _dt.timedelta(microseconds=1) for t in late]])
-
-
-def write_watermarks(spark, cfg: PipelineConfig, marks: dict, rows: dict, run_id: str) -> None:
-    if not marks:
-        return
-    now = _dt.datetime.now(_UTC)
-    data = [(db, table, seq, int(rows.get((db, table), 0)), run_id, now) for (db, table), seq in sorted(marks.items())]
-    state.append(spark, cfg, state.WATERMARKS, data)

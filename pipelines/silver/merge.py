@@ -89,7 +89,6 @@ Rules
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -103,10 +102,11 @@ from pipelines import delta_io
 from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.changes import struct_fields
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, CHANGE_SEQ, DEFAULT_OWN, DEFAULT_PREFIX, DELETE_MODES, DIFFS,
-                                      OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WATERMARK_KEY, WORK,
+                                      OwnColumns, PREFIX_SETTINGS, PRESENT, SEQ, SilverSchemaError, WORK,
                                       own_columns_of, working_changes)
 from pipelines.silver.plan import plan_keyed, plan_keyless, plan_scd2
 from pipelines.silver import ranges
+from pipelines.silver.watermarks import read_watermark, watermark_metadata
 
 
 @dataclass(frozen=True)
@@ -271,41 +271,6 @@ def plan_schema(
     if conflicts:
         raise SilverSchemaError(f"column types changed (not supported, migrate the table): {conflicts}")
     return T.StructType(current.fields + to_add), to_add, names
-
-
-# ---------------------------------------------------------------------------------------------
-# watermark
-
-
-def read_watermark(
-    path: str, *, spark: SparkSession | None = None, backend: str = "auto"
-) -> str | None:
-    """The largest ``_seq`` applied to the silver table (from its commits' user metadata), or None.
-
-    >>> read_watermark(str(tmp_path / "silver/shop/orders"))  # doctest: +SKIP
-    '00000000010000000000001234000000002'
-    """
-    table = delta_io.open_table(path, backend, spark)
-    if not table.exists():
-        return None
-    for limit in (1, 50, None):  # (most often the last commit has it: silver's own MERGE)
-        commits = table.history(limit)
-        for commit in commits:
-            if not commit.user_metadata:
-                continue
-            try:
-                meta = json.loads(commit.user_metadata)
-            except ValueError:
-                continue
-            if isinstance(meta, dict) and isinstance(meta.get(WATERMARK_KEY), str):
-                return meta[WATERMARK_KEY]
-        if limit is not None and len(commits) < limit:
-            break
-    return None
-
-
-def watermark_metadata(seq: str) -> str:
-    return json.dumps({WATERMARK_KEY: seq})
 
 
 def apply_changes(spark: SparkSession, changes_df: DataFrame, specs: Sequence[ColumnSpec], target_path: str, *,

@@ -21,7 +21,8 @@ from pipelines.schema.typemap import type_rule
 from pipelines.silver import properties as silver_properties
 from pipelines.silver.arrow_typing import typed_row
 from pipelines.silver.columns import OwnColumns, own_columns_of, prefix_renames
-from pipelines.silver.merge import check_reserved, read_watermark, silver_table_schema, watermark_metadata
+from pipelines.silver.merge import check_reserved, silver_table_schema
+from pipelines.silver.watermarks import read_watermark, watermark_metadata
 from pipelines.silver.typed_values import DATE_TEXT, INT_SILVER, NotCanonical
 from pipelines.logs import get_logger
 

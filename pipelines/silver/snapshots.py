@@ -40,7 +40,7 @@ from pipelines.config import PipelineConfig
 from pipelines.schema import RENAME_FROM, SchemaHistory
 from pipelines.silver.columns import SilverStepError
 from pipelines.silver.marks import READ_THROUGH_DB
-from pipelines.silver.merge import read_watermark, watermark_metadata
+from pipelines.silver.watermarks import read_watermark, watermark_metadata
 
 _MARK = "snapshot "  # the table name of a snapshot's applied mark, before its dump id
 
@@ -64,7 +64,7 @@ def just_before(start: str) -> str:
 
 def pending(spark, cfg: PipelineConfig, marks: dict[tuple[str, str], str]) -> Snapshots:
     """The snapshots of ``_pipeline/snapshots`` this run must apply, given the watermarks ``marks``
-    (as :func:`pipelines.state.read_watermarks` returns them, applied marks included). Raises
+    (as :func:`pipelines.silver.watermarks.read_watermarks` returns them, applied marks included). Raises
     :class:`SilverStepError` for a load that was interrupted."""
     rows = state.read_rows(spark, cfg, state.SNAPSHOTS,
                                     ["dump_id", "dump", "phase", "db", "table", "_seq"])

@@ -63,12 +63,12 @@ from pipelines.schema import UNPARSED
 from pipelines.silver import bronze_scan, snapshots
 from pipelines.silver.lanes import SilverRun, fetch_small, run_lanes
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
-                                    read_through_key, read_through_since, write_watermarks)
+                                    read_through_key, read_through_since)
 from pipelines.silver.segments import SEG, lanes_of, plan_segments, segments_of, with_segment
 from pipelines.silver.shapes import shape_rows_of, with_shape
 from pipelines.silver.stats import SilverStats
+from pipelines.silver.watermarks import read_watermarks, write_watermarks
 from pipelines.spark_session import job_description
-from pipelines.state import read_watermarks
 
 _UTC = _dt.timezone.utc
 
