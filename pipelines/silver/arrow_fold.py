@@ -1,8 +1,9 @@
 """Which change wins, in Arrow: of a table's events, the latest per key (:func:`latest_rows`),
-as the driver's fold (:mod:`pipelines.silver.columnar`) takes it for a segment's events, small or
-big. Spark's path writes the same rule as a window (:func:`pipelines.silver.changes.latest_per_key`):
-run inside Spark's tasks, this code made that path's silver 20% slower (BENCHMARKS.md). Pure
-Arrow; no Spark, no Delta.
+by the rule :data:`pipelines.silver.rules.WINNER_ORDER` says, as the driver's fold
+(:mod:`pipelines.silver.columnar`) takes it for a segment's events, small or big. Spark's path
+runs the same rule as a window (:func:`pipelines.silver.changes.latest_per_key`): run inside
+Spark's tasks, this code made that path's silver 20% slower (BENCHMARKS.md). Pure Arrow; no
+Spark, no Delta.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.silver.rules import WINNER_ORDER, ascending_order
+
 
 def _group_key(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A key column as it groups: -0.0 is 0.0 (as Spark's grouping and MySQL's equality have it)."""
@@ -24,16 +27,17 @@ def _group_key(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array
 
 
 def latest_rows(events: pa.Table, keys: Sequence[str], seq: str, action: str) -> pa.Table:
-    """Of ``events``, per key (the columns ``keys``; NULLs are equal, -0.0 is 0.0), the event with
-    the largest ``seq``, the upsert on a tie (``action``: ``"delete"`` sorts before ``"upsert"``);
-    in ``seq`` order.
+    """Of ``events``, per key (the columns ``keys``; NULLs are equal, -0.0 is 0.0), the event that
+    wins (:data:`pipelines.silver.rules.WINNER_ORDER`: the largest ``seq``, the upsert on a tie;
+    ``action``'s ``"delete"`` sorts before ``"upsert"``); in ``seq`` order.
 
     >>> t = pa.table({"id": [1, 1, 2, 1], "s": ["03", "01", "02", "03"], "a": ["upsert", "upsert", "delete", "delete"]})
     >>> latest_rows(t, ["id"], "s", "a").to_pylist()
     [{'id': 2, 's': '02', 'a': 'delete'}, {'id': 1, 's': '03', 'a': 'upsert'}]
     """
-    order = pc.sort_indices(pa.table({"s": events.column(seq), "a": events.column(action)}),
-                            [("s", "ascending"), ("a", "ascending")])
+    # (the winner last of its key: WINNER_ORDER, each field reversed)
+    order = pc.sort_indices(pa.table({"seq": events.column(seq), "action": events.column(action)}),
+                            ascending_order(WINNER_ORDER))
     ordered = [_group_key(events.column(k)).take(order) for k in keys]
     return taken(events, order.take(pa.array(_last_of_each(ordered))))
 

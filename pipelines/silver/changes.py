@@ -19,6 +19,7 @@ from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
                                       SilverSchemaError, ACTION, BRONZE_ZEROS, DELETE, GUARD, MOVED, WORK, RN,
                                       UPSERT)
+from pipelines.silver.rules import WINNER_ORDER
 from pipelines.silver.spark_typing import typed_columns
 
 
@@ -443,9 +444,10 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
 
 
 def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """Keep, per key, the event with the largest ``_seq`` (ties: an upsert before a delete): the
-    rule of :func:`pipelines.silver.arrow_fold.latest_rows`, which the driver's fold runs, written
-    as a window over the events partitioned by key (-0.0 with 0.0, NULLs as one key). Spark's own:
+    """Keep, per key, the event that wins (:data:`pipelines.silver.rules.WINNER_ORDER`: the largest
+    ``_seq``, an upsert before a delete on a tie), as :func:`pipelines.silver.arrow_fold.latest_rows`
+    does in the driver's fold: here a window over the events partitioned by key (-0.0 with 0.0,
+    NULLs as one key). Spark's own:
     run in Spark's tasks instead, Arrow's made this path's silver 20% slower (BENCHMARKS.md, "One
     typing for silver").
 
@@ -453,7 +455,7 @@ def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
     """
     if not keys:
         raise ValueError("latest_per_key needs at least one key column")
+    fields = {"seq": F.col(SEQ), "action": F.col(ACTION)}
     w = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(
-        F.col(SEQ).desc(), F.col(ACTION).desc()
-    )
+        *[fields[f].desc() if d == "descending" else fields[f].asc() for f, d in WINNER_ORDER])
     return events.withColumn(RN, F.row_number().over(w)).where(F.col(RN) == 1).drop(RN)

@@ -38,6 +38,7 @@ from pipelines.silver.segment_cells import Cells, Segment
 from pipelines.silver.columns import DELETE, UPSERT
 from pipelines.silver.driver_writes import Target
 from pipelines.silver import ranges
+from pipelines.silver.rules import OUTCOMES, compiled_outcomes
 from pipelines.silver.typed_values import NotCanonical
 
 # -- folding -----------------------------------------------------------------------------
@@ -172,15 +173,18 @@ def classify(latest: pa.Table, t: Target, stored: pa.Table | None, delete_mode: 
         stored_seq = latest.column("_stored")
         newer = pc.fill_null(pc.or_kleene(pc.is_null(stored_seq), pc.greater(latest.column("_seq"), stored_seq)), True)
         upsert = pc.equal(latest.column("_action"), UPSERT)
-    missing = pc.invert(have)
-    inserted = pc.and_(missing, upsert)
-    deleted = pc.or_(pc.and_(missing, pc.and_(pc.invert(upsert), pa.scalar(delete_mode == "soft"))),
-                     pc.and_(have, pc.and_(newer, pc.invert(upsert))))
-    updated = pc.and_(have, pc.and_(newer, upsert))
-    kept = pc.or_(inserted, pc.or_(deleted, updated))
-    counts = {"inserted": _count(inserted), "updated": _count(updated), "deleted": _count(deleted)}
-    counts["unchanged"] = latest.num_rows - sum(counts.values())
-    return merge_source(latest.filter(kept), t), counts
+    n = latest.num_rows
+    flags = {"stored": _bools(have), "newer": _bools(newer), "upsert": _bools(upsert),
+             "soft": np.full(n, delete_mode == "soft")}
+    outcomes = compiled_outcomes(flags, np.logical_and, np.logical_not, np.ones(n, bool))
+    kind = np.select([cond for _, cond in outcomes], [OUTCOMES.index(k) for k, _ in outcomes],
+                     OUTCOMES.index("unchanged")) if n else np.zeros(0, np.int64)
+    counts = dict(zip(OUTCOMES, np.bincount(kind, minlength=len(OUTCOMES)).tolist()))
+    return merge_source(latest.filter(pa.array(kind != OUTCOMES.index("unchanged"))), t), counts
+
+
+def _bools(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(values.to_numpy(zero_copy_only=False), bool)
 
 
 def merge_source(latest: pa.Table, t: Target) -> pa.Table:

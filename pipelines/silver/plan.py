@@ -22,6 +22,7 @@ from pipelines.silver.changes import (commit_ts_of, image_values, struct_fields,
                                       latest_per_key)
 from pipelines.silver.columns import (COMMIT_TS, DELETED, IS_CURRENT, OP, OwnColumns, PRESENT, SEQ, VALID_FROM,
                                       VALID_TO, ACTION, DELETE, INSERT, KIND, WORK, RN, UPSERT)
+from pipelines.silver.rules import compiled_outcomes
 
 
 def value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
@@ -141,14 +142,10 @@ def plan_keyed(
     present = F.col(f"{WORK}tpresent").isNotNull()
     newer = F.col(f"{WORK}tseq").isNull() | (F.col(SEQ) > F.col(f"{WORK}tseq"))
     upsert = F.col(ACTION) == UPSERT
-    klass = (
-        F.when(_null_key(keys), "null_key")
-        .when(~present & upsert, "inserted")
-        .when(~present, "deleted" if delete_mode == "soft" else "unchanged")
-        .when(~newer, "unchanged")
-        .when(upsert, "updated")
-        .otherwise("deleted")
-    )
+    klass = F.when(_null_key(keys), "null_key")
+    flags = {"stored": present, "newer": newer, "upsert": upsert, "soft": F.lit(delete_mode == "soft")}
+    for kind, cond in compiled_outcomes(flags, lambda a, b: a & b, lambda a: ~a, F.lit(True)):
+        klass = klass.when(cond, kind)
     classified = joined.withColumn(KIND, klass).drop(*tk, f"{WORK}tseq", f"{WORK}tpresent").cache()
     counts = _count_by(classified, KIND)
     if counts.get("null_key"):
