@@ -7,6 +7,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from pipelines import arrow_pool
 from pipelines.silver import arrow_fold
 
 
@@ -33,7 +34,7 @@ def _by_hand(events: pa.Table) -> dict:
 @pytest.mark.parametrize("seed", range(5))
 def test_latest_rows_keep_the_winner_of_each_key(seed, nulls, threads, monkeypatch):
     if threads:
-        monkeypatch.setattr(arrow_fold, "THREADS_FROM", 0)
+        monkeypatch.setattr(arrow_pool, "THREADS_FROM", 0)
     events = _events(500, seed, nulls)
     events = pa.concat_tables([events.slice(0, 123), events.slice(123)])  # (in chunks, as a fold's events are)
     got = arrow_fold.latest_rows(events, ["k"], "s", "a").to_pylist()
@@ -45,6 +46,6 @@ def test_a_table_taken_in_threads_is_the_table_taken(monkeypatch):
     table = pa.table({"a": list(range(10)), "b": [str(i) for i in range(10)], "c": [None] * 10})
     indices = pa.array([9, 0, 3, 3])
     assert arrow_fold.taken(table, indices) == table.take(indices)  # (under the threshold)
-    monkeypatch.setattr(arrow_fold, "THREADS_FROM", 0)
+    monkeypatch.setattr(arrow_pool, "THREADS_FROM", 0)
     assert arrow_fold.taken(table, indices).equals(table.take(indices))
     assert arrow_fold.taken(table, pa.array([], pa.int64())).num_rows == 0

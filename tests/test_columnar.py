@@ -17,12 +17,12 @@ from test_typed_values import (_INT_SPECS, _REST_SPECS, BATCH_1, BATCH_2, KEYLES
 
 from mariadb_server import mariadb_available
 from oracle import _diff, server_columns, server_rows, ship_and_run, silver_rows
-from pipelines import delta_io
+from pipelines import arrow_pool, delta_io
 from pipelines.config import load_config
 from pipelines.delta_io.arrow import spark_type_to_arrow
 from pipelines.schema.resolve import FIX_ENUM, FIX_UNSIGNED
 from pipelines.schema.typemap import ColumnSpec, spark_type
-from pipelines.silver import arrow_fold, arrow_typing, columnar, driver, segment_cells
+from pipelines.silver import arrow_typing, columnar, driver, segment_cells
 from pipelines.silver.big_segments import apply_big
 from pipelines.silver.typed_values import NotCanonical, converter
 
@@ -312,7 +312,7 @@ def test_with_hard_deletes_a_before_image_is_typed_in_its_keys_and_dates_only(tm
 
 
 def test_an_images_columns_typed_side_by_side_are_those_typed_one_by_one(monkeypatch):
-    """Threads type the columns of a big image each (arrow_typing.THREADS_FROM): the same values
+    """Threads type the columns of a big image each (arrow_pool.THREADS_FROM): the same values
     and zero dates as one after another, and a text that does not convert still raises."""
     from pipelines.silver.arrow_typing import columns_of, typed_cells
 
@@ -320,7 +320,7 @@ def test_an_images_columns_typed_side_by_side_are_those_typed_one_by_one(monkeyp
     bad = [("010", "c", None, _img(7, "g", amount="not a decimal"))]
 
     def typed(changes, threads_from):
-        monkeypatch.setattr(arrow_typing, "THREADS_FROM", threads_from)
+        monkeypatch.setattr(arrow_pool, "THREADS_FROM", threads_from)
         seg = _segment(_bronze_rows(changes))
         try:
             done = typed_cells(seg.images["after"], seg.n, columns_of(SPECS))
@@ -499,8 +499,7 @@ def test_segments_folded_in_arrow_equal_the_server_run_after_run(spark, mariadb_
         pytest.skip(why)
     monkeypatch.setattr(driver, "FETCH_ROWS", 0)
     monkeypatch.setattr(arrow_typing, "VECTORIZE_FROM", 0)  # (Arrow's casts, however few the changes)
-    monkeypatch.setattr(arrow_typing, "THREADS_FROM", 0)  # (an image's columns typed side by side)
-    monkeypatch.setattr(arrow_fold, "THREADS_FROM", 0)  # (the winners' columns taken side by side)
+    monkeypatch.setattr(arrow_pool, "THREADS_FROM", 0)  # (an image's columns typed, the winners' taken, side by side)
     passes = []  # the big segments read together: one pass over bronze for all of them
     read_segments = segment_cells.read_segments
     monkeypatch.setattr(segment_cells, "read_segments",

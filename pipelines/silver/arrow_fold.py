@@ -7,15 +7,14 @@ Spark, no Delta.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.arrow_pool import side_by_side
 from pipelines.silver.rules import WINNER_ORDER, ascending_order
 
 
@@ -42,16 +41,10 @@ def latest_rows(events: pa.Table, keys: Sequence[str], seq: str, action: str) ->
     return taken(events, order.take(pa.array(_last_of_each(ordered))))
 
 
-THREADS_FROM = 1 << 16  # rows of a table from which its columns are taken in threads
-
-
 def taken(table: pa.Table, indices: pa.Array) -> pa.Table:
-    """``table.take(indices)``: a column per thread from :data:`THREADS_FROM` rows (Arrow's take of
-    a table takes its columns one after another)."""
-    if table.num_rows < THREADS_FROM or table.num_columns < 2:
-        return table.take(indices)
-    with ThreadPoolExecutor(min(table.num_columns, os.cpu_count() or 1), thread_name_prefix="take") as pool:
-        columns = list(pool.map(lambda column: column.take(indices), table.columns))
+    """``table.take(indices)``, its columns taken side by side (:func:`pipelines.arrow_pool.side_by_side`:
+    Arrow's take of a table takes them one after another)."""
+    columns = side_by_side(lambda column: column.take(indices), table.columns, table.num_rows)
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 

@@ -20,15 +20,14 @@ value; ``tests/test_typemap.py`` every type of the mapping against hand-written 
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.arrow_pool import side_by_side
 from pipelines.bronze.schema import PARTIAL_JSON_MARK
 from pipelines.delta_io import spark_type_to_arrow
 from pipelines.schema import resolve as schema_resolve
@@ -177,7 +176,6 @@ def _fixed(fix: tuple, column: CellColumn) -> pa.Array:
 
 
 VECTORIZE_FROM = 64  # changes of a segment from which typing takes Arrow's casts (fewer: value by value)
-THREADS_FROM = 1 << 16  # changes from which an image's columns are typed in threads, one column each
 
 
 def typed_column(spec: ColumnSpec, to: pa.DataType, column: CellColumn, fix: tuple | None = None) -> tuple[pa.Array, int]:
@@ -260,17 +258,15 @@ def columns_of(specs: Sequence[ColumnSpec], fixes: dict[int, tuple] | None = Non
 def typed_cells(cells: Cells, n: int, columns: dict[int, tuple], *,
                 threads: bool = True) -> dict[int, tuple[pa.Array, int]]:
     """One image's cells of ``n`` changes typed: per column of ``columns`` (:func:`columns_of`),
-    its values and the zero dates nulled; in threads from :data:`THREADS_FROM` changes, unless
-    not ``threads`` (inside a Spark task, whose cores the other tasks take)."""
+    its values and the zero dates nulled; side by side (:func:`pipelines.arrow_pool.side_by_side`),
+    unless not ``threads`` (inside a Spark task, whose cores the other tasks take)."""
     if n < VECTORIZE_FROM:
         return _few_typed(cells, n, columns)
     work = {i: (spec, to, cells.column(ordinal, n), fix) for i, (spec, ordinal, to, fix) in columns.items()}
-    if not threads or n < THREADS_FROM or len(work) < 2:
+    if not threads:
         return {i: typed_column(spec, to, column, fix=fix) for i, (spec, to, column, fix) in work.items()}
-    # (Arrow's kernels and NumPy's let go of the GIL: the columns are typed side by side)
-    with ThreadPoolExecutor(min(len(work), os.cpu_count() or 1), thread_name_prefix="typing") as pool:
-        typing = {i: pool.submit(typed_column, spec, to, column, fix=fix) for i, (spec, to, column, fix) in work.items()}
-        return {i: done.result() for i, done in typing.items()}
+    done = side_by_side(lambda i: typed_column(work[i][0], work[i][1], work[i][2], fix=work[i][3]), list(work), n)
+    return dict(zip(work, done))
 
 
 def cell_fix(fix: tuple) -> Callable[[str | None, bytes | None, bool], tuple]:
