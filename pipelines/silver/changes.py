@@ -19,7 +19,7 @@ from pipelines.schema.typemap import ZERO_DATES_COL, ColumnSpec, silver_schema
 from pipelines.silver.columns import (CHANGE_COMMIT_TS, COMMIT_TS, DELETED, DIFFS, OP, PRESENT, SEQ,
                                       SilverSchemaError, ACTION, BRONZE_ZEROS, DELETE, GUARD, MOVED, WORK, RN,
                                       UPSERT)
-from pipelines.silver.rules import WINNER_ORDER
+from pipelines.silver.rules import FILL_HOLDS, FILL_LEAVES, FILL_ORDER, WINNER_ORDER, compiled_fill, sort_in
 from pipelines.silver.spark_typing import typed_columns
 
 
@@ -280,7 +280,8 @@ def fold_json_diffs(chain: Sequence[tuple], ncols: int) -> list[tuple]:
     ...                  (1, "1", "upsert", ('{"a": 1}',), (False,), ('[{"op": "INSERT", "path": "$.b", "value": "2"}]',))], 1)
     [('1', 'upsert', ('{"a": 1, "b": 2}',)), ('2', 'upsert', ('{"a": 3, "b": 2}',))]
     """
-    events = sorted(chain, key=lambda e: (e[0], e[1], _DESC[e[2]]))
+    events = list(chain)
+    sort_in(events, FILL_ORDER, {"order": lambda e: e[0], "seq": lambda e: e[1], "action": lambda e: e[2]})
     state = [_UNSET] * ncols
     out = []
     for order, seq, action, values, present, diffs in events:
@@ -309,9 +310,6 @@ def _applied(diffs: str, base: str) -> str | None:
         return PartialJson.from_json(diffs).apply(base)
     except BinlogError:
         return None
-
-
-_DESC = {UPSERT: 0, DELETE: 1, "stored": 2}  # fill_partial's window order: action descending
 
 
 def _apply_json_diffs(rows: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
@@ -379,6 +377,17 @@ def _settle_moves(rows: DataFrame, before, values: list[str], flags: list[str], 
     return rows
 
 
+def _case(pairs: Sequence[tuple[Column | None, Column]]) -> Column:
+    """``(condition, value)`` pairs (:func:`pipelines.silver.rules.compiled_fill`) as one CASE:
+    the first whose condition holds (None: always); NULL when none does."""
+    out = None
+    for cond, value in pairs:
+        if cond is None:
+            return value if out is None else out.otherwise(value)
+        out = F.when(cond, value) if out is None else out.when(cond, value)
+    return out
+
+
 def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
     """Give every upsert of partial row images (``binlog_row_image`` MINIMAL/NOBLOB) a full row.
 
@@ -408,9 +417,10 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
         ),
         allowMissingColumns=True,
     )
+    fields = {"order": F.col(order), "seq": F.col(SEQ), "action": F.col(ACTION)}
     before = (
         Window.partitionBy(*[F.col(quote_ident(k)) for k in keys])
-        .orderBy(F.col(order), F.col(SEQ), F.col(ACTION).desc())
+        .orderBy(*[fields[f].desc() if d == "descending" else fields[f].asc() for f, d in FILL_ORDER])
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     all_present = F.lit(True)
@@ -418,20 +428,23 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
         all_present = all_present & F.col(p)
     pending = f"{WORK}pending"
 
+    def conds(i: int) -> dict[str, Column]:
+        return {"delete": F.col(ACTION) == DELETE, "carried": F.col(flags[i])}
+
     def previous(i: int, v: str) -> Column:
-        """The value column ``v`` had before each row (NULL when it was deleted or never known)."""
-        provides = (
-            F.when(F.col(ACTION) == DELETE, F.struct(F.lit(None).cast(value_schema[i].dataType).alias("v")))
-            .when(F.col(flags[i]), F.struct(F.col(quote_ident(v)).alias("v")))
-        )
-        return F.last(provides, ignorenulls=True).over(before).getField("v")
+        """The value column ``v`` had before each row (NULL when it was deleted or never known):
+        the last value an earlier row left (FILL_LEAVES; "before": none left here, so it looks back)."""
+        null = F.lit(None).cast(value_schema[i].dataType)
+        leaves = compiled_fill(FILL_LEAVES, conds(i), {"own": F.struct(F.col(quote_ident(v)).alias("v")),
+                                                      "null": F.struct(null.alias("v")), "before": F.lit(None)})
+        return F.last(_case(leaves), ignorenulls=True).over(before).getField("v")
 
     def resolved(df: DataFrame) -> DataFrame:
         """Each upsert's missing columns filled from the row before it (one pass, no key moves)."""
         return df.select(
-            *[F.when(F.col(ACTION) == DELETE, F.col(quote_ident(v)))
-              .when(F.col(flags[i]), F.col(quote_ident(v)))
-              .otherwise(previous(i, v)).alias(v) for i, v in enumerate(values)],
+            *[_case(compiled_fill(FILL_HOLDS, conds(i), {
+                "own": F.col(quote_ident(v)), "before": previous(i, v),
+                "null": F.lit(None).cast(value_schema[i].dataType)})).alias(v) for i, v in enumerate(values)],
             *[F.col(c) for c in df.columns if c not in values],
         )
 

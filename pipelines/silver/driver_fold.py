@@ -25,6 +25,7 @@ from pipelines.bronze.schema import INSERT_OPS, UPSERT_OPS
 from pipelines import delta_io
 from pipelines.delta_io import quote_ident
 from pipelines.silver.columns import DELETE, UPSERT
+from pipelines.silver.rules import FILL_HOLDS, FILL_LEAVES, FILL_ORDER, FILL_SOURCES, fill_source, sort_in
 from pipelines.silver import keyless
 from pipelines.silver.columnar import (above_watermark, arrow_refusals, classify, events_table, fold_keyed, key_columns,
                                        latest_events, merge_source, typed_images)
@@ -120,6 +121,18 @@ def _partial_events(changes: Sequence[tuple], presences: Sequence[tuple | None],
     return events
 
 
+_FIELDS = {"order": lambda e: e.order, "seq": lambda e: e.seq, "action": lambda e: e.action}
+# the FILL_* rules compiled for Python: per (delete, carried), the index of the value's source
+LEAVES, HOLDS = ({(d, c): FILL_SOURCES.index(fill_source(lines, delete=d, carried=c))
+                  for d in (False, True) for c in (False, True)} for lines in (FILL_LEAVES, FILL_HOLDS))
+
+
+def _filled_from(lines: dict, e: _Event, before: list) -> list:
+    """``e``'s values by a compiled FILL_* rule (``lines``), ``before`` the key's row before it."""
+    delete = e.action == DELETE
+    return [(v, b, None)[lines[delete, f]] for v, f, b in zip(e.vals, e.flags, before)]
+
+
 def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list[int]) -> list[tuple]:
     """Every upsert a whole row, by :func:`pipelines.silver.changes.fill_partial`'s rules: per key,
     in ``_seq`` order after silver's ``stored`` row (live rows, by key), a column an upsert lacks
@@ -134,12 +147,11 @@ def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list
     for key, rows in groups.items():
         if key in stored:
             rows.append(_Event("", "stored", None, None, list(stored[key]), [True] * width, order=0))
-        rows.sort(key=lambda e: e.action, reverse=True)  # (ties: an upsert, silver's row, then a delete)
-        rows.sort(key=lambda e: (e.order, e.seq))
+        sort_in(rows, FILL_ORDER, _FIELDS)
 
     def after(e: _Event, state: list) -> list:
         """The values a key's row has after ``e``, from ``state``, those it had before."""
-        return [None] * width if e.action == DELETE else [v if f else s for v, f, s in zip(e.vals, e.flags, state)]
+        return _filled_from(LEAVES, e, state)
 
     pending = [e for e in events if e.moved and not all(e.flags)]
     for e in pending:
@@ -159,7 +171,7 @@ def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list
         for e in waiting:
             came = moved_out.get(e.seq)
             if came is not None:
-                e.vals = [v if f else c for v, f, c in zip(e.vals, e.flags, came)]
+                e.vals = _filled_from(HOLDS, e, came)
                 e.flags = [True] * width
                 e.pending = False
     out = []
@@ -167,8 +179,7 @@ def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list
         state = [None] * width
         for e in rows:
             if e.order:
-                vals = e.vals if e.action == DELETE else [v if f else b for v, f, b in zip(e.vals, e.flags, state)]
-                out.append((e.seq, e.action, e.op, e.commit_ts, tuple(vals)))
+                out.append((e.seq, e.action, e.op, e.commit_ts, tuple(_filled_from(HOLDS, e, state))))
             state = after(e, state)
     return out
 

@@ -1,6 +1,6 @@
 """A keyless table's changes folded in Arrow: its rows are identified by all their values.
 
-The rules are :func:`pipelines.silver.plan.plan_keyless`'s. Per identity (the values of every
+The rules are :mod:`pipelines.silver.rules`' (Spark's path: :func:`pipelines.silver.plan.plan_keyless`). Per identity (the values of every
 column the batch's images carry, NULLs matching NULLs): the batch's copies (each upsert's after
 image) and silver's live copies, newest first, survive the batch's deletes (each delete's and
 update's before image), one copy per delete; the stored copies that do not survive are removed
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pipelines.bronze.schema import UPSERT_OPS
 from pipelines.schema.typemap import ColumnSpec
 from pipelines.silver.columnar import image_rows, merge_source, typed_images
+from pipelines.silver import rules
 from pipelines.silver.columns import DELETE, INSERT
 from pipelines.silver.driver_writes import Target
 from pipelines.silver.segment_cells import Segment
@@ -76,6 +77,22 @@ def _live(stored: pa.Table | None, t: Target, like: pa.Table) -> pa.Table:
                      "_seq": live.column(t.own.seq).cast(pa.string())})
 
 
+def fates(g_candidate: np.ndarray, g_delete: np.ndarray, seqs: pa.ChunkedArray | pa.Array,
+          groups: int) -> tuple[np.ndarray, int]:
+    """:mod:`pipelines.silver.rules`' keyless rule in NumPy: per candidate (its identity's number in
+    ``g_candidate``, its ``_seq`` in ``seqs``), whether it survives the deletes (their identities'
+    numbers in ``g_delete``); and how many deletes find no candidate. ``groups``: identities."""
+    n_deletes = np.bincount(g_delete, minlength=groups)
+    n_candidates = np.bincount(g_candidate, minlength=groups)
+    keep = rules.keyless_kept(n_candidates, n_deletes, np.maximum)
+    order = pc.sort_indices(pa.table({"g": g_candidate, "seq": seqs}),
+                            [("g", "ascending"), *rules.KEYLESS_ORDER]).to_numpy()
+    ranked = g_candidate[order]
+    rank = np.empty(len(order), np.int64)  # each candidate's place in its identity, from 1
+    rank[order] = np.arange(len(order)) - np.searchsorted(ranked, ranked, "left") + 1
+    return rank <= keep[g_candidate], int(rules.keyless_missing(n_candidates, n_deletes, np.maximum).sum())
+
+
 def fold(copies: pa.Table, deletes: pa.Table, stored: pa.Table | None, t: Target) -> tuple[pa.Table, dict]:
     """The MERGE source (:attr:`Target.source_schema`) of a keyless batch's ``copies`` and
     ``deletes`` (:func:`keyless_events`) against silver's ``stored`` rows (its identity columns,
@@ -90,21 +107,11 @@ def fold(copies: pa.Table, deletes: pa.Table, stored: pa.Table | None, t: Target
     gid = _group_ids(pa.concat_tables([copies.select(slots), deletes.select(slots), live.select(slots)]))
     groups = int(gid.max()) + 1
     g_copy, g_delete, g_live = gid[:nc], gid[nc:nc + nd], gid[nc + nd:]
-    g_candidate = np.concatenate([g_copy, g_live])
-    n_deletes = np.bincount(g_delete, minlength=groups)
-    n_copies = np.bincount(g_candidate, minlength=groups)
-    keep = np.maximum(n_copies - n_deletes, 0)
-    # each group's copies newest first: the first `keep` survive
     seqs = pa.chunked_array([copies.column("_seq").cast(pa.string()), live.column("_seq")], pa.string())
-    order = pc.sort_indices(pa.table({"g": g_candidate, "s": seqs}), [("g", "ascending"), ("s", "descending")])
-    order = order.to_numpy()
-    ranked = g_candidate[order]
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order)) - np.searchsorted(ranked, ranked, "left") + 1
-    survives = rank <= keep[g_candidate]
-    inserted, removed = survives[:nc], ~survives[nc:]
-    counts.update(inserted=int(inserted.sum()), deleted=int(removed.sum()),
-                  missing_deletes=int(np.maximum(n_deletes - n_copies, 0).sum()))
+    survives, missing = fates(np.concatenate([g_copy, g_live]), g_delete, seqs, groups)
+    fate = {"batch": survives[:nc], "stored": survives[nc:]}
+    inserted, removed = (fate[o] == s for o, s in map(rules.keyless_fate, (INSERT, DELETE)))
+    counts.update(inserted=int(inserted.sum()), deleted=int(removed.sum()), missing_deletes=missing)
     # a removed copy's change: the last delete of its identity
     never = np.iinfo(np.int64).min
     stamps = pc.fill_null(deletes.column("_ts").cast(pa.int64()), never).to_numpy()

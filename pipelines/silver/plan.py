@@ -22,7 +22,8 @@ from pipelines.silver.changes import (commit_ts_of, image_values, struct_fields,
                                       latest_per_key)
 from pipelines.silver.columns import (COMMIT_TS, DELETED, IS_CURRENT, OP, OwnColumns, PRESENT, SEQ, VALID_FROM,
                                       VALID_TO, ACTION, DELETE, INSERT, KIND, WORK, RN, UPSERT)
-from pipelines.silver.rules import compiled_outcomes
+from pipelines.silver.rules import (KEYLESS_ACTIONS, KEYLESS_ORDER, compiled_outcomes, keyless_kept,
+                                    keyless_missing)
 
 
 def value_schema(target: T.StructType, own: OwnColumns) -> T.StructType:
@@ -252,6 +253,37 @@ def plan_scd2(
     return _Plan(source, schema, on, clauses, counts, src)
 
 
+_DELETES = "delete"  # keyless_actions' origin of the batch's deletes
+
+
+def keyless_actions(rows: DataFrame, identity: Sequence[str], origin: str) -> tuple[DataFrame, Column]:
+    """:mod:`pipelines.silver.rules`' keyless rule in Spark's SQL: ``rows`` (the candidates, whose
+    ``origin`` is the rule's, and the deletes, whose is ``"delete"``) ranked per identity, and each row's
+    action: :data:`~pipelines.silver.rules.KEYLESS_ACTIONS`', ``"missing"`` for a delete that finds
+    no candidate, else NULL. The ranked rows carry the identity's candidates, deletes and last
+    delete's commit time."""
+    group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
+    is_candidate = F.col(origin) != _DELETES
+    fields = {"seq": F.coalesce(F.col(SEQ), F.col(f"{WORK}dseq"))}
+    seq_order = [fields[f].desc() if d == "descending" else fields[f].asc() for f, d in KEYLESS_ORDER]
+    ranked = (
+        rows.withColumn(f"{WORK}n", F.sum(is_candidate.cast("int")).over(group))
+        .withColumn(f"{WORK}ndel", F.sum((~is_candidate).cast("int")).over(group))
+        .withColumn(f"{WORK}dts", F.max(F.when(~is_candidate, F.col(COMMIT_TS))).over(group))
+        # the candidates in the rule's order, then the deletes: a delete at rank n + j is the j-th
+        .withColumn(RN, F.row_number().over(group.orderBy(is_candidate.desc(), *seq_order)))
+    )
+    n, rn = F.col(f"{WORK}n"), F.col(RN)
+    greatest = lambda c, z: F.greatest(c, F.lit(z))  # noqa: E731
+    survives = rn <= keyless_kept(n, F.col(f"{WORK}ndel"), greatest)
+    action = None
+    for (of, lives), act in KEYLESS_ACTIONS.items():
+        cond = (F.col(origin) == of) & (survives if lives else ~survives)
+        action = F.when(cond, act) if action is None else action.when(cond, act)
+    missing = (F.col(origin) == _DELETES) & (keyless_missing(n, rn - n, greatest) > 0)
+    return ranked, action.when(missing, "missing")
+
+
 def plan_keyless(
     changes: DataFrame,
     target: T.StructType,
@@ -265,21 +297,21 @@ def plan_keyless(
     values = value_schema(target, own)
     op = F.col("op")
     origin = f"{WORK}origin"
-    # Three kinds of rows, grouped by the identity values: silver's live copies (t), the batch's
-    # inserted copies (s, full rows) and the batch's deletes (d).
+    # Three kinds of rows, grouped by the identity values: silver's live copies, the batch's
+    # inserted copies (full rows) and the batch's deletes; the rule: pipelines.silver.rules.
     inserts = changes.where(op.isin(*UPSERT_OPS)).select(
         *image_values("after", struct_fields(changes, "after"), values, names),
         F.col(SEQ),
         commit_ts_of(changes).alias(COMMIT_TS),
         op.alias(OP),
         F.lit(False).alias(DELETED),
-        F.lit("s").alias(origin),
+        F.lit("batch").alias(origin),
     )
     deletes = changes.where(op.isin("d", "u")).select(
         *image_values("before", struct_fields(changes, "before"), values, names),
         F.col(SEQ).alias(f"{WORK}dseq"),
         commit_ts_of(changes).alias(COMMIT_TS),
-        F.lit("d").alias(origin),
+        F.lit(_DELETES).alias(origin),
     )
     # Positional working names: identity columns may carry any name; NULLs must match NULLs.
     ic = [f"{WORK}c{i}" for i in range(len(identity))]
@@ -290,26 +322,10 @@ def plan_keyless(
         .where(stored_deleted.isNull() | ~stored_deleted)
         .join(wanted, [F.col(quote_ident(n)).eqNullSafe(F.col(c)) for n, c in zip(identity, ic)], "left_semi")
         .select(*[F.col(quote_ident(n)) for n in identity], F.col(quote_ident(own.seq)).alias(SEQ),
-                F.lit("t").alias(origin))
+                F.lit("stored").alias(origin))
     )
     rows = inserts.unionByName(live, allowMissingColumns=True).unionByName(deletes, allowMissingColumns=True)
-    group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
-    is_copy = F.col(origin) != "d"
-    ranked = (
-        rows.withColumn(f"{WORK}n", F.sum(is_copy.cast("int")).over(group))
-        .withColumn(f"{WORK}ndel", F.sum((~is_copy).cast("int")).over(group))
-        .withColumn(f"{WORK}dts", F.max(F.when(~is_copy, F.col(COMMIT_TS))).over(group))
-        # copies newest first, then the deletes: a delete at rank n + j is the group's j-th delete
-        .withColumn(RN, F.row_number().over(
-            group.orderBy(is_copy.desc(), F.coalesce(F.col(SEQ), F.col(f"{WORK}dseq")).desc())))
-    )
-    keep = F.greatest(F.col(f"{WORK}n") - F.col(f"{WORK}ndel"), F.lit(0))
-    n, rn = F.col(f"{WORK}n"), F.col(RN)
-    action = (
-        F.when((F.col(origin) == "s") & (rn <= keep), INSERT)
-        .when((F.col(origin) == "t") & (rn > keep), DELETE)
-        .when((F.col(origin) == "d") & (rn - n > n), "missing")
-    )
+    ranked, action = keyless_actions(rows, identity, origin)
     tagged = ranked.withColumn(ACTION, action).where(F.col(ACTION).isNotNull())
     doomed = F.col(ACTION) == DELETE
     src = tagged.select(
