@@ -135,6 +135,7 @@ def _fill_meant(table: str, delete: bool, carried: bool) -> str:
 
 
 def test_the_fill_rules_say_what_partial_images_mean():
+    assert {source for _, source in FILL_LEAVES + FILL_HOLDS} <= set(FILL_SOURCES)
     for combo in FILL_COMBOS:
         assert fill_source(FILL_LEAVES, **combo) == _fill_meant("leaves", **combo), combo
         assert fill_source(FILL_HOLDS, **combo) == _fill_meant("holds", **combo), combo

@@ -122,7 +122,7 @@ def fetch(scan: Scan, segments: Sequence[tuple[str, str, str, str | None]], larg
                     schema=pa.schema([("db", pa.string()), ("table", pa.string()), ("_f_start", pa.string()),
                                       ("_f_end", pa.string()), ("_f_i", pa.int64())]))
     where = pc.field("db").isin(sorted({s[0] for s in segments})) & \
-        pc.field("table").isin(sorted({s[1] for s in segments})) & (pc.field("_seq") > min(s[2] for s in segments))
+        pc.field("table").isin(sorted({s[1] for s in segments})) & ranges.arrow_above_filter(min(s[2] for s in segments))
     rows = pa.Table.from_batches(list(scan.batches(["db", "table", "_seq", "op", "commit_ts", "before", "after"], where)),
                                  schema=pa.schema([scan.dataset.schema.field(c) for c in
                                                    ("db", "table", "_seq", "op", "commit_ts", "before", "after")]))

@@ -25,7 +25,7 @@ from pipelines.bronze.schema import INSERT_OPS, UPSERT_OPS
 from pipelines import delta_io
 from pipelines.delta_io import quote_ident
 from pipelines.silver.columns import DELETE, UPSERT
-from pipelines.silver.rules import FILL_HOLDS, FILL_LEAVES, FILL_ORDER, FILL_SOURCES, fill_source, sort_in
+from pipelines.silver.rules import FILL_HOLDS, FILL_LEAVES, FILL_ORDER, fill_source, sort_in
 from pipelines.silver import keyless
 from pipelines.silver.columnar import (above_watermark, arrow_refusals, classify, events_table, fold_keyed, key_columns,
                                        latest_events, merge_source, typed_images)
@@ -122,19 +122,20 @@ def _partial_events(changes: Sequence[tuple], presences: Sequence[tuple | None],
 
 
 _FIELDS = {"order": lambda e: e.order, "seq": lambda e: e.seq, "action": lambda e: e.action}
-# the FILL_* rules compiled for Python: per (delete, carried), the index of the value's source
-LEAVES, HOLDS = ({(d, c): FILL_SOURCES.index(fill_source(lines, delete=d, carried=c))
+_PICK = ("own", "before", "null")  # a value's sources, as _filled_from lines them up
+# the FILL_* rules compiled for Python: per (delete, carried), the place of the value's source in _PICK
+LEAVES, HOLDS = ({(d, c): _PICK.index(fill_source(lines, delete=d, carried=c))
                   for d in (False, True) for c in (False, True)} for lines in (FILL_LEAVES, FILL_HOLDS))
 
 
 def _filled_from(lines: dict, e: _Event, before: list) -> list:
     """``e``'s values by a compiled FILL_* rule (``lines``), ``before`` the key's row before it."""
     delete = e.action == DELETE
-    return [(v, b, None)[lines[delete, f]] for v, f, b in zip(e.vals, e.flags, before)]
+    return [(v, b, None)[lines[delete, f]] for v, f, b in zip(e.vals, e.flags, before)]  # (_PICK's order)
 
 
 def _fill_partial(events: list[_Event], stored: dict[tuple, tuple], key_at: list[int]) -> list[tuple]:
-    """Every upsert a whole row, by :func:`pipelines.silver.changes.fill_partial`'s rules: per key,
+    """Every upsert a whole row, by :mod:`pipelines.silver.rules`' fill rules: per key,
     in ``_seq`` order after silver's ``stored`` row (live rows, by key), a column an upsert lacks
     takes the value the row had just before it (the latest earlier event carrying it, NULL after
     a delete); a key-changing update first takes its old key's row just before the change (a

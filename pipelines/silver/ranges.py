@@ -50,6 +50,11 @@ def arrow_filter(db: str, table: str, start: str, end: str | None) -> pc.Express
     return where if end is None else where & (pc.field(SEQ) < end)
 
 
+def arrow_above_filter(mark: str) -> pc.Expression:
+    """A dataset filter: the rows above ``mark`` (a scan's bound below its segments' starts)."""
+    return pc.field(SEQ) > mark
+
+
 def arrow_holds(seq: pa.Array, start, end) -> pa.Array:
     """Per row, the segment holds it (``start``/``end``: scalars, or arrays of each row's bounds,
     a null end open): :func:`holds` for arrays; false where ``seq`` is null."""

@@ -60,7 +60,7 @@ from pipelines.bronze.schema import BRONZE_TABLE
 from pipelines.config import PipelineConfig
 from pipelines.paths import silver_table_path
 from pipelines.schema import UNPARSED
-from pipelines.silver import bronze_scan, snapshots
+from pipelines.silver import bronze_scan, ranges, snapshots
 from pipelines.silver.lanes import SilverRun, fetch_small, run_lanes
 from pipelines.silver.marks import (READ_THROUGH_DB, above_marks, drop_rolled_back_xa, late_since,
                                     read_through_key, read_through_since)
@@ -220,8 +220,8 @@ def _write_quarantine(spark, cfg: PipelineConfig, bronze: DataFrame, items: list
         reasons = spark.createDataFrame(items, "_q_db STRING, _q_table STRING, _q_start STRING, _q_end STRING, "
                                                "_q_shape STRING, _q_reason STRING")
         cond = ((bronze["db"] == reasons["_q_db"]) & (bronze["table"] == reasons["_q_table"])
-                & (bronze["_shape"] == reasons["_q_shape"]) & (bronze["_seq"] > reasons["_q_start"])
-                & (reasons["_q_end"].isNull() | (bronze["_seq"] < reasons["_q_end"])))
+                & (bronze["_shape"] == reasons["_q_shape"])
+                & ranges.spark_holds(bronze["_seq"], reasons["_q_start"], reasons["_q_end"]))
         parts.append(bronze.join(F.broadcast(reasons), cond, "inner")
                      .select(*bronze.columns, "_q_reason", F.lit("SchemaMismatch").alias("_q_class")))
     now = _dt.datetime.now(_UTC)
