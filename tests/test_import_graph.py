@@ -4,6 +4,7 @@ or Delta (``python -m pipelines imports`` prints the arrows)."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -81,3 +82,33 @@ def test_no_module_imports_another_modules_private_names():
                       if a.name.startswith("_") and not a.name.startswith("__") and f"{source}.{a.name}" not in mods
                       and a.name != "_speedups"]
     assert len(mods) > 100 and found == [], found
+
+
+def _layout_rows() -> dict[str, set[str]]:
+    """docs/architecture.md's Layout table: per package of a row, the packages its "may import"
+    cell names (outside parentheses, which name modules; "nothing of ours": none)."""
+    text = (import_graph.ROOT.parent / "docs" / "architecture.md").read_text()
+    section = text[text.index("\n## Layout"):]
+    rows = {}
+    for line in section.splitlines()[2:]:  # (after the heading)
+        if line.startswith("## "):
+            break
+        if not line.startswith("| `pipelines/"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        may = {n.split(".")[0] for n in re.findall(r"`([\w.]+)`", re.sub(r"\([^)]*\)", "", cells[-1]))}
+        for path in re.findall(r"`pipelines/([\w.]+?)(?:\.py)?/?`", cells[0]):
+            rows["pipelines" if path == "__init__" else path] = may
+    return rows
+
+
+def test_the_layout_table_names_each_packages_arrows():
+    """The Layout section says which packages each may import: exactly the arrows the source has
+    (every package may use ``logs`` and ``errors``, as the section says)."""
+    rows = _layout_rows()
+    arrows = folded(graph())
+    missing = sorted(set(arrows) - set(rows))
+    assert not missing, f"packages without a row in docs/architecture.md's Layout: {missing}"
+    wrong = {pkg: {"the source": sorted(deps - {"logs", "errors"}), "the table": sorted(rows[pkg])}
+             for pkg, deps in arrows.items() if deps - {"logs", "errors"} != rows[pkg]}
+    assert not wrong, wrong
