@@ -563,7 +563,7 @@ def load_job(config: Path, dump: Path, backend: str, *, kill_after: float | None
 
 
 def arrow_seed(seed: int) -> bool:
-    """The seeds whose keyed tables silver folds in Arrow on delta-rs (about one in two; see
+    """The seeds whose tables silver applies as it applies big ones (about one in two; see
     :func:`run_batch`'s ``arrow``)."""
     return random.Random(f"arrow/{seed}").random() < 0.5
 
@@ -574,11 +574,12 @@ def parts_seed(seed: int) -> bool:
 
 
 @contextlib.contextmanager
-def keyed_segments_in_arrow(on: bool, by_parts: bool = False):
+def as_big_tables(on: bool, by_parts: bool = False):
     """With ``on``, silver fetches no segment for its small segments' path (:data:`pipelines.silver.driver.FETCH_ROWS`
-    0), so on delta-rs every segment of whole images goes the big segments' way
-    (:mod:`pipelines.silver.big_segments`: read from bronze by delta-rs, keyed and keyless tables);
-    the soak's tables are small.
+    0), so every segment goes the way a big table's does (the soak's tables are small): on delta-rs
+    the big segments' way (:mod:`pipelines.silver.big_segments`: read from bronze by delta-rs,
+    folded in Arrow, keyed and keyless tables); on delta-spark Spark's MERGE path
+    (:mod:`pipelines.silver.changes`, :mod:`pipelines.silver.plan`), as a cluster's big tables take.
     ``by_parts``: each segment is read and folded by parts, a part per record batch of bronze, as
     a segment of more than :data:`pipelines.silver.segment_cells.BIG_BYTES` is. Either way, with ``on``
     every segment is typed by Arrow's casts, however few its changes
@@ -618,8 +619,9 @@ class Outcome:
         return not self.problems
 
     def line(self) -> str:
+        big = ("Spark's path" if self.backend == "spark" else "keyed in Arrow" + (", by parts" if self.by_parts else ""))
         head = (f"seed {self.seed} {self.mode} {self.backend}{' (killed once)' if self.killed else ''}"
-                f"{' (keyed in Arrow' + (', by parts)' if self.by_parts else ')') if self.arrow else ''}"
+                f"{f' ({big})' if self.arrow else ''}"
                 f"{'' if self.place == 'local' else f' ({self.place})'}")
         if self.ok:
             return f"ok    {head}: {self.statements} statements, {self.columns} columns, {self.rows} rows, {self.seconds:.1f} s"
@@ -689,8 +691,8 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
     without it, or with ``kill``, as the job itself (``kill``: SIGKILLed once in the second run at
     a random moment, then run again).
 
-    ``arrow`` (delta-rs, in this process): silver folds every keyed segment in Arrow
-    (:func:`keyed_segments_in_arrow`). ``place``: where the binlogs and the warehouse are, and
+    ``arrow`` (in this process): silver applies every segment as a big table's
+    (:func:`as_big_tables`: on delta-rs folded in Arrow, on delta-spark by Spark's MERGE path). ``place``: where the binlogs and the warehouse are, and
     whether two silver runs overlap (:data:`PLACES`; s3 runs the job as a subprocess).
     """
     from pipelines import bronze, snapshot_load, storage
@@ -754,7 +756,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
                     silver_failed = silver_at_once(spark, cfg, rng) or silver_failed
                     continue
                 try:
-                    with keyed_segments_in_arrow(arrow, by_parts=parts_seed(seeds[0])):
+                    with as_big_tables(arrow, by_parts=parts_seed(seeds[0])):
                         silver_step.run(spark, cfg)
                 except SilverStepError as e:  # the tables it names differ below
                     silver_failed = str(e)
@@ -779,7 +781,7 @@ def run_batch(seeds: list[int], mode: str, workdir: Path, *, backend: str = "rs"
             out.append(Outcome(w.seed, mode, backend, problems, kill, arrow and in_process, rows,
                                sum(len(t.columns) for t in w.tables),
                                len(w.statements), seconds, place="dump" if dump else place,
-                               by_parts=arrow and in_process and parts_seed(seeds[0])))
+                               by_parts=arrow and in_process and backend == "rs" and parts_seed(seeds[0])))
         return out
     finally:
         srv.stop()
@@ -790,8 +792,8 @@ def plan_batches(seeds: list[int], modes: list[str], backends: list[str] | None,
     """(mode, backend, seeds, kill, arrow) for every pipeline run: seeds in batches of ``batch``;
     without ``backends`` the batches take delta-rs and delta-spark in turn (a batch of one: even
     seeds on delta-rs, odd on delta-spark); without ``kill`` a batch SIGKILLs when its first seed
-    is a :func:`fault_seed`; without ``arrow`` a delta-rs batch that does not SIGKILL folds its
-    keyed tables in Arrow when its first seed is an :func:`arrow_seed`."""
+    is a :func:`fault_seed`; without ``arrow`` a batch that does not SIGKILL applies its tables as
+    big ones (:func:`as_big_tables`) when its first seed is an :func:`arrow_seed`."""
     runs = []
     for mode in modes:
         for n, at in enumerate(range(0, len(seeds), batch)):
@@ -799,7 +801,7 @@ def plan_batches(seeds: list[int], modes: list[str], backends: list[str] | None,
             auto = seed_backend(group[0]) if batch == 1 else ("rs", "spark")[n % 2]
             for backend in backends or [auto]:
                 kills = fault_seed(group[0]) if kill is None else kill
-                arrows = backend == "rs" and not kills and (arrow_seed(group[0]) if arrow is None else arrow)
+                arrows = not kills and (arrow_seed(group[0]) if arrow is None else arrow)
                 runs.append((mode, backend, group, kills, arrows))
     return runs
 
@@ -844,7 +846,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill", action="store_true", help="every batch SIGKILLs the job once")
     p.add_argument("--no-kill", action="store_true", help="no batch SIGKILLs the job (all run in this process)")
     p.add_argument("--arrow", action="store_true",
-                   help="every delta-rs batch applies its tables as big segments (silver.big_segments)")
+                   help="every batch applies its tables as big ones: delta-rs folds them in Arrow "
+                        "(silver.big_segments), delta-spark MERGEs them by Spark's path")
     p.add_argument("--no-arrow", action="store_true", help="no batch does (small tables take the small segments' path)")
     p.add_argument("--place", choices=PLACES, default="local",
                    help="local folders (default); s3: binlogs and warehouse on a private S3 server; overlap: "

@@ -46,6 +46,16 @@ def test_random_workload_with_keyed_tables_folded_in_arrow(spark, tmp_path, mode
     assert out.statements > 30 and out.rows > 0
 
 
+@pytest.mark.parametrize("mode", ["minimal/minimal", "full/full"])
+def test_random_workload_on_sparks_merge_path(spark, tmp_path, mode):  # noqa: F811
+    # delta-spark with no segment fetched to the driver: every table MERGEd by Spark's path
+    # (silver.changes, silver.plan: keyed, keyless and partial images), as a cluster's big tables go
+    require_delta_spark(spark)
+    out = run_seed(1002, mode, tmp_path, backend="spark", spark=spark, kill=False, steps=30, arrow=True)
+    assert out.arrow and out.ok, out.line() + "\n" + "\n".join(out.problems)
+    assert "(Spark's path)" in out.line() and out.statements > 30 and out.rows > 0
+
+
 def test_random_workload_survives_a_sigkill(spark, tmp_path):  # noqa: F811
     # the job as a subprocess on delta-spark, SIGKILLed once mid-run (delta-rs: tests/test_faults.py)
     require_delta_spark(spark)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from soak import MODES, child_argvs, plan_batches
+from soak import MODES, Outcome, child_argvs, plan_batches
 
 
 def test_the_jobs_split_the_modes_and_run_the_batches_one_process_runs():
@@ -30,3 +30,15 @@ def test_batches_take_the_backends_in_turn_and_a_batch_of_one_by_its_seed():
         [("rs", 0, 20), ("spark", 20, 20), ("rs", 40, 20)]
     alone = plan_batches([0, 1, 2, 3], ["full/full"], None, 1, False, False)
     assert [backend for _, backend, _, _, _ in alone] == ["rs", "spark", "rs", "spark"]
+
+
+def test_arrow_batches_apply_their_tables_as_big_ones_on_either_backend():
+    """``--arrow``: a delta-rs batch folds every table in Arrow, a delta-spark batch MERGEs every
+    table by Spark's path; a batch that SIGKILLs runs as the job does, so neither."""
+    runs = plan_batches(list(range(4)), ["full/full"], ["rs", "spark"], 2, False, True)
+    assert [(backend, arrows) for _, backend, _, _, arrows in runs] == \
+        [("rs", True), ("spark", True), ("rs", True), ("spark", True)]
+    killed = plan_batches(list(range(2)), ["full/full"], ["spark"], 2, True, True)
+    assert [arrows for *_, arrows in killed] == [False]
+    assert "(Spark's path)" in Outcome(1, "full/full", "spark", [], arrow=True).line()
+    assert "(keyed in Arrow, by parts)" in Outcome(1, "full/full", "rs", [], arrow=True, by_parts=True).line()
