@@ -155,7 +155,7 @@ def test_sparks_compiled_fill_rules_give_the_rules_sources(spark):  # noqa: F811
     conds = {"delete": F.col("delete"), "carried": F.col("carried")}
     for lines in (FILL_LEAVES, FILL_HOLDS):
         sources = {s: F.lit(s) for s in FILL_SOURCES}
-        got = df.withColumn("source", changes._case(compiled_fill(lines, conds, sources))).collect()
+        got = df.withColumn("source", changes.case_of(compiled_fill(lines, conds, sources))).collect()
         assert {(r["delete"], r["carried"]): r["source"] for r in got} == \
             {(c["delete"], c["carried"]): fill_source(lines, **c) for c in FILL_COMBOS}
 

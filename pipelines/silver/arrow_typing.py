@@ -265,7 +265,7 @@ def typed_cells(cells: Cells, n: int, columns: dict[int, tuple], *,
     work = {i: (spec, to, cells.column(ordinal, n), fix) for i, (spec, ordinal, to, fix) in columns.items()}
     if not threads:
         return {i: typed_column(spec, to, column, fix=fix) for i, (spec, to, column, fix) in work.items()}
-    done = side_by_side(lambda i: typed_column(work[i][0], work[i][1], work[i][2], fix=work[i][3]), list(work), n)
+    done = side_by_side(lambda w: typed_column(w[0], w[1], w[2], fix=w[3]), list(work.values()), n)
     return dict(zip(work, done))
 
 

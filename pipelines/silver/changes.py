@@ -377,8 +377,8 @@ def _settle_moves(rows: DataFrame, before, values: list[str], flags: list[str], 
     return rows
 
 
-def _case(pairs: Sequence[tuple[Column | None, Column]]) -> Column:
-    """``(condition, value)`` pairs (:func:`pipelines.silver.rules.compiled_fill`) as one CASE:
+def case_of(pairs: Sequence[tuple[Column | None, Column | str]]) -> Column:
+    """``(condition, value)`` pairs (a rule compiled: :mod:`pipelines.silver.rules`) as one CASE:
     the first whose condition holds (None: always); NULL when none does."""
     out = None
     for cond, value in pairs:
@@ -386,6 +386,12 @@ def _case(pairs: Sequence[tuple[Column | None, Column]]) -> Column:
             return value if out is None else out.otherwise(value)
         out = F.when(cond, value) if out is None else out.when(cond, value)
     return out
+
+
+def spark_order(order: Sequence[tuple[str, str]], fields: dict[str, Column]) -> list[Column]:
+    """An ORDER table of :mod:`pipelines.silver.rules` as Spark's sort columns (``fields``: each
+    field's column)."""
+    return [fields[f].desc() if d == "descending" else fields[f].asc() for f, d in order]
 
 
 def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], value_schema: T.StructType) -> DataFrame:
@@ -420,7 +426,7 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
     fields = {"order": F.col(order), "seq": F.col(SEQ), "action": F.col(ACTION)}
     before = (
         Window.partitionBy(*[F.col(quote_ident(k)) for k in keys])
-        .orderBy(*[fields[f].desc() if d == "descending" else fields[f].asc() for f, d in FILL_ORDER])
+        .orderBy(*spark_order(FILL_ORDER, fields))
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     all_present = F.lit(True)
@@ -437,12 +443,12 @@ def fill_partial(events: DataFrame, stored: DataFrame, keys: Sequence[str], valu
         null = F.lit(None).cast(value_schema[i].dataType)
         leaves = compiled_fill(FILL_LEAVES, conds(i), {"own": F.struct(F.col(quote_ident(v)).alias("v")),
                                                       "null": F.struct(null.alias("v")), "before": F.lit(None)})
-        return F.last(_case(leaves), ignorenulls=True).over(before).getField("v")
+        return F.last(case_of(leaves), ignorenulls=True).over(before).getField("v")
 
     def resolved(df: DataFrame) -> DataFrame:
         """Each upsert's missing columns filled from the row before it (one pass, no key moves)."""
         return df.select(
-            *[_case(compiled_fill(FILL_HOLDS, conds(i), {
+            *[case_of(compiled_fill(FILL_HOLDS, conds(i), {
                 "own": F.col(quote_ident(v)), "before": previous(i, v),
                 "null": F.lit(None).cast(value_schema[i].dataType)})).alias(v) for i, v in enumerate(values)],
             *[F.col(c) for c in df.columns if c not in values],
@@ -469,6 +475,5 @@ def latest_per_key(events: DataFrame, keys: Sequence[str]) -> DataFrame:
     if not keys:
         raise ValueError("latest_per_key needs at least one key column")
     fields = {"seq": F.col(SEQ), "action": F.col(ACTION)}
-    w = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(
-        *[fields[f].desc() if d == "descending" else fields[f].asc() for f, d in WINNER_ORDER])
+    w = Window.partitionBy(*[F.col(quote_ident(k)) for k in keys]).orderBy(*spark_order(WINNER_ORDER, fields))
     return events.withColumn(RN, F.row_number().over(w)).where(F.col(RN) == 1).drop(RN)

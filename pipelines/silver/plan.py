@@ -18,8 +18,8 @@ from pyspark.sql import types as T
 
 from pipelines.bronze.schema import UPSERT_OPS
 from pipelines.delta_io import MergeClause, qualified, quote_ident
-from pipelines.silver.changes import (commit_ts_of, image_values, struct_fields, fill_partial, key_events,
-                                      latest_per_key)
+from pipelines.silver.changes import (case_of, commit_ts_of, image_values, struct_fields, fill_partial, key_events,
+                                      latest_per_key, spark_order)
 from pipelines.silver.columns import (COMMIT_TS, DELETED, IS_CURRENT, OP, OwnColumns, PRESENT, SEQ, VALID_FROM,
                                       VALID_TO, ACTION, DELETE, INSERT, KIND, WORK, RN, UPSERT)
 from pipelines.silver.rules import (KEYLESS_ACTIONS, KEYLESS_ORDER, compiled_outcomes, keyless_kept,
@@ -143,10 +143,10 @@ def plan_keyed(
     present = F.col(f"{WORK}tpresent").isNotNull()
     newer = F.col(f"{WORK}tseq").isNull() | (F.col(SEQ) > F.col(f"{WORK}tseq"))
     upsert = F.col(ACTION) == UPSERT
-    klass = F.when(_null_key(keys), "null_key")
     flags = {"stored": present, "newer": newer, "upsert": upsert, "soft": F.lit(delete_mode == "soft")}
-    for kind, cond in compiled_outcomes(flags, lambda a, b: a & b, lambda a: ~a, F.lit(True)):
-        klass = klass.when(cond, kind)
+    klass = case_of([(_null_key(keys), F.lit("null_key")),
+                     *[(cond, F.lit(kind)) for kind, cond in
+                       compiled_outcomes(flags, lambda a, b: a & b, lambda a: ~a, F.lit(True))]])
     classified = joined.withColumn(KIND, klass).drop(*tk, f"{WORK}tseq", f"{WORK}tpresent").cache()
     counts = _count_by(classified, KIND)
     if counts.get("null_key"):
@@ -264,8 +264,7 @@ def keyless_actions(rows: DataFrame, identity: Sequence[str], origin: str) -> tu
     delete's commit time."""
     group = Window.partitionBy(*[F.col(quote_ident(n)) for n in identity])
     is_candidate = F.col(origin) != _DELETES
-    fields = {"seq": F.coalesce(F.col(SEQ), F.col(f"{WORK}dseq"))}
-    seq_order = [fields[f].desc() if d == "descending" else fields[f].asc() for f, d in KEYLESS_ORDER]
+    seq_order = spark_order(KEYLESS_ORDER, {"seq": F.coalesce(F.col(SEQ), F.col(f"{WORK}dseq"))})
     ranked = (
         rows.withColumn(f"{WORK}n", F.sum(is_candidate.cast("int")).over(group))
         .withColumn(f"{WORK}ndel", F.sum((~is_candidate).cast("int")).over(group))
@@ -276,12 +275,9 @@ def keyless_actions(rows: DataFrame, identity: Sequence[str], origin: str) -> tu
     n, rn = F.col(f"{WORK}n"), F.col(RN)
     greatest = lambda c, z: F.greatest(c, F.lit(z))  # noqa: E731
     survives = rn <= keyless_kept(n, F.col(f"{WORK}ndel"), greatest)
-    action = None
-    for (of, lives), act in KEYLESS_ACTIONS.items():
-        cond = (F.col(origin) == of) & (survives if lives else ~survives)
-        action = F.when(cond, act) if action is None else action.when(cond, act)
     missing = (F.col(origin) == _DELETES) & (keyless_missing(n, rn - n, greatest) > 0)
-    return ranked, action.when(missing, "missing")
+    return ranked, case_of([*[((F.col(origin) == of) & (survives if lives else ~survives), F.lit(act))
+                              for (of, lives), act in KEYLESS_ACTIONS.items()], (missing, F.lit("missing"))])
 
 
 def plan_keyless(
