@@ -159,11 +159,13 @@ def test_two_writers_that_found_no_table_land_their_rows_once(spark, tmp_path, b
     plans again; the rows are in the table once."""
     for round_ in range(3):
         path = str(tmp_path / f"t{round_}")
+        both_pinned = threading.Barrier(2)  # (without it, one writer can look after the other landed)
 
         def first_commit(v: int):
             table = delta_io.open_table(path, backend, spark)
             rows = pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array([v, v], pa.int64())})
             with table.pinned() as pin:
+                both_pinned.wait(timeout=120)
                 assert pin.version is None
                 if write == "create_with_rows":
                     return table.create_with_rows(SCHEMA, rows, delta_io.CommitInfo(metadata='{"silver_watermark": "1"}'))
