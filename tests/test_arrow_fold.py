@@ -30,11 +30,13 @@ def _by_hand(events: pa.Table) -> dict:
 
 
 @pytest.mark.parametrize("threads", [False, True])  # (the winners' columns taken side by side)
-@pytest.mark.parametrize("nulls", [True, False])  # (an integer key without NULLs: pandas' hash, not Arrow's group-by)
+@pytest.mark.parametrize("nulls", [True, False])  # (an integer key without NULLs: NumPy or pandas, not Arrow's group-by)
+@pytest.mark.parametrize("hashed", [False, True])  # (that key's last of each: NumPy's sort, or pandas' hash)
 @pytest.mark.parametrize("seed", range(5))
-def test_latest_rows_keep_the_winner_of_each_key(seed, nulls, threads, monkeypatch):
+def test_latest_rows_keep_the_winner_of_each_key(seed, nulls, hashed, threads, monkeypatch):
     if threads:
         monkeypatch.setattr(arrow_pool, "THREADS_FROM", 0)
+    monkeypatch.setattr(arrow_fold, "_HASH_FROM", 0 if hashed else 10_000)
     events = _events(500, seed, nulls)
     events = pa.concat_tables([events.slice(0, 123), events.slice(123)])  # (in chunks, as a fold's events are)
     got = arrow_fold.latest_rows(events, ["k"], "s", "a").to_pylist()
