@@ -293,7 +293,8 @@ def _delta_classes_load(jvm) -> bool:
         return False
 
 
-_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")  # setJobGroup's
+_DESCRIPTION = ("spark.job.description",)  # setJobDescription's
 
 
 @contextlib.contextmanager
@@ -306,7 +307,9 @@ def job_description(spark: SparkSession, text: str, group: str | None = None):
     if context is None:
         yield
         return
-    before = {key: context.getLocalProperty(key) for key in _JOB_PROPERTIES}
+    # (what the call below sets, and only that, is read and put back: a py4j call each, and silver
+    # describes each of its tables, which may be a thousand with no Spark job of their own)
+    before = {key: context.getLocalProperty(key) for key in (_JOB_PROPERTIES if group is not None else _DESCRIPTION)}
     if group is not None:
         context.setJobGroup(group, text)
     else:
