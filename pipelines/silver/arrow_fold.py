@@ -53,9 +53,9 @@ _HASH_FROM = 1024  # keys from which pandas' hash finds the last of each, faster
 
 def _last_of_each(keys: Sequence[pa.ChunkedArray | pa.Array]) -> np.ndarray:
     """The positions, ascending, of the last row of each distinct key (NULLs are equal): one
-    integer key without NULLs (the usual primary key) by pandas' hash of it (NumPy's sort below
-    :data:`_HASH_FROM` keys), about twenty times
-    faster than Arrow's group-by; any other by that group-by."""
+    integer key without NULLs (the usual primary key) by pandas' hash of it, about twenty times
+    faster than Arrow's group-by (below :data:`_HASH_FROM` keys, NumPy's sort); any other by that
+    group-by."""
     if len(keys) == 1 and pa.types.is_integer(keys[0].type) and not keys[0].null_count:
         values = keys[0].to_numpy()
         if len(values) < _HASH_FROM:  # (NumPy's sort of a few values: a fifth of a pandas Series' cost)
