@@ -7,7 +7,7 @@ import sys
 import pyarrow as pa
 from spark_fixtures import spark  # noqa: F401  (the shared session fixture)
 
-from pipelines.arrow_pool import use_fast_pool
+from pipelines.arrow_pool import hold_mmap_threshold, use_fast_pool
 
 
 def test_a_process_that_imports_the_package_first_reads_parquet_into_jemalloc(tmp_path):
@@ -57,3 +57,36 @@ def test_the_sessions_python_workers_allocate_from_jemalloc(spark):  # noqa: F81
     pools = spark.sparkContext.parallelize(range(2), 2).map(
         lambda _: __import__("pyarrow").default_memory_pool().backend_name).collect()
     assert pools == ["jemalloc", "jemalloc"]
+
+
+_AFTER_A_BIG_FREE = """
+import numpy as np
+from pipelines.arrow_pool import hold_mmap_threshold, use_fast_pool
+def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096
+if {hold}: use_fast_pool()
+block = np.ones(16 << 20, np.uint8); del block  # (glibc raises its threshold to 16 MiB here, unless held)
+before = rss()
+block = np.ones(8 << 20, np.uint8); del block
+print((rss() - before) >> 20)
+"""
+
+
+def _kept_mib(hold: bool) -> int:
+    """MiB still resident after an 8 MiB NumPy block is freed, in a new process."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    return int(subprocess.run([sys.executable, "-c", _AFTER_A_BIG_FREE.format(hold=hold)], capture_output=True,
+                              text=True, check=True, env=env).stdout)
+
+
+def test_a_freed_big_numpy_block_goes_back_to_the_system_once_the_pool_is_chosen():
+    """glibc serves a block after a bigger one was freed from its heap, which keeps it when freed
+    (8 MiB stay resident); with the threshold held (use_fast_pool) the block is unmapped when freed."""
+    assert _kept_mib(hold=False) >= 4
+    assert _kept_mib(hold=True) == 0
+
+
+def test_a_threshold_the_user_set_stands(monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", str(1 << 20))
+    assert hold_mmap_threshold() is False
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    assert hold_mmap_threshold() is True  # (this machine's C library is glibc)
