@@ -61,7 +61,7 @@ def test_the_sessions_python_workers_allocate_from_jemalloc(spark):  # noqa: F81
 
 _AFTER_A_BIG_FREE = """
 import numpy as np
-from pipelines.arrow_pool import hold_mmap_threshold, use_fast_pool
+from pipelines.arrow_pool import use_fast_pool
 def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096
 if {hold}: use_fast_pool()
 block = np.ones(16 << 20, np.uint8); del block  # (glibc raises its threshold to 16 MiB here, unless held)
